@@ -34,3 +34,54 @@ def main():
 
 
 # Each stage's command follows, in pipeline order. Keep them thin: options -> config -> stage.run.
+
+
+@main.command("train")
+@click.option("--data", "data_spec", help="digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders")
+@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
+@click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
+@click.option("--model", help="small_cnn (default) | mobilenet_v2 | xception")
+@click.option("--image-size", type=int, help="square input size; default: the model's")
+@click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
+@click.option("--weights", type=click.Path(dir_okay=False), help="local pretrained weights file (nothing downloads)")
+@click.option("--epochs", type=int, help="total epochs (default 10)")
+@click.option("--batch-size", type=int, help="global batch, split across replicas (default 64)")
+@click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 3e-3)")
+@click.option("--lr-start", type=float, help="learning rate at epoch 0")
+@click.option("--lr-min", type=float, help="floor of the exponential decay")
+@click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
+@click.option("--sustain-epochs", type=int, help="epochs at the peak rate before decay")
+@click.option("--lr-decay", type=float, help="per-epoch decay factor after sustain")
+@click.option("--steps-per-execution", type=int, help="steps per host round trip (default 8 on TPU, else 1)")
+@click.option("--tpu", help="TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME")
+@click.option("--cpu-replicas", type=int, help="split the CPU into N devices under MirroredStrategy (testing)")
+@click.option("--seed", type=int, help="seed for weights, shuffling and the held-out split")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
+@click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
+@reports_errors
+def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
+                  sustain_epochs, lr_decay, **options):
+    """Train a classifier under tf.distribute and write RUN."""
+    from pipeline import train
+    from pipeline.errors import ConfigError
+    from pipeline.schedule import WarmupSchedule
+
+    options["data"] = data_spec
+    if alpha is not None:
+        options["model_options"] = (("alpha", alpha),)
+    schedule = {k: v for k, v in dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
+                                       sustain_epochs=sustain_epochs, decay=lr_decay).items() if v is not None}
+    try:
+        if config_file:
+            config = train.config_from_file(config_file, options)
+            if schedule:
+                config = train.TrainConfig(**{**config.__dict__, "schedule": WarmupSchedule(**{**config.schedule.as_dict(), **schedule})})
+        else:
+            if not data_spec:
+                raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
+            config = train.TrainConfig(**{k: v for k, v in options.items() if v is not None},
+                                       schedule=WarmupSchedule(**schedule))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from err
+    out = train.run(config, run_dir)
+    click.echo(f"run written to {out}")

@@ -1,0 +1,112 @@
+"""The model registry: a builder per architecture, each returning an uncompiled tf-keras model.
+
+Every model starts with `Rescaling(1/127.5, offset=-1)`, so it takes raw pixels and the int8
+export can give it a uint8 input with scale 1 and zero point 0: the device feeds camera pixels
+as they are. Every model ends in a float32 softmax, so bfloat16 mixed precision on a TPU still
+gives float32 scores. Built with tf-keras (Keras 2 API): Keras 3 cannot train under
+MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (DESIGN.md).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, NamedTuple, Optional
+
+import tf_keras as keras
+
+
+class _Entry(NamedTuple):
+    builder: Callable[..., "keras.Model"]
+    default_size: int  # image size used when the user gives none
+    min_size: int  # smallest size the architecture accepts
+
+
+def _preprocess(inputs):
+    # Raw pixels 0..255 -> [-1, 1], inside the model so every runtime gets it for free.
+    return keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="preprocess")(inputs)
+
+
+def _classifier_head(features, num_classes: int, dropout: float):
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(features)
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="dropout")(x)
+    x = keras.layers.Dense(num_classes, name="logits")(x)
+    # float32 softmax: scores stay float32 under mixed precision.
+    return keras.layers.Activation("softmax", dtype="float32", name="scores")(x)
+
+
+def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1, **_):
+    """Three conv blocks: fast enough for tests and CPU runs, and every op maps to the Edge TPU."""
+    x = _preprocess(inputs)
+    for i, filters in enumerate((width, width * 2, width * 4)):
+        x = keras.layers.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i}")(x)
+        if i < 2:
+            # Separate pooling layer: the Edge TPU refuses pooling with a fused activation.
+            x = keras.layers.MaxPooling2D(2, name=f"pool{i}")(x)
+    return _classifier_head(x, num_classes, dropout)
+
+
+def _mobilenet_v2(inputs, num_classes: int, alpha: float = 1.0, dropout: float = 0.2, **_):
+    """MobileNetV2, the Edge TPU's reference network, without its ImageNet top."""
+    base = keras.applications.MobileNetV2(
+        input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=None
+    )
+    return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+
+
+def _xception(inputs, num_classes: int, dropout: float = 0.2, **_):
+    """Xception, the Kaggle TPU flowers tutorial's choice."""
+    base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=None)
+    return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+
+
+_REGISTRY: Dict[str, _Entry] = {
+    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8),
+    "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32),
+    "xception": _Entry(_xception, default_size=299, min_size=71),
+}
+MODEL_NAMES = tuple(_REGISTRY)
+
+
+def _entry(name: str) -> _Entry:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODEL_NAMES)}")
+    return _REGISTRY[name]
+
+
+def default_image_size(name: str) -> int:
+    return _entry(name).default_size
+
+
+def min_image_size(name: str) -> int:
+    return _entry(name).min_size
+
+
+def build(
+    name: str,
+    num_classes: int,
+    image_size: Optional[int] = None,
+    weights: Optional[Path] = None,
+    **options,
+) -> "keras.Model":
+    """Build model `name` for `num_classes` classes on square RGB images of `image_size` pixels.
+
+    `weights` is a local weights file: for the application networks, the base network's weights
+    (Keras `include_top=False` files) for transfer learning; for small_cnn, the whole model's.
+    Nothing is downloaded. `options` go to the builder (e.g. alpha=0.35 for mobilenet_v2).
+    """
+    entry = _entry(name)
+    size = image_size or entry.default_size
+    if size < entry.min_size:
+        raise ValueError(f"image size {size} is too small for {name}; expected at least {entry.min_size}")
+    if num_classes < 2:
+        raise ValueError(f"num_classes {num_classes}, expected at least 2")
+    inputs = keras.Input(shape=(size, size, 3), name="image")
+    built = entry.builder(inputs, num_classes, **options)
+    outputs, base = built if isinstance(built, tuple) else (built, None)
+    model = keras.Model(inputs, outputs, name=name)
+    if weights is not None:
+        weights = Path(weights)
+        if not weights.is_file():
+            raise FileNotFoundError(f"weights file {weights} not found")
+        (base or model).load_weights(str(weights))
+    return model

@@ -1,0 +1,380 @@
+"""Export stage: convert RUN's SavedModel to a batch-1 TFLite model, by default float32, or full-integer int8.
+
+    pipeline export runs/digits --int8
+
+int8 is post-training quantization calibrated on real training images (class-balanced, seeded, so
+two exports of one run give identical bytes), or quantization-aware fine-tuning first with
+`--qat-epochs N`. The int8 model is verified (integer only, static, batch 1, op versions that
+edgetpu_compiler 16 parses) before anything is written; a model that fails is refused.
+Each model gets a sidecar `<model>.json` (sha256, labels, image size, input quantization) for the device.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like the models
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from pipeline import manifest as manifest_lib
+from pipeline import quant_verify
+from pipeline.errors import ConfigError, DataError, ManifestError
+from pipeline.files import write_bytes_atomic, write_json_atomic
+
+SIDECAR_SCHEMA_VERSION = 1
+DEFAULT_CALIBRATION_SAMPLES = 300
+REPORT_KEY = "quantization_report"
+REPORT_NAME = "quantization.json"
+
+
+class Mode(enum.Enum):
+    """What the exported model computes in."""
+
+    FLOAT32 = "float32"
+    INT8 = "int8"
+    FLOAT16 = "float16"
+    DYNAMIC_RANGE = "dynamic-range"
+
+
+@dataclass(frozen=True)
+class _ModeSpec:
+    key: str  # manifest artifact key
+    file_name: str  # file inside RUN
+    summary: str  # one line for the report
+
+
+MODES: Dict[Mode, _ModeSpec] = {
+    Mode.FLOAT32: _ModeSpec("model_float", "model_float.tflite", "float32 weights and activations"),
+    Mode.INT8: _ModeSpec("model_int8", "model_int8.tflite", "full-integer int8 (Edge TPU)"),
+    Mode.FLOAT16: _ModeSpec("model_float16", "model_float16.tflite", "float16 weights, float32 compute"),
+    Mode.DYNAMIC_RANGE: _ModeSpec("model_dynamic_range", "model_dynamic_range.tflite", "int8 weights, float activations"),
+}
+IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    mode: Mode = Mode.FLOAT32  # float32 is the reference every quantized model is compared against
+    calibration_samples: Optional[int] = None  # int8 only: training images to calibrate on (None: 300)
+    io_type: Optional[str] = None  # int8 only: uint8 (None, camera pixels as they are) or int8
+    per_tensor: bool = False  # int8 only: one scale per weight tensor instead of per channel
+    qat_epochs: int = 0  # int8 only: quantization-aware fine-tuning epochs before converting (0: post-training)
+    calibration_data: Optional[Path] = None  # int8 only: a .npy of uint8 [N,S,S,3] instead of the run's training split
+    seed: int = 0  # seeds the calibration draw (and QAT's shuffling): same seed, same bytes
+    debug_samples: int = 16  # calibration images the per-layer error report runs on (small: it runs both models)
+
+    def validate(self) -> None:
+        if not isinstance(self.mode, Mode):
+            raise ConfigError(f"mode {self.mode!r}, expected one of {', '.join(m.value for m in Mode)}")
+        if self.mode is not Mode.INT8:
+            used = [
+                name
+                for name, value in (
+                    ("--calibration-samples", self.calibration_samples),
+                    ("--io-type", self.io_type),
+                    ("--per-tensor", self.per_tensor or None),
+                    ("--qat-epochs", self.qat_epochs or None),
+                    ("--calibration-data", self.calibration_data),
+                )
+                if value is not None
+            ]
+            if used:
+                raise ConfigError(f"{', '.join(used)} apply to --int8 only; got mode {self.mode.value}")
+        if self.calibration_samples is not None and self.calibration_samples < 1:
+            raise ConfigError(f"--calibration-samples {self.calibration_samples}, expected at least 1")
+        if self.io_type is not None and self.io_type not in IO_TYPES:
+            raise ConfigError(f"--io-type {self.io_type!r}, expected one of {', '.join(IO_TYPES)}")
+        if self.qat_epochs < 0:
+            raise ConfigError(f"--qat-epochs {self.qat_epochs}, expected 0 or more")
+        if self.debug_samples < 1:
+            raise ConfigError(f"debug_samples {self.debug_samples}, expected at least 1")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    mode: Mode
+    model_path: Path  # the .tflite written inside RUN
+    sidecar_path: Path  # <model>.json for the device
+    size_bytes: int
+    input: Dict[str, object]  # {"dtype", "scale", "zero_point"}
+    output: Dict[str, object]
+    report_path: Optional[Path]  # RUN/quantization.json (int8 only)
+    notes: Tuple[str, ...]  # things the user should know (fewer calibration images, non-raw-pixel input)
+    table: str  # the short report printed by the CLI
+
+
+# ---------------------------------------------------------------------------------------------
+# Model functions at batch 1
+
+
+def serving_function(saved_model: Path, image_size: int):
+    """RUN's serving signature wrapped at a static [1,S,S,3] float32 input; returns (concrete function, loaded object)."""
+    loaded = tf.saved_model.load(str(saved_model))
+    if "serving_default" not in loaded.signatures:
+        raise ManifestError(f"{saved_model} has signatures {sorted(loaded.signatures)}, expected 'serving_default'")
+    fn = loaded.signatures["serving_default"]
+    _, specs = fn.structured_input_signature
+    if len(specs) != 1 or len(fn.structured_outputs) != 1:
+        raise ManifestError(
+            f"{saved_model} serving_default takes {sorted(specs)} and returns {sorted(fn.structured_outputs)}; expected one image input and one score output"
+        )
+    (in_name, spec), = specs.items()
+    (out_name,) = fn.structured_outputs
+    expected = [image_size, image_size, 3]
+    if spec.shape.rank != 4 or spec.shape.as_list()[1:] != expected:
+        raise DataError(
+            f"{saved_model} takes input {spec.shape.as_list()}, but the manifest's image_size {image_size} expects [None, {image_size}, {image_size}, 3]; "
+            f"the manifest does not describe this SavedModel"
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([1] + expected, tf.float32, name=in_name)])
+    def batch1(image):
+        return fn(**{in_name: image})[out_name]
+
+    return batch1.get_concrete_function(), loaded
+
+
+def keras_function(model, image_size: int):
+    """A Keras model (the QAT one) wrapped the same way as `serving_function`."""
+
+    @tf.function(input_signature=[tf.TensorSpec([1, image_size, image_size, 3], tf.float32, name="image")])
+    def batch1(image):
+        return model(image, training=False)
+
+    return batch1.get_concrete_function(), model
+
+
+def make_converter(concrete, trackable, mode: Mode, config: ExportConfig, calibration: Optional[np.ndarray]):
+    """A fresh TFLiteConverter for `mode` (a converter is single-use in TF 2.21: a second convert() fails)."""
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
+    if mode is Mode.FLOAT32:
+        return converter
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if mode is Mode.FLOAT16:
+        converter.target_spec.supported_types = [tf.float16]
+    elif mode is Mode.INT8:
+        assert calibration is not None
+        converter.representative_dataset = _representative(calibration)
+        # INT8 only: an op with no integer kernel fails the conversion instead of staying float.
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        io = IO_TYPES[config.io_type or "uint8"]
+        converter.inference_input_type = io
+        converter.inference_output_type = io
+        if config.per_tensor:
+            # No public switch exists in TF 2.21; this is the converter's own flag for per-tensor weights.
+            converter._experimental_disable_per_channel = True
+    return converter
+
+
+def _representative(images: np.ndarray) -> Callable:
+    def dataset():
+        for image in images:
+            yield [image[None].astype(np.float32)]
+
+    return dataset
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration images
+
+
+def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Indices of `n` examples drawn round-robin over classes, each class in a seeded random order."""
+    rng = np.random.default_rng(seed)
+    per_class = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    chosen: List[int] = []
+    depth = 0
+    while len(chosen) < n:
+        row = [int(idx[depth]) for idx in per_class if depth < len(idx)]
+        if not row:
+            break
+        chosen += row[: n - len(chosen)]
+        depth += 1
+    return np.array(chosen, dtype=np.int64)
+
+
+def calibration_images(manifest: dict, config: ExportConfig, image_size: int) -> Tuple[np.ndarray, np.ndarray, Dict[str, object], List[str]]:
+    """(images uint8 [n,S,S,3], their labels or -1, facts for the manifest, notes) for calibration."""
+    from pipeline.data import load_split
+
+    wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
+    notes: List[str] = []
+    if config.calibration_data is not None:
+        path = Path(config.calibration_data)
+        if not path.is_file():
+            raise DataError(f"--calibration-data {path} not found; expected a .npy file of uint8 images [N, {image_size}, {image_size}, 3]")
+        try:
+            images = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise DataError(f"--calibration-data {path} is not a .npy array ({err})") from err
+        labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
+        source = {"source": str(path), "balanced": False}
+    else:
+        images, labels = load_split(manifest, "train")
+        source = {"source": "train split of " + manifest["data"]["train"]["spec"], "balanced": True}
+    expected = (image_size, image_size, 3)
+    if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != expected:
+        raise DataError(
+            f"calibration images are {images.dtype} {list(images.shape)}, expected uint8 [N, {image_size}, {image_size}, 3] "
+            f"(raw pixels at the run's image size {image_size})"
+        )
+    if len(images) == 0:
+        raise DataError("calibration data holds no images; expected at least 1")
+    if len(images) < wanted:
+        notes.append(f"calibrating on {len(images)} images: the calibration data has fewer than the {wanted} asked for")
+    n = min(wanted, len(images))
+    if source["balanced"]:
+        index = balanced_sample(labels, n, config.seed)
+    else:
+        index = np.sort(np.random.default_rng(config.seed).permutation(len(images))[:n])
+    facts = {**source, "samples": int(n), "requested": int(wanted), "seed": config.seed}
+    return images[index], labels[index], facts, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage
+
+
+def run(config: ExportConfig, run_dir: Path) -> ExportResult:
+    """Convert, verify, write atomically, then record; returns what was written."""
+    config.validate()
+    run_dir = Path(run_dir)
+    manifest = manifest_lib.load(run_dir)
+    image_size = int(manifest["model"]["image_size"])
+    spec = MODES[config.mode]
+    saved_model = manifest_lib.artifact_path(manifest, run_dir, "saved_model")
+    notes: List[str] = []
+
+    calibration = None
+    facts: Dict[str, object] = {"mode": config.mode.value}
+    if config.mode is Mode.INT8:
+        calibration, calib_labels, calib_facts, calib_notes = calibration_images(manifest, config, image_size)
+        notes += calib_notes
+        facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
+
+    concrete, trackable = serving_function(saved_model, image_size)
+    if config.qat_epochs:
+        from pipeline import qat
+
+        model = qat.fine_tune(manifest, run_dir, epochs=config.qat_epochs, seed=config.seed)
+        concrete, trackable = keras_function(model, image_size)
+        facts["qat"] = {"epochs": config.qat_epochs}
+
+    model_bytes = _convert(make_converter(concrete, trackable, config.mode, config, calibration))
+    if config.mode is Mode.INT8:
+        info = quant_verify.verify_int8(model_bytes, config.io_type or "uint8")
+    else:
+        info = quant_verify.verify_static(model_bytes)
+    io = _io_quantization(info)
+    facts.update(io)
+    if config.mode is Mode.INT8:
+        raw = io["input"]["dtype"] == "uint8" and _is_identity(io["input"])
+        facts["raw_pixels"] = raw
+        if not raw:
+            notes.append(
+                f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
+                f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are"
+            )
+
+    report = None
+    if config.mode is Mode.INT8:
+        from pipeline import quant_report
+
+        float_bytes = _float_size(manifest, run_dir, saved_model, image_size, config)
+        debug = quant_report.layer_errors(
+            lambda: make_converter(concrete, trackable, Mode.INT8, config, calibration), calibration[: config.debug_samples]
+        )
+        report = quant_report.build(info, len(model_bytes), float_bytes, debug, min(config.debug_samples, len(calibration)), facts, notes)
+
+    model_path = run_dir / spec.file_name
+    written = _write_all(run_dir, model_path, model_bytes, manifest, image_size, io["input"], report)
+    manifest_lib.record_artifact(manifest, run_dir, spec.key, model_path, **facts, size_bytes=len(model_bytes))
+    if report is not None:
+        manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, written["report"])
+    manifest_lib.save(run_dir, manifest)
+
+    from pipeline import quant_report
+
+    table = quant_report.table(report) if report else f"{spec.file_name}: {len(model_bytes):,} bytes ({spec.summary})"
+    return ExportResult(
+        mode=config.mode,
+        model_path=model_path,
+        sidecar_path=written["sidecar"],
+        size_bytes=len(model_bytes),
+        input=io["input"],
+        output=io["output"],
+        report_path=written.get("report"),
+        notes=tuple(notes),
+        table=table,
+    )
+
+
+def _convert(converter) -> bytes:
+    try:
+        return converter.convert()
+    except Exception as err:  # the converter raises ConverterError and a handful of others
+        from pipeline.errors import PipelineError
+
+        first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
+        raise PipelineError(f"TFLite conversion failed: {first}") from err
+
+
+def _io_quantization(info) -> Dict[str, Dict[str, object]]:
+    out = {}
+    for role, indices in (("input", info.inputs), ("output", info.outputs)):
+        tensor = info.tensors[indices[0]]
+        if tensor.dtype.lower() in ("int8", "uint8"):
+            out[role] = quant_verify.quantization_of(info, indices[0])
+        else:
+            out[role] = {"dtype": tensor.dtype.lower(), "scale": None, "zero_point": None}
+    return out
+
+
+def _is_identity(q: Dict[str, object]) -> bool:
+    # "≈ 1.0": the converter derives the scale from the Rescaling range, 2/255 * 127.5, within float error.
+    return abs(float(q["scale"]) - 1.0) < 1e-3 and q["zero_point"] == 0
+
+
+def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
+    """Bytes of the float32 TFLite model: the recorded one if there is one, else converted here (not written)."""
+    if "model_float" in manifest.get("artifacts", {}):
+        return manifest_lib.artifact_path(manifest, run_dir, "model_float").stat().st_size
+    concrete, trackable = serving_function(saved_model, image_size)
+    return len(_convert(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
+
+
+def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object]) -> dict:
+    """What the device checks the model against: its sha256, labels, image size and input quantization."""
+    import hashlib
+
+    return {
+        "schema_version": SIDECAR_SCHEMA_VERSION,
+        "model": model_name,
+        "sha256": hashlib.sha256(model_bytes).hexdigest(),
+        "labels": list(manifest["labels"]),
+        "image_size": image_size,
+        "input": dict(input_q),
+    }
+
+
+def _write_all(run_dir, model_path, model_bytes, manifest, image_size, input_q, report) -> Dict[str, Path]:
+    """Write model, sidecar and report each atomically; if one fails, remove the ones already written."""
+    written: Dict[str, Path] = {}
+    try:
+        written["model"] = write_bytes_atomic(model_path, model_bytes)
+        side = model_path.with_name(model_path.name + ".json")
+        written["sidecar"] = write_json_atomic(side, sidecar(model_path.name, model_bytes, manifest, image_size, input_q))
+        if report is not None:
+            written["report"] = write_json_atomic(run_dir / REPORT_NAME, report)
+    except BaseException:
+        for path in written.values():
+            path.unlink(missing_ok=True)
+        raise
+    return written

@@ -1,0 +1,148 @@
+"""Checks that an int8 .tflite model is integer-only, static, batch 1 and inside edgetpu_compiler 16's op versions.
+
+`pipeline export --int8` runs `verify_int8` on the converted bytes before anything is written: a model
+that fails is refused with every offending op named (index, name, what is wrong). The model is read
+with `edge.tflite_file` (no TensorFlow), the same reader the device side uses.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from pipeline.errors import PipelineError
+
+# Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;
+# int16 is refused too: the Edge TPU has no 16-bit path, and 16x8 quantization is not what we asked for.
+INTEGER_DTYPES = ("int8", "uint8", "int32")
+# Ops that only exist to move between float and integer, or between uint8 and int8.
+_CONVERSION_OPS = ("QUANTIZE", "DEQUANTIZE")
+
+
+class VerificationError(PipelineError):
+    """The converted model is not what the Edge TPU needs; the message lists each offending op."""
+
+
+def _edgetpu_version_limits() -> Dict[str, int]:
+    """Highest op version edgetpu_compiler 16 parses, per op (EDGETPU.md section 4).
+
+    Minimal on purpose: only the rejections that were seen. `pipeline.edgetpu_rules` owns the full
+    table when it exists, so there is one table, not two.
+    """
+    try:
+        from pipeline import edgetpu_rules  # written by the compile stage
+    except ImportError:
+        return {"CONV_2D": 5, "FULLY_CONNECTED": 9, "QUANTIZE": 2, "TRANSPOSE_CONV": 3, "EXP": 1}
+    return dict(edgetpu_rules.MAX_OP_VERSION)
+
+
+def _tensor_label(info, index: int) -> str:
+    tensor = info.tensors[index]
+    return f"tensor {index} {tensor.name!r} ({tensor.dtype})"
+
+
+def integer_only_problems(info) -> List[str]:
+    """One line per offending op or tensor: float or int16 types, mid-graph (de)quantization, dynamic shapes, batch != 1."""
+    problems: List[str] = []
+    graph_inputs, graph_outputs = set(info.inputs), set(info.outputs)
+    for op in info.ops:
+        where = f"op {op.index} {op.name}"
+        for role, indices in (("input", op.inputs), ("output", op.outputs)):
+            for t in indices:
+                if t < 0:  # optional operand left out
+                    continue
+                dtype = info.tensors[t].dtype
+                if dtype.lower() not in INTEGER_DTYPES:
+                    problems.append(f"{where}: {role} {_tensor_label(info, t)} is {dtype}, expected one of {', '.join(INTEGER_DTYPES)}")
+        if op.name == "DEQUANTIZE":
+            problems.append(f"{where}: DEQUANTIZE produces float; an integer-only model has none")
+        elif op.name == "QUANTIZE":
+            # The converter puts a QUANTIZE right after a uint8 input (uint8 -> int8) and right before a
+            # uint8 output (int8 -> uint8): that is how uint8 I/O reaches an int8 graph, and it is fine.
+            # Anywhere else it is a requantization inside the graph, which splits the Edge TPU's mapping.
+            src, dst = info.tensors[op.inputs[0]], info.tensors[op.outputs[0]]
+            at_edge = op.inputs[0] in graph_inputs or op.outputs[0] in graph_outputs
+            is_io_cast = {src.dtype.lower(), dst.dtype.lower()} == {"uint8", "int8"}
+            if not (at_edge and is_io_cast):
+                problems.append(
+                    f"{where}: QUANTIZE {src.dtype} -> {dst.dtype} in the middle of the graph; "
+                    f"expected only uint8<->int8 right after an input or right before an output"
+                )
+    return problems + shape_problems(info)
+
+
+def shape_problems(info) -> List[str]:
+    """Dynamic dimensions anywhere, or a batch other than 1 on an input or output (the Edge TPU needs batch 1)."""
+    problems: List[str] = []
+    for tensor in info.tensors:
+        if any(d == -1 for d in (tensor.shape_signature or ())):
+            problems.append(f"{_tensor_label(info, tensor.index)} has dynamic shape {list(tensor.shape_signature)}, expected static shapes")
+    for role, indices in (("input", info.inputs), ("output", info.outputs)):
+        for t in indices:
+            shape = list(info.tensors[t].shape)
+            if not shape or shape[0] != 1:
+                problems.append(f"model {role} {_tensor_label(info, t)} has shape {shape}, expected batch 1")
+    return problems
+
+
+def edgetpu_version_problems(info) -> List[str]:
+    """Ops whose version edgetpu_compiler 16 refuses to parse, with the layer (output tensor) they came from."""
+    limits = _edgetpu_version_limits()
+    problems = []
+    for op in info.ops:
+        limit = limits.get(op.name)
+        if limit is not None and op.version > limit:
+            layer = info.tensors[op.outputs[0]].name if op.outputs else "?"
+            problems.append(
+                f"op {op.index} {op.name} v{op.version} (layer {layer!r}): edgetpu_compiler 16 accepts {op.name} up to v{limit}"
+            )
+    return problems
+
+
+def verify_static(model: bytes):
+    """Read a float/float16/dynamic-range model back and refuse dynamic shapes or batch != 1; returns its ModelInfo."""
+    from edge.tflite_file import read_model
+
+    info = read_model(model)
+    problems = shape_problems(info)
+    if problems:
+        raise VerificationError(f"the converted model failed verification; nothing was written:\n  " + "\n  ".join(problems))
+    return info
+
+
+def verify_int8(model: bytes, io_dtype: str):
+    """Read `model` and refuse it unless it is integer-only, static, batch 1, Edge-TPU-versioned, with `io_dtype` I/O.
+
+    Returns the parsed ModelInfo on success.
+    """
+    from edge.tflite_file import read_model
+
+    info = read_model(model)
+    problems = []
+    if info.num_subgraphs != 1:
+        problems.append(f"model has {info.num_subgraphs} subgraphs, expected 1")
+    for role, indices in (("input", info.inputs), ("output", info.outputs)):
+        for t in indices:
+            if info.tensors[t].dtype.lower() != io_dtype:
+                problems.append(f"model {role} {_tensor_label(info, t)} is {info.tensors[t].dtype}, expected {io_dtype}")
+    problems += integer_only_problems(info)
+    problems += edgetpu_version_problems(info)
+    if problems:
+        raise VerificationError(
+            f"the int8 model failed verification ({len(problems)} problem(s)); nothing was written:\n  " + "\n  ".join(problems)
+        )
+    return info
+
+
+def quantization_of(info, index: int) -> Dict[str, object]:
+    """{"dtype", "scale", "zero_point"} of one tensor (per-tensor: I/O tensors carry one scale)."""
+    tensor = info.tensors[index]
+    scales, zero_points = list(tensor.scales or ()), list(tensor.zero_points or ())
+    if len(scales) != 1 or len(zero_points) != 1:
+        raise VerificationError(
+            f"{_tensor_label(info, index)} has {len(scales)} scale(s) and {len(zero_points)} zero point(s), expected one of each"
+        )
+    return {"dtype": tensor.dtype.lower(), "scale": float(scales[0]), "zero_point": int(zero_points[0])}
+
+
+def per_channel_tensors(info) -> List[Tuple[int, str, int]]:
+    """(index, name, number of scales) of each tensor quantized per channel."""
+    return [(t.index, t.name, len(t.scales)) for t in info.tensors if t.scales is not None and len(t.scales) > 1]

@@ -1,0 +1,308 @@
+"""`pipeline train`: train a registry model under the chosen tf.distribute strategy and save it.
+
+    pipeline train --data digits --out runs/digits
+
+Writes RUN/saved_model (serving signature), RUN/keras_model.keras, labels.txt, history.json and
+manifest.json. While training, RUN/.train_state holds a checkpoint per epoch and the history so
+far; an interrupted run continues from its last completed epoch when started again.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
+
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+import models
+from pipeline import data as data_mod
+from pipeline import manifest as manifest_mod
+from pipeline import strategy as strategy_mod
+from pipeline.errors import ConfigError, DataError, PipelineError
+from pipeline.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.schedule import WarmupSchedule
+
+STATE_DIR = ".train_state"
+# Fields that must match for a run to be resumed: anything that changes the model or the data.
+_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction")
+# Kaggle's TPU tutorial runs several steps per host round trip; elsewhere one is as fast.
+TPU_STEPS_PER_EXECUTION = 8
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: str  # data spec: digits | TFRecord glob | folder of class folders
+    val_data: Optional[str] = None  # held-out data spec; None = a seeded split of `data`
+    model: str = "small_cnn"  # a name from models.MODEL_NAMES
+    image_size: Optional[int] = None  # square input size; None = the model's default
+    model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
+    weights: Optional[str] = None  # local weights file for transfer learning; nothing downloads
+    epochs: int = 10  # total epochs, resumed runs included
+    batch_size: int = 64  # global batch, split evenly across replicas
+    schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
+    steps_per_execution: Optional[int] = None  # None = 8 on TPU, 1 elsewhere
+    tpu: Optional[str] = None  # TPU name, 'local' or grpc://host:port; None = TPU_NAME or no TPU
+    cpu_replicas: int = 1  # >1: MirroredStrategy over logical CPU devices (testing distribution)
+    seed: int = 1234  # seeds weights, shuffling and the held-out split
+    heldout_fraction: float = 0.2  # share held out when no val_data is given
+    resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
+
+    def validate(self) -> "TrainConfig":
+        if self.model not in models.MODEL_NAMES:
+            raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
+        size = self.image_size or models.default_image_size(self.model)
+        if size < models.min_image_size(self.model):
+            raise ConfigError(f"image size {size} is too small for {self.model}; expected at least {models.min_image_size(self.model)}")
+        for name in ("epochs", "batch_size", "cpu_replicas"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} {getattr(self, name)}, expected at least 1")
+        if self.steps_per_execution is not None and self.steps_per_execution < 1:
+            raise ConfigError(f"steps_per_execution {self.steps_per_execution}, expected at least 1")
+        if not 0 < self.heldout_fraction < 1:
+            raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
+        if self.weights and not Path(self.weights).is_file():
+            raise ConfigError(f"weights file {self.weights} not found; expected a local Keras weights file")
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.image_size or models.default_image_size(self.model)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["model_options"] = dict(self.model_options)
+        d["image_size"] = self.size
+        return d
+
+
+def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
+    """A TrainConfig from a JSON file of TrainConfig fields, with command-line values on top."""
+    try:
+        values = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read config {path}: {err}; expected a JSON object of train options") from err
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(f"config {path} has unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
+    if "schedule" in values:
+        values["schedule"] = WarmupSchedule(**values["schedule"])
+    if "model_options" in values:
+        values["model_options"] = tuple(sorted(values["model_options"].items()))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if "data" not in values:
+        raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
+    return TrainConfig(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run(config: TrainConfig, run_dir: Path) -> Path:
+    """Train, evaluate on the held-out data, and write the run directory. Returns run_dir."""
+    config.validate()
+    run_dir = Path(run_dir)
+    if (run_dir / manifest_mod.MANIFEST_NAME).exists():
+        raise ConfigError(f"{run_dir} already holds a finished run; choose another --out or remove it")
+    state_dir = run_dir / STATE_DIR
+    resuming = (state_dir / "config.json").is_file()
+    if config.resume and not resuming:
+        raise ConfigError(f"--resume given but {state_dir} holds no interrupted run to resume")
+
+    chosen = strategy_mod.choose(config.tpu, config.cpu_replicas)  # before any TF op: logical devices
+    print(f"strategy: {chosen.description}", flush=True)
+    if config.batch_size % chosen.replicas:
+        raise ConfigError(
+            f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
+            f"expected a multiple of {chosen.replicas}"
+        )
+
+    train_source = data_mod.open_source(config.data)
+    val_source = data_mod.open_source(config.val_data) if config.val_data else None
+    if val_source and len(val_source.labels) > len(train_source.labels):
+        raise DataError(f"validation data has {len(val_source.labels)} classes, training data {len(train_source.labels)}")
+    split = data_mod.Split(config.heldout_fraction, config.seed)
+    if val_source:
+        train_ds, train_count = train_source.dataset(config.size), train_source.num_examples
+        heldout_ds, heldout_count = val_source.dataset(config.size), val_source.num_examples
+    else:
+        train_ds, train_count = train_source.dataset(config.size, "train", split), train_source.count("train", split)
+        heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
+    steps_per_epoch = train_count // config.batch_size
+    if steps_per_epoch < 1:
+        raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
+
+    created = not run_dir.exists()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if resuming:
+            _check_resumable(state_dir, config)
+        elif chosen.is_chief:
+            write_json_atomic(state_dir / "config.json", config.as_dict())
+        model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch, state_dir)
+    except BaseException:
+        # Nothing of a run that never completed an epoch is kept; a run that did keeps its state.
+        if created and not (state_dir / "history.json").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+    metrics = _evaluate(model, heldout_ds, config.batch_size)
+    print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
+    if not chosen.is_chief:
+        # Every worker must take part in saving (collectives); only the chief's copy is kept.
+        with tempfile.TemporaryDirectory() as scratch:
+            model.save(os.path.join(scratch, "saved_model"))
+        return run_dir
+    record = {
+        "model": {
+            "name": config.model,
+            "image_size": config.size,
+            "num_classes": len(train_source.labels),
+            "options": dict(config.model_options),
+            "parameters": int(model.count_params()),
+            "preprocessing": {
+                "input": "RGB pixels 0..255, [S, S, 3], as uint8 values in float32",
+                "resize": "bilinear to S x S, rounded to uint8",
+                "in_model": "Rescaling(1/127.5, offset=-1)",
+            },
+        },
+        "labels": train_source.labels,
+        "data": {
+            "train": train_source.describe(),
+            "val": val_source.describe() if val_source else None,
+            "split": {**asdict(split), "train_examples": train_count, "heldout_examples": heldout_count,
+                      "method": "stateless uniform draw per example index, seeded" if not val_source else "separate --val-data"},
+        },
+        "training": {
+            "strategy": chosen.kind,
+            "strategy_description": chosen.description,
+            "replicas": chosen.replicas,
+            "global_batch": config.batch_size,
+            "per_replica_batch": config.batch_size // chosen.replicas,
+            "steps_per_epoch": steps_per_epoch,
+            "steps_per_execution": _steps_per_execution(config, chosen),
+            "epochs": config.epochs,
+            "mixed_precision": keras.mixed_precision.global_policy().name,
+            "schedule": config.schedule.as_dict(),
+            "seed": config.seed,
+            "config": config.as_dict(),
+        },
+        "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
+        "versions": _versions(),
+    }
+    _write_run(run_dir, model, train_source.labels, history, record)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return run_dir
+
+
+def _steps_per_execution(config: TrainConfig, chosen: strategy_mod.Chosen) -> int:
+    if config.steps_per_execution is not None:
+        return config.steps_per_execution
+    return TPU_STEPS_PER_EXECUTION if chosen.is_tpu else 1
+
+
+def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
+    saved = json.loads((state_dir / "config.json").read_text())
+    now = config.as_dict()
+    changed = [k for k in _RESUME_KEYS if saved.get(k) != now.get(k)]
+    if changed:
+        diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
+        raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")
+    done = len(json.loads((state_dir / "history.json").read_text())) if (state_dir / "history.json").exists() else 0
+    print(f"resuming from epoch {done} of {config.epochs}", flush=True)
+
+
+def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, state_dir: Path):
+    keras.utils.set_random_seed(config.seed)
+    if chosen.is_tpu:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    with chosen.strategy.scope():
+        model = models.build(config.model, num_classes, config.size,
+                             weights=config.weights, **dict(config.model_options))
+        model.compile(
+            optimizer=keras.optimizers.Adam(config.schedule.start),
+            loss=keras.losses.SparseCategoricalCrossentropy(),
+            metrics=["accuracy"],
+            steps_per_execution=_steps_per_execution(config, chosen),
+        )
+    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
+    val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
+    epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
+    callbacks = [
+        # First, so an epoch's checkpoint is on disk before its line is printed.
+        keras.callbacks.BackupAndRestore(str(state_dir / "backup")),
+        keras.callbacks.LearningRateScheduler(config.schedule),
+        epoch_log,
+    ]
+    on_terminal = sys.stdout.isatty()
+    try:
+        model.fit(train, epochs=config.epochs, steps_per_epoch=steps_per_epoch, validation_data=val,
+                  callbacks=callbacks, verbose=1 if on_terminal else 0)
+    except tf.errors.InvalidArgumentError as err:
+        raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
+    return model, epoch_log.history()
+
+
+class EpochLog(keras.callbacks.Callback):
+    """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs) and
+    prints one line per epoch when the progress bar is off."""
+
+    def __init__(self, path: Path, epochs: int, write: bool):
+        super().__init__()
+        self.path, self.epochs, self.write = Path(path), epochs, write
+        self.entries = json.loads(self.path.read_text()) if self.path.exists() else []
+        self.started = time.time()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
+                 "seconds": round(time.time() - self.started, 2)}
+        self.entries = [e for e in self.entries if e["epoch"] < epoch + 1] + [entry]
+        if self.write:
+            write_json_atomic(self.path, self.entries)
+        if not sys.stdout.isatty():
+            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds"))
+            print(f"epoch {epoch + 1}/{self.epochs} - {shown} - {entry['seconds']}s", flush=True)
+
+    def history(self):
+        return list(self.entries)
+
+
+def _evaluate(model, heldout_ds, batch_size: int) -> Dict[str, float]:
+    results = model.evaluate(data_mod.eval_pipeline(heldout_ds, batch_size), verbose=0, return_dict=True)
+    return {k: float(v) for k, v in results.items()}
+
+
+def _write_run(run_dir: Path, model, labels, history, record) -> None:
+    """Each artifact atomically, then the manifest that records them last."""
+    manifest = manifest_mod.new(**record)
+    with staged_path(run_dir / "saved_model") as path:
+        model.save(str(path), save_format="tf")  # includes the serving_default signature
+    with staged_path(run_dir / "keras_model.keras") as path:
+        model.save(str(path))
+    write_text_atomic(run_dir / "labels.txt", "\n".join(labels) + "\n")
+    write_json_atomic(run_dir / "history.json", history)
+    for key, name in (("saved_model", "saved_model"), ("keras_model", "keras_model.keras"),
+                      ("labels", "labels.txt"), ("history", "history.json")):
+        manifest_mod.record_artifact(manifest, run_dir, key, run_dir / name)
+    manifest["stages"] = {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
+    manifest_mod.save(run_dir, manifest)
+
+
+def _versions() -> Dict[str, str]:
+    return {"python": platform.python_version(), "tensorflow": tf.__version__,
+            "tf_keras": keras.__version__, "numpy": np.__version__}
