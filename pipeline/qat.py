@@ -1,0 +1,100 @@
+"""Quantization-aware fine-tuning of RUN's Keras model with tensorflow-model-optimization (tf-keras only).
+
+    pipeline export runs/digits --int8 --qat-epochs 2
+
+The models start with a Rescaling layer, which tfmot has no default quantize config for; it gets
+`RescalingQuantizeConfig` below (no weights, its output fake-quantized like any activation), so
+the converted model still takes raw pixels with a (1.0, 0) uint8 input. Everything else, the
+softmax included, uses tfmot's default 8-bit scheme.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tfmot 0.8.1 works with tf-keras, not Keras 3
+
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from pipeline import manifest as manifest_lib
+from pipeline.errors import PipelineError
+
+LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains
+DEFAULT_BATCH = 64
+
+
+def _tfmot():
+    try:
+        import tensorflow_model_optimization as tfmot
+    except ImportError as err:  # optional: only the QAT route needs it
+        raise PipelineError("--qat-epochs needs tensorflow-model-optimization: pip install 'edgeflow[host]'") from err
+    return tfmot
+
+
+def _rescaling_config_class():
+    quant = _tfmot().quantization.keras
+
+    class RescalingQuantizeConfig(quant.QuantizeConfig):
+        """Rescaling has no weights and no activation: only its output is fake-quantized."""
+
+        def get_weights_and_quantizers(self, layer):
+            return []
+
+        def get_activations_and_quantizers(self, layer):
+            return []
+
+        def set_quantize_weights(self, layer, quantize_weights):
+            pass
+
+        def set_quantize_activations(self, layer, quantize_activations):
+            pass
+
+        def get_output_quantizers(self, layer):
+            return [quant.quantizers.MovingAverageQuantizer(num_bits=8, per_axis=False, symmetric=False, narrow_range=False)]
+
+        def get_config(self):
+            return {}
+
+    return RescalingQuantizeConfig
+
+
+def quantize_aware(model: "keras.Model") -> "keras.Model":
+    """A quantization-aware copy of `model`, with its trained weights."""
+    quant = _tfmot().quantization.keras
+    config_class = _rescaling_config_class()
+
+    def annotate(layer):
+        if isinstance(layer, keras.layers.Rescaling):
+            return quant.quantize_annotate_layer(layer, config_class())
+        return quant.quantize_annotate_layer(layer)
+
+    annotated = keras.models.clone_model(model, clone_function=annotate)
+    annotated.set_weights(model.get_weights())  # clone_model builds fresh weights; keep the trained ones
+    with quant.quantize_scope({config_class.__name__: config_class}):
+        try:
+            return quant.quantize_apply(annotated)
+        except (RuntimeError, ValueError) as err:
+            raise PipelineError(f"quantization-aware training cannot wrap {model.name}: {err}") from err
+
+
+def fine_tune(manifest: dict, run_dir: Path, epochs: int, seed: int = 0) -> "keras.Model":
+    """Load RUN's Keras model, make it quantization-aware, and fine-tune it `epochs` epochs on the training split."""
+    from pipeline.data import load_split
+
+    path = manifest_lib.artifact_path(manifest, run_dir, "keras_model")
+    model = keras.models.load_model(str(path), compile=False)
+    qat_model = quantize_aware(model)
+    images, labels = load_split(manifest, "train")
+    batch = int(manifest.get("training", {}).get("batch_size") or DEFAULT_BATCH)
+    keras.utils.set_random_seed(seed)
+    # Default strategy: a few epochs on one machine; the run's distributed setup is not needed here.
+    qat_model.compile(
+        optimizer=keras.optimizers.Adam(LEARNING_RATE),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    qat_model.fit(images.astype(np.float32), labels, batch_size=batch, epochs=epochs, shuffle=True, verbose=0)
+    return qat_model
