@@ -45,8 +45,8 @@ def main():
 @click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
 @click.option("--weights", type=click.Path(dir_okay=False), help="local pretrained weights file (nothing downloads)")
 @click.option("--epochs", type=int, help="total epochs (default 10)")
-@click.option("--batch-size", type=int, help="global batch, split across replicas (default 64)")
-@click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 3e-3)")
+@click.option("--batch-size", type=int, help="global batch, split across replicas (default 32)")
+@click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 4e-3)")
 @click.option("--lr-start", type=float, help="learning rate at epoch 0")
 @click.option("--lr-min", type=float, help="floor of the exponential decay")
 @click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
@@ -85,3 +85,36 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
         raise ConfigError(str(err)) from err
     out = train.run(config, run_dir)
     click.echo(f"run written to {out}")
+
+
+@main.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--int8", "int8", is_flag=True, help="full-integer int8 (the Edge TPU's format), calibrated on training images")
+@click.option("--float16", "float16", is_flag=True, help="float16 weights, float32 compute")
+@click.option("--dynamic-range", "dynamic_range", is_flag=True, help="int8 weights, float activations")
+@click.option("--calibration-samples", type=int, help="int8: training images to calibrate on (default 300)")
+@click.option("--calibration-data", type=click.Path(dir_okay=False),
+              help="int8: a .npy of uint8 images [N,S,S,3] to calibrate on instead of the training split")
+@click.option("--io-type", type=click.Choice(["uint8", "int8"]), help="int8: input/output type (default uint8: raw pixels)")
+@click.option("--per-tensor", is_flag=True, help="int8: one scale per weight tensor instead of per channel")
+@click.option("--qat-epochs", type=int, default=0, help="int8: quantization-aware fine-tuning epochs first (default 0)")
+@reports_errors
+def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs):
+    """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
+    from pathlib import Path
+
+    from pipeline import export
+    from pipeline.errors import ConfigError
+
+    chosen = [mode for flag, mode in ((int8, export.Mode.INT8), (float16, export.Mode.FLOAT16),
+                                      (dynamic_range, export.Mode.DYNAMIC_RANGE)) if flag]
+    if len(chosen) > 1:
+        raise ConfigError(f"got {' and '.join('--' + m.value for m in chosen)}; expected at most one mode")
+    config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
+                                 io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs,
+                                 calibration_data=Path(calibration_data) if calibration_data else None)
+    result = export.run(config, Path(run_dir))
+    click.echo(result.table)
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
