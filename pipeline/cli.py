@@ -84,7 +84,8 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
     out = train.run(config, run_dir)
-    click.echo(f"run written to {out}")
+    if (out / "manifest.json").exists():  # a non-chief worker writes nothing
+        click.echo(f"run written to {out}")
 
 
 @main.command("export")

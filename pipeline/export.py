@@ -252,14 +252,15 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     saved_model = manifest_lib.artifact_path(manifest, run_dir, "saved_model")
     notes: List[str] = []
 
+    # The SavedModel first: a manifest that does not describe it fails before calibration images load.
+    concrete, trackable = serving_function(saved_model, image_size)
     calibration = None
     facts: Dict[str, object] = {"mode": config.mode.value}
     if config.mode is Mode.INT8:
-        calibration, calib_labels, calib_facts, calib_notes = calibration_images(manifest, config, image_size)
+        calibration, _, calib_facts, calib_notes = calibration_images(manifest, config, image_size)
         notes += calib_notes
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
 
-    concrete, trackable = serving_function(saved_model, image_size)
     if config.qat_epochs:
         from pipeline import qat
 

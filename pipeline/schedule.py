@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class WarmupSchedule:
     start: float = 1e-4  # rate at epoch 0
-    max: float = 3e-3  # rate reached after warm-up, held for `sustain_epochs`
+    max: float = 4e-3  # rate reached after warm-up, held for `sustain_epochs`
     min: float = 1e-5  # floor the decay approaches
-    warmup_epochs: int = 2  # epochs of linear ramp from `start` to `max`
+    warmup_epochs: int = 1  # epochs of linear ramp from `start` to `max`
     sustain_epochs: int = 1  # epochs at `max` before decaying
     decay: float = 0.8  # per-epoch factor applied to (rate - min) after sustain
 

@@ -50,7 +50,7 @@ class TrainConfig:
     model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
     weights: Optional[str] = None  # local weights file for transfer learning; nothing downloads
     epochs: int = 10  # total epochs, resumed runs included
-    batch_size: int = 64  # global batch, split evenly across replicas
+    batch_size: int = 32  # global batch, split evenly across replicas
     schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
     steps_per_execution: Optional[int] = None  # None = 8 on TPU, 1 elsewhere
     tpu: Optional[str] = None  # TPU name, 'local' or grpc://host:port; None = TPU_NAME or no TPU
@@ -145,25 +145,30 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
 
     created = not run_dir.exists()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    if chosen.is_chief:
+        state_dir.mkdir(parents=True, exist_ok=True)
     try:
         if resuming:
             _check_resumable(state_dir, config)
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
-        model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch, state_dir)
+        model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+                              _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept; a run that did keeps its state.
         if created and not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
-    metrics = _evaluate(model, heldout_ds, config.batch_size)
+    metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
     print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
     if not chosen.is_chief:
-        # Every worker must take part in saving (collectives); only the chief's copy is kept.
+        # Every worker must take part in every save (collectives); only the chief's copy is kept.
         with tempfile.TemporaryDirectory() as scratch:
-            model.save(os.path.join(scratch, "saved_model"))
+            _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
+        for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+            _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
+        print("this worker is done; the chief writes the run directory", flush=True)
         return run_dir
     record = {
         "model": {
@@ -224,7 +229,7 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, state_dir: Path):
+def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
     keras.utils.set_random_seed(config.seed)
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -249,6 +254,7 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, sta
     on_terminal = sys.stdout.isatty()
     try:
         model.fit(train, epochs=config.epochs, steps_per_epoch=steps_per_epoch, validation_data=val,
+                  validation_steps=validation_steps,
                   callbacks=callbacks, verbose=1 if on_terminal else 0)
     except tf.errors.InvalidArgumentError as err:
         raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
@@ -282,18 +288,21 @@ class EpochLog(keras.callbacks.Callback):
         return list(self.entries)
 
 
-def _evaluate(model, heldout_ds, batch_size: int) -> Dict[str, float]:
-    results = model.evaluate(data_mod.eval_pipeline(heldout_ds, batch_size), verbose=0, return_dict=True)
+def _eval_steps(count: int, batch_size: int) -> int:
+    # Keras cannot infer a dataset's length once steps_per_execution > 1.
+    return -(-count // batch_size)
+
+
+def _evaluate(model, heldout_ds, batch_size: int, steps: int) -> Dict[str, float]:
+    results = model.evaluate(data_mod.eval_pipeline(heldout_ds, batch_size), steps=steps, verbose=0, return_dict=True)
     return {k: float(v) for k, v in results.items()}
 
 
 def _write_run(run_dir: Path, model, labels, history, record) -> None:
     """Each artifact atomically, then the manifest that records them last."""
     manifest = manifest_mod.new(**record)
-    with staged_path(run_dir / "saved_model") as path:
-        model.save(str(path), save_format="tf")  # includes the serving_default signature
-    with staged_path(run_dir / "keras_model.keras") as path:
-        model.save(str(path))
+    with staged_path(run_dir / "saved_model") as saved_model, staged_path(run_dir / "keras_model.keras") as keras_file:
+        _save_models(model, saved_model, keras_file)
     write_text_atomic(run_dir / "labels.txt", "\n".join(labels) + "\n")
     write_json_atomic(run_dir / "history.json", history)
     for key, name in (("saved_model", "saved_model"), ("keras_model", "keras_model.keras"),
@@ -301,6 +310,18 @@ def _write_run(run_dir: Path, model, labels, history, record) -> None:
         manifest_mod.record_artifact(manifest, run_dir, key, run_dir / name)
     manifest["stages"] = {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
     manifest_mod.save(run_dir, manifest)
+
+
+def _save_models(model, saved_model: Path, keras_file: Path) -> None:
+    model.save(str(saved_model), save_format="tf")  # includes the serving_default signature
+    model.save(str(keras_file))
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
 
 
 def _versions() -> Dict[str, str]:
