@@ -1,0 +1,257 @@
+"""The device command line: classify images, evaluate a held-out set, time a model.
+
+    edge classify RUN/model_int8_edgetpu.tflite cat.png dog.png --top-k 3
+    edge evaluate RUN/model_int8.tflite --data RUN/eval_bundle --out predictions.json
+    edge bench RUN/model_int8.tflite --runs 100 --threads 2
+
+Before loading, the model's sha256 is checked against its sidecar (`<model>.json`) or the run's
+manifest.json when either is there (--no-verify skips that, with a warning). Errors print one
+line on stderr: exit 2 when the asked-for hardware (Edge TPU) is missing, 1 otherwise.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import click
+import numpy as np
+
+from edge.classify import get_scores, load_image, set_input, top_k
+from edge.errors import EdgeError, InputError, IntegrityError
+from edge.integrity import find_records, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.interpreter import LoadedModel, open_model
+from edge.labels import choose_labels, read_labels
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+BUNDLE_NAME = "bundle.json"
+
+
+def _fail_cleanly(fn):
+    """Turn an EdgeError into one line on stderr and its exit code: no traceback for bad input."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EdgeError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(err.exit_code)
+
+    return wrapper
+
+
+class Opened(NamedTuple):
+    model: LoadedModel
+    sha256: str
+    recorded_labels: Optional[List[str]]
+
+
+def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> Opened:
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(f"model {path} not found, expected a .tflite file")
+    data = path.read_bytes()
+    if no_verify:
+        click.echo(f"WARNING: --no-verify: the sha256 of {path} is NOT checked; this device may run a model that did not pass parity", err=True)
+        try:
+            records = find_records(path)
+        except IntegrityError:
+            records = []
+        sha = sha256_bytes(data)
+    else:
+        records = find_records(path)
+        if not records:
+            click.echo(f"note: no {sidecar_path(path).name} or manifest.json next to {path}; its sha256 is not checked", err=True)
+        sha = verify(path, data, records)
+    # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
+    loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data)
+    return Opened(loaded, sha, recorded_labels(records))
+
+
+@click.group()
+def main() -> None:
+    """Run a quantized TFLite image classifier on this device (no TensorFlow needed)."""
+
+
+@main.command()
+@click.argument("model")
+@click.argument("images", nargs=-1, required=True)
+@click.option("--labels", "labels_file", default=None, help="Labels file, one per line (default: the sidecar's or manifest's labels).")
+@click.option("--top-k", "k", default=3, show_default=True, type=click.IntRange(min=1), help="How many classes to print per image.")
+@click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
+@click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
+@_fail_cleanly
+def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
+    """Print the top-k classes of each IMAGE."""
+    opened = _open(model, edgetpu, no_verify, threads)
+    labels = choose_labels(labels_file, opened.recorded_labels)
+    interpreter = opened.model.interpreter
+    for image_path in images:
+        set_input(interpreter, load_image(image_path))
+        interpreter.invoke()
+        click.echo(f"{image_path}:")
+        for c in top_k(get_scores(interpreter), k=k, labels=labels):
+            click.echo(f"  {c.score:.4f}  {c.label}  (id {c.id})")
+
+
+class Sample(NamedTuple):
+    path: Path  # the image file
+    rel: str  # its path relative to the data directory, as written to predictions
+    label: Optional[int]  # class index, None when unknown
+
+
+def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:
+    classes = sorted(p.name for p in data.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise InputError(f"{data} has neither {BUNDLE_NAME} nor class sub-folders, expected one of them")
+    if labels is None:
+        labels = classes
+    unknown = [c for c in classes if c not in labels]
+    if unknown:
+        raise InputError(f"folders {unknown} in {data} are not among the model's labels {labels}")
+    samples = []
+    for name in classes:
+        for f in sorted((data / name).iterdir()):
+            if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES:
+                samples.append(Sample(f, f.relative_to(data).as_posix(), labels.index(name)))
+    return samples, labels
+
+
+def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:
+    path = data / BUNDLE_NAME
+    try:
+        bundle = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path} is not readable JSON ({err}), expected an evaluation bundle") from err
+    if not isinstance(bundle, dict) or bundle.get("schema_version") != 1:
+        raise InputError(f"{path} has schema_version {bundle.get('schema_version') if isinstance(bundle, dict) else None!r}, expected 1")
+    bundle_labels = [str(x) for x in bundle.get("labels") or []]
+    if labels is not None and bundle_labels and labels != bundle_labels:
+        raise InputError(f"{path} labels {bundle_labels} differ from the model's labels {labels}; expected the same classes in the same order")
+    labels = labels if labels is not None else bundle_labels or None
+    samples = []
+    for i, entry in enumerate(bundle.get("images") or []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise InputError(f"{path} images[{i}] is {entry!r}, expected {{\"file\": ..., \"label\": ...}}")
+        label = entry.get("label")
+        if label is not None and not (isinstance(label, int) and (labels is None or 0 <= label < len(labels))):
+            raise InputError(f"{path} images[{i}] has label {label!r}, expected a class index below {len(labels or [])} or null")
+        samples.append(Sample(data / entry["file"], entry["file"], label))
+    if not samples:
+        raise InputError(f"{path} lists no images")
+    return samples, labels
+
+
+def _write_json_atomic(path: Path, obj: Dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@main.command()
+@click.argument("model")
+@click.option("--data", "data_dir", required=True, help="A folder of class sub-folders, or an evaluation bundle (a folder with bundle.json).")
+@click.option("--out", "out", required=True, help="Where to write the predictions JSON.")
+@click.option("--labels", "labels_file", default=None, help="Labels file, one per line (default: the sidecar's or manifest's labels).")
+@click.option("--top-k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="Also report top-k accuracy for this k.")
+@click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
+@click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
+@_fail_cleanly
+def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
+    """Score every image under --data and write all scores to --out."""
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise InputError(f"--data {data} is not a directory, expected class folders or an evaluation bundle")
+    opened = _open(model, edgetpu, no_verify, threads)
+    labels = choose_labels(labels_file, opened.recorded_labels)
+    samples, labels = (_bundle_samples if (data / BUNDLE_NAME).is_file() else _folder_samples)(data, labels)
+    interpreter = opened.model.interpreter
+    predictions = []
+    correct = correct_k = labelled = 0
+    with click.progressbar(samples, label="evaluating", file=sys.stderr) as bar:
+        for sample in bar:
+            set_input(interpreter, load_image(sample.path))
+            interpreter.invoke()
+            scores = get_scores(interpreter)
+            if labels is not None and len(labels) != scores.size:
+                raise InputError(f"model gives {scores.size} scores, expected {len(labels)} (one per label)")
+            predictions.append({"file": sample.rel, "label": sample.label, "scores": [float(s) for s in scores]})
+            if sample.label is not None:
+                labelled += 1
+                best = [c.id for c in top_k(scores, k=k)]
+                correct += int(best[0] == sample.label)
+                correct_k += int(sample.label in best)
+    result = {
+        "schema_version": 1,
+        "model": Path(model).name,
+        "model_sha256": opened.sha256,
+        "backend": opened.model.backend,
+        "edgetpu": opened.model.edgetpu,
+        "labels": labels,
+        "predictions": predictions,
+        "top1_accuracy": correct / labelled if labelled else None,
+        "top_k": k,
+        "top_k_accuracy": correct_k / labelled if labelled else None,
+    }
+    _write_json_atomic(Path(out), result)
+    accuracy = "n/a (no labels)" if not labelled else f"{correct / labelled:.4f}"
+    click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "") + f"; wrote {out}")
+
+
+def _percentile(values: List[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+@main.command()
+@click.argument("model")
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(min=1), help="Steady-state invocations to time.")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
+@click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
+@click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
+@_fail_cleanly
+def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool) -> None:
+    """Time the first invoke (load included) apart from the steady state (median, p90)."""
+    start = time.perf_counter()
+    opened = _open(model, edgetpu, no_verify, threads)
+    interpreter = opened.model.interpreter
+    details = interpreter.get_input_details()[0]
+    # A fixed seeded input: latency does not depend on pixel values, and runs stay comparable.
+    rng = np.random.default_rng(0)
+    dtype = np.dtype(details["dtype"])
+    if dtype.kind == "f":
+        sample = rng.uniform(0, 255, size=details["shape"]).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        sample = rng.integers(info.min, info.max, size=details["shape"], endpoint=True).astype(dtype)
+    interpreter.set_tensor(details["index"], sample)
+    interpreter.invoke()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        interpreter.invoke()
+        times.append(time.perf_counter() - t0)
+    ms = [t * 1000 for t in times]
+    click.echo(f"model {Path(model).name}  backend {opened.model.backend}  edgetpu {opened.model.edgetpu}  threads {threads or 'default'}")
+    click.echo(f"first invoke (load + first run): {first * 1000:.2f} ms")
+    click.echo(f"steady state over {runs} runs: median {statistics.median(ms):.3f} ms, p90 {_percentile(ms, 90):.3f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Errors of the device side. Each says what was got and what was expected; the CLI prints them without a traceback."""
+from __future__ import annotations
+
+
+class EdgeError(Exception):
+    """Base of every error edge/ raises on purpose (bad model, bad input, missing runtime)."""
+
+    exit_code = 1
+
+
+class BackendUnavailable(EdgeError):
+    """No TFLite interpreter is importable."""
+
+
+class EdgeTpuUnavailable(EdgeError):
+    """The Edge TPU was asked for (or the model needs it) and no Edge TPU runtime or device is there."""
+
+    # Exit 2: the asked-for hardware is missing, as opposed to bad input (1).
+    exit_code = 2
+
+
+class ModelCheckError(EdgeError, ValueError):
+    """The .tflite file is damaged, truncated or not a .tflite at all; found before the interpreter sees it."""
+
+
+class ModelLoadError(EdgeError):
+    """The interpreter refused a model that passed the structural check."""
+
+
+class IntegrityError(EdgeError):
+    """The model's sha256 does not match its sidecar or manifest, or no record of it exists."""
+
+
+class InputError(EdgeError, ValueError):
+    """An input (image, array, option) does not fit the model."""

@@ -1,0 +1,136 @@
+"""Check that a model file is the one that passed parity, before any interpreter loads it.
+
+    from edge.integrity import find_records, verify
+    records = find_records(Path("run/model_int8_edgetpu.tflite"))
+    verify(model_path, model_bytes, records)            # IntegrityError on a mismatch
+
+Two records can vouch for a model:
+  sidecar   `<model file>.json` next to the model:
+            {"schema_version": 1, "model": "<file name>", "sha256": "<hex>", "labels": [...],
+             "image_size": N, "input": {"dtype": "uint8", "scale": s, "zero_point": z}}
+  manifest  `manifest.json` in the model's directory (the run directory the pipeline wrote):
+            {"schema_version": 1, "artifacts": {key: {"path": "<relative>", "sha256": "<hex>"}}, "labels": [...]}
+A present manifest that does not list the model (and no sidecar) is refused: a device must not
+run a model nobody recorded. No record at all is allowed; the CLI says the hash was not checked.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from edge.errors import IntegrityError
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+class ModelRecord(NamedTuple):
+    source: Path  # the sidecar or manifest that holds the record
+    kind: str  # "sidecar" or "manifest"
+    sha256: str
+    labels: Optional[List[str]]
+    image_size: Optional[int]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sidecar_path(model: Path) -> Path:
+    return model.with_name(model.name + ".json")
+
+
+def _load_json(path: Path, what: str) -> Dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise IntegrityError(f"{what} {path} is not readable JSON ({err}); expected the file the pipeline wrote") from err
+    if not isinstance(obj, dict) or obj.get("schema_version") != SCHEMA_VERSION:
+        got = obj.get("schema_version") if isinstance(obj, dict) else type(obj).__name__
+        raise IntegrityError(f"{what} {path} has schema_version {got!r}, expected {SCHEMA_VERSION}")
+    return obj
+
+
+def _hex(value: Any, where: Path) -> str:
+    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value.lower())):
+        raise IntegrityError(f"{where} records sha256 {value!r}, expected 64 hex digits")
+    return value.lower()
+
+
+def _sidecar_record(model: Path) -> Optional[ModelRecord]:
+    path = sidecar_path(model)
+    if not path.is_file():
+        return None
+    obj = _load_json(path, "sidecar")
+    if obj.get("model") != model.name:
+        raise IntegrityError(f"sidecar {path} describes model {obj.get('model')!r}, expected {model.name!r}")
+    return ModelRecord(path, "sidecar", _hex(obj.get("sha256"), path), obj.get("labels"), obj.get("image_size"))
+
+
+def _manifest_record(model: Path) -> Optional[ModelRecord]:
+    """The manifest's record of `model`; None when there is no manifest; IntegrityError when it omits the model."""
+    path = model.parent / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    obj = _load_json(path, "manifest")
+    artifacts = obj.get("artifacts")
+    if not isinstance(artifacts, dict):
+        raise IntegrityError(f"manifest {path} has no artifacts table, expected {{\"artifacts\": {{key: {{path, sha256}}}}}}")
+    target = model.resolve()
+    for key, entry in artifacts.items():
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            if (path.parent / entry["path"]).resolve() == target:
+                return ModelRecord(path, "manifest", _hex(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"))
+    listed = sorted(str(e.get("path")) for e in artifacts.values() if isinstance(e, dict))
+    raise IntegrityError(
+        f"{model.name} is not listed in {path} (it lists {', '.join(listed) or 'nothing'}); "
+        "refusing a model that no record vouches for; pass --no-verify to run it anyway"
+    )
+
+
+def find_records(model: Path) -> List[ModelRecord]:
+    """The sidecar and manifest records of `model` (sidecar first); [] when neither file exists."""
+    model = Path(model)
+    sidecar = _sidecar_record(model)
+    try:
+        manifest = _manifest_record(model)
+    except IntegrityError:
+        if sidecar is None:
+            raise
+        manifest = None  # the sidecar vouches for it; the manifest may belong to other models
+    return [r for r in (sidecar, manifest) if r is not None]
+
+
+def verify(model: Path, data: bytes, records: List[ModelRecord]) -> str:
+    """Check `data` (the model's bytes) against every record; returns the sha256."""
+    actual = sha256_bytes(data)
+    for record in records:
+        if actual != record.sha256:
+            raise IntegrityError(
+                f"{model} has sha256 {actual[:16]}…, {record.kind} {record.source} says {record.sha256[:16]}…: "
+                "this is not the model that was recorded (damaged in transfer, or replaced); copy it again"
+            )
+    return actual
+
+
+def recorded_labels(records: List[ModelRecord]) -> Optional[List[str]]:
+    for record in records:
+        if record.labels:
+            return [str(x) for x in record.labels]
+    return None
+
+
+def write_sidecar(model: Path, labels: Optional[List[str]] = None, **facts: Any) -> Path:
+    """Write `<model>.json` for `model` (used by tests and by whoever ships a model without its run directory)."""
+    model = Path(model)
+    obj: Dict[str, Any] = {"schema_version": SCHEMA_VERSION, "model": model.name, "sha256": sha256_bytes(model.read_bytes())}
+    if labels is not None:
+        obj["labels"] = list(labels)
+    obj.update(facts)
+    path = sidecar_path(model)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,220 @@
+"""Find a TFLite interpreter and make one for a model, on the CPU or the Coral Edge TPU.
+
+    from edge.interpreter import make_interpreter
+    interpreter = make_interpreter("model_int8_edgetpu.tflite")   # Edge TPU when the model is compiled for it
+
+The interpreter module is the first importable of `tflite_runtime` (what pycoral needs),
+`ai_edge_litert`, `tensorflow.lite` (a host convenience). TensorFlow is imported only when
+neither of the others is there. Every model is read once, checked structurally
+(edge.model_check) and handed to the interpreter as those same bytes, so a damaged file gives
+an error instead of a crashed process.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from edge.errors import BackendUnavailable, EdgeTpuUnavailable, InputError, ModelLoadError
+
+BACKEND_ORDER = ("tflite_runtime", "ai_edge_litert", "tensorflow.lite")
+EDGETPU_LIBRARY = "libedgetpu.so.1"
+
+EDGETPU_INSTALL = (
+    "install the Edge TPU runtime (libedgetpu1-std from Coral's apt repository: "
+    "https://coral.ai/docs/accelerator/get-started/) and, optionally, Google's pycoral "
+    "(`python3 -m pip install --extra-index-url https://google-coral.github.io/py-repo/ pycoral`; "
+    "the `pycoral` on PyPI is an unrelated package)"
+)
+
+
+class Backend(NamedTuple):
+    name: str  # one of BACKEND_ORDER
+    module: Any  # the module holding Interpreter and load_delegate
+
+
+class LoadedModel(NamedTuple):
+    interpreter: Any  # an allocated Interpreter of `backend`
+    path: Optional[Path]  # where the model came from (None for bytes)
+    info: Any  # edge.tflite_file.ModelInfo of the checked bytes
+    backend: str  # which interpreter module runs it
+    edgetpu: bool  # True when the Edge TPU delegate is attached
+
+
+_backend_cache: Optional[Backend] = None
+
+
+def _numpy_major() -> int:
+    import numpy
+
+    return int(numpy.__version__.split(".")[0])
+
+
+def _import_backend(name: str) -> Optional[Backend]:
+    """The backend's interpreter module, or None when it is not installed (or cannot work here)."""
+    if name == "tflite_runtime":
+        if importlib.util.find_spec("tflite_runtime") is None:
+            return None
+        # tflite-runtime 2.14 fails on numpy 2 at model load (DESIGN.md); skipping it here lets a
+        # host with numpy 2 use ai_edge_litert instead of failing on every model.
+        if _numpy_major() >= 2:
+            return None
+        return Backend(name, importlib.import_module("tflite_runtime.interpreter"))
+    if name == "ai_edge_litert":
+        if importlib.util.find_spec("ai_edge_litert") is None:
+            return None
+        return Backend(name, importlib.import_module("ai_edge_litert.interpreter"))
+    if name == "tensorflow.lite":
+        if importlib.util.find_spec("tensorflow") is None:
+            return None
+        tf = importlib.import_module("tensorflow")  # only here: the last resort, never at import time
+        return Backend(name, tf.lite)
+    raise ValueError(f"unknown backend {name!r}, expected one of {BACKEND_ORDER}")
+
+
+def load_backend(order: Sequence[str] = BACKEND_ORDER) -> Backend:
+    """The first importable interpreter module in `order` (cached for the default order)."""
+    global _backend_cache
+    if tuple(order) == BACKEND_ORDER and _backend_cache is not None:
+        return _backend_cache
+    for name in order:
+        backend = _import_backend(name)
+        if backend is not None:
+            if tuple(order) == BACKEND_ORDER:
+                _backend_cache = backend
+            return backend
+    raise BackendUnavailable(
+        f"no TFLite interpreter found (tried {', '.join(order)}); install one: "
+        "`pip install tflite-runtime 'numpy<2'` on a board, or `pip install ai-edge-litert`"
+    )
+
+
+def _google_pycoral_edgetpu() -> Optional[Any]:
+    """Google's `pycoral.utils.edgetpu`, or None (absent, or PyPI's unrelated `pycoral`)."""
+    try:
+        if importlib.util.find_spec("pycoral") is None or importlib.util.find_spec("pycoral.utils") is None:
+            return None
+        if importlib.util.find_spec("pycoral.utils.edgetpu") is None:
+            return None
+        return importlib.import_module("pycoral.utils.edgetpu")
+    except ImportError:
+        return None
+
+
+def _edgetpu_delegate(backend: Backend, device: Optional[str]) -> Any:
+    import ctypes
+
+    # Probe the library first: a failed load_delegate leaves a half-built Delegate whose __del__
+    # prints a traceback on stderr, which a user would take for a crash.
+    try:
+        ctypes.CDLL(EDGETPU_LIBRARY)
+    except OSError as err:
+        raise EdgeTpuUnavailable(f"the Edge TPU runtime {EDGETPU_LIBRARY} is not installed ({err}); {EDGETPU_INSTALL}") from err
+    options = {"device": device} if device else {}
+    try:
+        return backend.module.load_delegate(EDGETPU_LIBRARY, options)
+    except (ValueError, OSError, RuntimeError) as err:
+        raise EdgeTpuUnavailable(f"cannot load the Edge TPU delegate {EDGETPU_LIBRARY} ({err}); {EDGETPU_INSTALL}") from err
+
+
+def _batch_size(info: Any) -> int:
+    shape = info.tensor(info.inputs[0]).shape if info.inputs else ()
+    return int(shape[0]) if shape else 1
+
+
+def open_model(
+    model: Union[str, Path, bytes],
+    edgetpu: Optional[bool] = None,
+    device: Optional[str] = None,
+    threads: Optional[int] = None,
+    data: Optional[bytes] = None,
+) -> LoadedModel:
+    """Check `model` and make an allocated interpreter for it; see make_interpreter.
+
+    `data` are the model's bytes when the caller already read them (e.g. to check the sha256),
+    so that exactly the checked bytes are loaded.
+    """
+    from edge.model_check import check_model
+    from edge.tflite_file import is_edgetpu_compiled
+
+    path: Optional[Path] = None
+    if isinstance(model, (bytes, bytearray)):
+        data = bytes(model)
+    else:
+        path = Path(model)
+        if data is None:
+            try:
+                data = path.read_bytes()
+            except OSError as err:
+                raise InputError(f"cannot read model {path}: {err.strerror or err}; expected a .tflite file") from err
+    name = str(path) if path else "model"
+    info = check_model(data, name=name)
+    compiled = is_edgetpu_compiled(info)
+    if edgetpu is False and compiled:
+        raise InputError(
+            f"{name} is compiled for the Edge TPU (it contains edgetpu-custom-op) and cannot run on the CPU; "
+            "use the uncompiled int8 model, or allow the Edge TPU"
+        )
+    if edgetpu is True and not compiled:
+        raise InputError(
+            f"{name} is not compiled for the Edge TPU (no edgetpu-custom-op); "
+            "compile it first (`pipeline compile RUN`, or edgetpu_compiler), or run it without --edgetpu"
+        )
+    use_tpu = compiled
+    if use_tpu and _batch_size(info) != 1:
+        raise InputError(f"{name} has batch size {_batch_size(info)}, expected 1: the Edge TPU runs batch 1 only; re-export with batch 1")
+
+    backend = load_backend()
+    if use_tpu:
+        pycoral = _google_pycoral_edgetpu()
+        if pycoral is None and not hasattr(backend.module, "load_delegate"):
+            raise EdgeTpuUnavailable(f"{name} needs the Edge TPU but {backend.name} cannot load delegates; {EDGETPU_INSTALL}")
+        try:
+            if pycoral is not None:
+                interpreter = pycoral.make_interpreter(data, device=device)
+            else:
+                delegate = _edgetpu_delegate(backend, device)
+                interpreter = backend.module.Interpreter(model_content=data, experimental_delegates=[delegate], num_threads=threads)
+            interpreter.allocate_tensors()
+        except EdgeTpuUnavailable:
+            raise
+        except (ValueError, RuntimeError, OSError) as err:
+            raise EdgeTpuUnavailable(f"{name} is compiled for the Edge TPU but no Edge TPU could be opened ({err}); {EDGETPU_INSTALL}") from err
+        return LoadedModel(interpreter, path, info, backend.name if pycoral is None else "tflite_runtime", True)
+
+    try:
+        interpreter = backend.module.Interpreter(model_content=data, num_threads=threads)
+        interpreter.allocate_tensors()
+    except (ValueError, RuntimeError, SystemError) as err:
+        raise ModelLoadError(f"{backend.name} cannot load {name}: {str(err).strip()}") from err
+    return LoadedModel(interpreter, path, info, backend.name, False)
+
+
+def make_interpreter(
+    model: Union[str, Path, bytes],
+    edgetpu: Optional[bool] = None,
+    device: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> Any:
+    """An allocated interpreter for `model`.
+
+    edgetpu=None: on the Edge TPU when the model is compiled for it, else on the CPU.
+    edgetpu=True: the model must be compiled for the Edge TPU and an Edge TPU must be present.
+    edgetpu=False: CPU only; a compiled model is refused.
+    device: which Edge TPU (':0', 'usb', 'pci:0'), as libedgetpu names them.
+    Raises EdgeTpuUnavailable (no runtime/device), ModelCheckError (damaged file), InputError.
+    """
+    return open_model(model, edgetpu=edgetpu, device=device, threads=threads).interpreter
+
+
+def backend_name() -> str:
+    """Name of the interpreter module in use ('tflite_runtime', 'ai_edge_litert' or 'tensorflow.lite')."""
+    return load_backend().name
+
+
+def io_shapes(interpreter: Any) -> Tuple[List[tuple], List[tuple]]:
+    """(input shapes, output shapes), for messages."""
+    ins = [tuple(int(x) for x in d["shape"]) for d in interpreter.get_input_details()]
+    outs = [tuple(int(x) for x in d["shape"]) for d in interpreter.get_output_details()]
+    return ins, outs
