@@ -36,7 +36,7 @@ def _edgetpu_version_limits() -> Dict[str, int]:
 
 def _tensor_label(info, index: int) -> str:
     tensor = info.tensors[index]
-    return f"tensor {index} {tensor.name!r} ({tensor.dtype})"
+    return f"tensor {index} {tensor.name!r} ({tensor.dtype.lower()})"
 
 
 def integer_only_problems(info) -> List[str]:
@@ -49,8 +49,8 @@ def integer_only_problems(info) -> List[str]:
             for t in indices:
                 if t < 0:  # optional operand left out
                     continue
-                dtype = info.tensors[t].dtype
-                if dtype.lower() not in INTEGER_DTYPES:
+                dtype = info.tensors[t].dtype.lower()
+                if dtype not in INTEGER_DTYPES:
                     problems.append(f"{where}: {role} {_tensor_label(info, t)} is {dtype}, expected one of {', '.join(INTEGER_DTYPES)}")
         if op.name == "DEQUANTIZE":
             problems.append(f"{where}: DEQUANTIZE produces float; an integer-only model has none")
@@ -63,7 +63,7 @@ def integer_only_problems(info) -> List[str]:
             is_io_cast = {src.dtype.lower(), dst.dtype.lower()} == {"uint8", "int8"}
             if not (at_edge and is_io_cast):
                 problems.append(
-                    f"{where}: QUANTIZE {src.dtype} -> {dst.dtype} in the middle of the graph; "
+                    f"{where}: QUANTIZE {src.dtype.lower()} -> {dst.dtype.lower()} in the middle of the graph; "
                     f"expected only uint8<->int8 right after an input or right before an output"
                 )
     return problems + shape_problems(info)
@@ -122,7 +122,7 @@ def verify_int8(model: bytes, io_dtype: str):
     for role, indices in (("input", info.inputs), ("output", info.outputs)):
         for t in indices:
             if info.tensors[t].dtype.lower() != io_dtype:
-                problems.append(f"model {role} {_tensor_label(info, t)} is {info.tensors[t].dtype}, expected {io_dtype}")
+                problems.append(f"model {role} {_tensor_label(info, t)} is {info.tensors[t].dtype.lower()}, expected {io_dtype}")
     problems += integer_only_problems(info)
     problems += edgetpu_version_problems(info)
     if problems:
