@@ -1,0 +1,4 @@
+"""`python -m pipeline` = the `pipeline` command."""
+from pipeline.cli import main
+
+main()

@@ -1,0 +1,91 @@
+"""Shared test helpers: running the CLIs in a subprocess and making small image data sets."""
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def quiet_env(**extra: str) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1", **extra)
+    env.pop("TF_CONFIG", None)
+    env.pop("TPU_NAME", None)
+    env.update(extra)
+    return env
+
+
+def cli(args: List[str], timeout: float = 300, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """Run `python -m pipeline ARGS` in a fresh process (TensorFlow starts clean each time)."""
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env or quiet_env(), cwd=REPO)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def jpeg_bytes(image: np.ndarray, quality: int = 90) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(image).save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def shape_image(label: int, rng: np.random.Generator, size: int = 40) -> np.ndarray:
+    """A noisy picture of class `label`: 0 a bright square, 1 a horizontal bar, 2 a vertical bar."""
+    image = rng.integers(0, 60, (size, size, 3), dtype=np.uint8)
+    lo, hi = size // 4, 3 * size // 4
+    if label == 0:
+        image[lo:hi, lo:hi] = 230
+    elif label == 1:
+        image[size // 2 - 4:size // 2 + 4, :] = 230
+    else:
+        image[:, size // 2 - 4:size // 2 + 4] = 230
+    return image
+
+
+def write_kaggle_tfrecords(folder: Path, per_class: int = 40, files: int = 2, drop_feature: Optional[str] = None,
+                           corrupt_index: Optional[int] = None) -> str:
+    """TFRecords in the Kaggle TPU flowers schema (image JPEG bytes, class int64, id bytes); returns a glob."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    examples = [(label, i) for i in range(per_class) for label in range(3)]
+    writers = [tf.io.TFRecordWriter(str(folder / f"train-{k:02d}.tfrec")) for k in range(files)]
+    for n, (label, i) in enumerate(examples):
+        image = jpeg_bytes(shape_image(label, rng))
+        if n == corrupt_index:
+            image = image[:len(image) // 3]  # a truncated JPEG
+        feature = {
+            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+            "class": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            "id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[f"img{n}".encode()])),
+        }
+        feature.pop(drop_feature, None)
+        writers[n % files].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    for w in writers:
+        w.close()
+    return str(folder / "train-*.tfrec")
+
+
+def write_class_folders(root: Path, per_class: int = 20) -> Path:
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for label, name in enumerate(("square", "hbar", "vbar")):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            Image.fromarray(shape_image(label, rng)).save(root / name / f"{i:03d}.png")
+    return root
