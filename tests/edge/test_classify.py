@@ -1,0 +1,117 @@
+"""set_input / get_scores / top_k on the fixture models, against references computed another way."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from edge import Class, InputError, classify, dequantize, get_scores, input_size, make_interpreter, quantize, set_input, top_k
+from edge_paths import FLOAT, IMAGES, INT8, LABELS, expected_scores
+
+
+def test_quantize_and_dequantize_round_trip_and_do_not_wrap():
+    q = quantize([0.0, 1.0, 254.0, 300.0, -5.0], scale=1.0, zero_point=0, dtype=np.uint8)
+    assert q.tolist() == [0, 1, 254, 255, 0]
+    # uint8 minus a zero point must not wrap around: cast to int64 first.
+    assert dequantize(np.array([0, 255], dtype=np.uint8), 0.5, 128).tolist() == [-64.0, 63.5]
+    assert quantize([0.0, 255.0], 1.0, -128, np.int8).tolist() == [-128, 127]
+    with pytest.raises(InputError, match="scale 0"):
+        quantize([1.0], 0, 0, np.uint8)
+
+
+class FakeInterpreter:
+    """Just enough of an interpreter to see exactly what set_input writes."""
+
+    def __init__(self, dtype, scale, zero_point, size=(4, 4)):
+        self.details = {"index": 0, "shape": np.array([1, size[1], size[0], 3]), "dtype": dtype, "quantization": (scale, zero_point)}
+        self.written = None
+
+    def get_input_details(self):
+        return [self.details]
+
+    def set_tensor(self, index, value):
+        self.written = value
+
+
+def test_uint8_scale_1_zero_point_0_takes_raw_pixels_unchanged():
+    pixels = np.arange(48, dtype=np.uint8).reshape(4, 4, 3) * 5
+    fake = FakeInterpreter(np.uint8, 1.0, 0)
+    set_input(fake, pixels)
+    assert fake.written.dtype == np.uint8 and np.array_equal(fake.written[0], pixels)
+
+
+def test_other_quantization_is_applied_to_pixels():
+    pixels = np.array([[[0, 128, 255]] * 4] * 4, dtype=np.uint8)
+    fake = FakeInterpreter(np.int8, 1.0, -128)
+    set_input(fake, pixels)
+    assert fake.written[0, 0, 0].tolist() == [-128, 0, 127]
+    fake = FakeInterpreter(np.uint8, 2.0, 10)
+    set_input(fake, pixels)
+    assert fake.written[0, 0, 0].tolist() == [10, 74, 138]  # round(p / 2) + 10, half to even
+
+
+def test_input_size_and_resizing_with_pillow():
+    interpreter = make_interpreter(INT8)
+    assert input_size(interpreter) == (16, 16)
+    big = Image.open(IMAGES / "red.png").resize((40, 30))
+    set_input(interpreter, big)
+    got = interpreter.get_tensor(interpreter.get_input_details()[0]["index"])
+    set_input(interpreter, np.asarray(big.resize((16, 16), Image.BILINEAR)))
+    assert np.array_equal(got, interpreter.get_tensor(interpreter.get_input_details()[0]["index"]))
+
+
+def test_bad_arrays_say_what_was_expected():
+    interpreter = make_interpreter(INT8)
+    with pytest.raises(InputError, match=r"shape \(16, 16\), expected \(height, width, 3\)"):
+        set_input(interpreter, np.zeros((16, 16), dtype=np.uint8))
+    with pytest.raises(InputError, match=r"input size \(20, 20\) with dtype float32, expected \(16, 16\)"):
+        set_input(interpreter, np.zeros((20, 20, 3), dtype=np.float32))
+
+
+def _reference_scores(model, pixels):
+    """Scores by the bare interpreter API: set_tensor / invoke / get_tensor, quantization by hand."""
+    interpreter = make_interpreter(model)
+    ind, outd = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    if ind["dtype"] == np.float32:
+        x = pixels.astype(np.float32)
+    else:
+        s, z = ind["quantization"]
+        x = np.clip(np.rint(pixels / s) + z, 0, 255).astype(ind["dtype"])
+    interpreter.set_tensor(ind["index"], x[None])
+    interpreter.invoke()
+    y = interpreter.get_tensor(outd["index"])[0]
+    if outd["dtype"] == np.float32:
+        return y
+    s, z = outd["quantization"]
+    return (y.astype(np.int64) - z) * s
+
+
+@pytest.mark.parametrize("name", ["red", "green", "blue"])
+def test_scores_match_bare_interpreter_float_model_and_keras(name):
+    expected = np.array(expected_scores()[f"{name}.png"])
+    image = Image.open(IMAGES / f"{name}.png")
+    pixels = np.asarray(image.convert("RGB"))
+    int8 = make_interpreter(INT8)
+    set_input(int8, image)
+    int8.invoke()
+    scores = get_scores(int8)
+    assert scores.dtype == np.float32 and scores.shape == (3,)
+    assert np.allclose(scores, _reference_scores(INT8, pixels), atol=1e-6)
+    # The float32 model equals Keras closely; the int8 one within quantization error.
+    floats = make_interpreter(FLOAT)
+    set_input(floats, pixels)
+    floats.invoke()
+    assert np.allclose(get_scores(floats), expected, atol=1e-4)
+    assert np.allclose(scores, expected, atol=0.05)
+    best = top_k(scores, k=3, labels=LABELS)
+    assert best[0] == Class(LABELS.index(name), pytest.approx(float(scores.max())), name)
+    assert [c.score for c in best] == sorted((c.score for c in best), reverse=True)
+
+
+def test_top_k_and_classify():
+    assert top_k([0.1, 0.7, 0.2], k=2) == [Class(1, pytest.approx(0.7), "1"), Class(2, pytest.approx(0.2), "2")]
+    assert top_k([0.5, 0.5], k=2, labels=["a", "b"])[0].label == "a"  # ties: the lower id first
+    with pytest.raises(InputError, match="2 labels for 3 model outputs"):
+        top_k([0.1, 0.2, 0.3], labels=["a", "b"])
+    result = classify(make_interpreter(INT8), Image.open(IMAGES / "blue.png"), k=1, labels=LABELS)
+    assert [c.label for c in result] == ["blue"]
