@@ -119,3 +119,31 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
+
+
+@main.command("parity")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
+@click.option("--device-results", type=click.Path(dir_okay=False), help="PREDICTIONS.json from `edge evaluate` on the device")
+@click.option("--max-drop", type=float, default=1.0, show_default=True, help="allowed top-1 accuracy drop, percentage points")
+@click.option("--min-agreement", type=float, default=0.98, show_default=True, help="required top-1 agreement with the float model")
+@click.option("--top-k", type=int, default=5, show_default=True, help="k for top-k accuracy")
+@click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
+@reports_errors
+def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, top_k, bundle_dir):
+    """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
+    from pipeline import parity
+
+    if bundle_dir:
+        out = parity.write_bundle(run_dir, bundle_dir, data_spec)
+        click.echo(f"bundle written to {out}; on the device run:\n"
+                   f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
+                   f"then here: pipeline parity {run_dir} --device-results predictions.json")
+        return
+    config = parity.ParityConfig(data=data_spec, device_results=device_results, max_drop=max_drop,
+                                 min_agreement=min_agreement, top_k=top_k)
+    result = parity.run(config, run_dir)
+    click.echo(parity.summary_table(result.report))
+    click.echo(f"reports in {result.report_dir}")
+    if not result.passed:
+        raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))

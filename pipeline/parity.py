@@ -1,0 +1,303 @@
+"""`pipeline parity`: does the small model answer like the big one, on the same held-out images?
+
+    pipeline parity runs/digits                      float vs int8 on this CPU; exit 1 if the gate fails
+    pipeline parity runs/digits --bundle bundle/     held-out images + models to copy to a device
+    pipeline parity runs/digits --device-results predictions.json   adds the Edge TPU's answers
+
+The float SavedModel is the reference. The float TFLite model (when exported), the int8 model on
+the CPU interpreter and, when given, the Edge TPU predictions made on a device by `edge evaluate`
+are each compared with it: top-1 and top-k accuracy, agreement, accuracy drop in percentage
+points, per-class deltas, score errors. The gate (--max-drop, --min-agreement) applies to the
+int8 and Edge TPU models. Reports go to RUN/parity/ whether the gate passes or not.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional
+
+import numpy as np
+
+from pipeline import data as data_mod
+from pipeline import manifest as manifest_mod
+from pipeline.errors import DataError, PipelineError
+from pipeline.files import staged_path, write_json_atomic, write_text_atomic
+
+REFERENCE = "float_savedmodel"
+GATED = ("int8_cpu", "edgetpu")
+
+
+class GateFailed(PipelineError):
+    """The quantized model lost more than the limits allow. Reports were written."""
+
+
+@dataclass(frozen=True)
+class ParityConfig:
+    data: Optional[str] = None  # held-out data spec replacing the run's recorded split
+    device_results: Optional[Path] = None  # PREDICTIONS.json written by `edge evaluate` on a device
+    max_drop: float = 1.0  # percentage points of top-1 accuracy a gated model may lose against float
+    min_agreement: float = 0.98  # share of images whose top-1 must match the float model's
+    top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
+    threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
+
+
+class ParityResult(NamedTuple):
+    report_dir: Path
+    report: dict  # what report.json holds
+    passed: bool
+    failures: List[str]  # one line per failed limit
+
+
+def run(config: ParityConfig, run_dir: Path) -> ParityResult:
+    """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
+    if not 0 <= config.min_agreement <= 1:
+        raise PipelineError(f"--min-agreement {config.min_agreement}, expected a share between 0 and 1")
+    if config.max_drop < 0:
+        raise PipelineError(f"--max-drop {config.max_drop}, expected percentage points >= 0")
+    run_dir = Path(run_dir)
+    manifest = manifest_mod.load(run_dir)
+    images, labels = data_mod.load_split(manifest, "heldout", config.data)
+    if len(images) == 0:
+        raise DataError("the held-out split is empty; expected at least one image to compare on")
+    num_classes = len(manifest["labels"])
+    k = min(config.top_k, num_classes)
+
+    scores: Dict[str, np.ndarray] = {REFERENCE: _savedmodel_scores(manifest, run_dir, images)}
+    if "model_float" in manifest["artifacts"]:
+        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, config.threads)
+    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, config.threads)
+    device = None
+    if config.device_results:
+        device = _device_results(Path(config.device_results), manifest, labels, num_classes)
+        scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device["scores"], np.float32)
+
+    reference = scores[REFERENCE]
+    models = {name: _compare(s, reference, labels, k, num_classes) for name, s in scores.items()}
+    failures = _gate(models, config)
+    report = {
+        "schema_version": 1,
+        "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split"},
+        "labels": manifest["labels"],
+        "reference": REFERENCE,
+        "top_k": k,
+        "models": models,
+        "device": {k2: v for k2, v in device.items() if k2 != "scores"} if device else None,
+        "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
+                 "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
+    }
+    report_dir = _write_reports(run_dir, report, scores, labels, manifest["labels"])
+    manifest = manifest_mod.load(run_dir)
+    manifest_mod.record_artifact(manifest, run_dir, "parity_report", report_dir / "report.json")
+    manifest["parity"] = {"passed": not failures, "failures": failures,
+                          **{name: {"top1": m["top1"], "agreement": m["agreement"]} for name, m in models.items()}}
+    manifest_mod.save(run_dir, manifest)
+    return ParityResult(report_dir, report, not failures, failures)
+
+
+def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.ndarray:
+    import tensorflow as tf
+
+    path = manifest_mod.artifact_path(manifest, run_dir, "saved_model")
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    out = []
+    for start in range(0, len(images), 128):
+        result = serve(tf.constant(images[start:start + 128], tf.float32))
+        out.append(next(iter(result.values())).numpy())
+    return np.concatenate(out).astype(np.float32)
+
+
+def _tflite_scores(model: Path, images: np.ndarray, threads: Optional[int]) -> np.ndarray:
+    """Scores one image at a time through edge's own functions: what the device will run."""
+    from edge.classify import get_scores, set_input
+    from edge.interpreter import make_interpreter
+
+    interpreter = make_interpreter(model, edgetpu=False, threads=threads)
+    out = []
+    for image in images:
+        set_input(interpreter, image)
+        interpreter.invoke()
+        out.append(get_scores(interpreter))
+    return np.stack(out).astype(np.float32)
+
+
+def _device_results(path: Path, manifest: dict, labels: np.ndarray, num_classes: int) -> dict:
+    """Predictions from `edge evaluate` on a bundle of this run's held-out images, checked to match."""
+    try:
+        results = json.loads(path.read_text())
+        predictions = results["predictions"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise DataError(f"cannot read device results {path} ({err!r}); expected the JSON written by `edge evaluate`") from err
+    if len(predictions) != len(labels):
+        raise DataError(f"device results {path} hold {len(predictions)} predictions, the held-out split has {len(labels)} images; "
+                        "expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
+    for i, (p, label) in enumerate(zip(predictions, labels)):
+        if p.get("label") is not None and int(p["label"]) != int(label):
+            raise DataError(f"device result {i} ({p.get('file')}) has label {p['label']}, the held-out image {i} has {label}: "
+                            "the device evaluated other images")
+        if len(p["scores"]) != num_classes:
+            raise DataError(f"device result {i} has {len(p['scores'])} scores, expected {num_classes}")
+    recorded = {e["sha256"]: key for key, e in manifest["artifacts"].items()}
+    model_key = recorded.get(results.get("model_sha256"))
+    if model_key is None:
+        raise DataError(f"device results {path} come from a model (sha256 {str(results.get('model_sha256'))[:12]}…) "
+                        "that this run did not produce; expected this run's int8 or Edge TPU model")
+    return {"file": str(path), "model": model_key, "backend": results.get("backend"), "edgetpu": bool(results.get("edgetpu")),
+            "scores": [p["scores"] for p in predictions]}
+
+
+def _compare(scores: np.ndarray, reference: np.ndarray, labels: np.ndarray, k: int, num_classes: int) -> dict:
+    top1 = scores.argmax(axis=1)
+    ref_top1 = reference.argmax(axis=1)
+    topk = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    per_class = _per_class_accuracy(top1, labels, num_classes)
+    ref_per_class = _per_class_accuracy(ref_top1, labels, num_classes)
+    error = np.abs(scores - reference)
+    return {
+        "top1": float((top1 == labels).mean()),
+        f"top{k}": float((topk == labels[:, None]).any(axis=1).mean()),
+        "agreement": float((top1 == ref_top1).mean()),
+        "drop_pp": float(((ref_top1 == labels).mean() - (top1 == labels).mean()) * 100),
+        "per_class_accuracy": per_class,
+        "per_class_delta_pp": [None if a is None or b is None else (a - b) * 100 for a, b in zip(per_class, ref_per_class)],
+        "score_error_mean": float(error.mean()),
+        "score_error_max": float(error.max()),
+        "confusion": _confusion(top1, labels, num_classes).tolist(),
+    }
+
+
+def _per_class_accuracy(predicted: np.ndarray, labels: np.ndarray, num_classes: int) -> List[Optional[float]]:
+    return [float((predicted[labels == c] == c).mean()) if (labels == c).any() else None for c in range(num_classes)]
+
+
+def _confusion(predicted: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    matrix = np.zeros((num_classes, num_classes), np.int64)
+    np.add.at(matrix, (labels, predicted), 1)
+    return matrix
+
+
+def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
+    failures = []
+    for name in GATED:
+        if name not in models:
+            continue
+        m = models[name]
+        if m["drop_pp"] > config.max_drop:
+            failures.append(f"{name}: accuracy drop {m['drop_pp']:.2f} pp exceeds --max-drop {config.max_drop:g} pp")
+        if m["agreement"] < config.min_agreement:
+            failures.append(f"{name}: agreement {m['agreement']:.4f} is under --min-agreement {config.min_agreement:g}")
+    return failures
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports
+
+
+def summary_table(report: dict) -> str:
+    k = report["top_k"]
+    rows = [f"{'model':<18} {'top-1':>7} {f'top-{k}':>7} {'agree':>7} {'drop pp':>8} {'max |Δscore|':>13}"]
+    for name, m in report["models"].items():
+        rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} {m['score_error_max']:>13.4f}")
+    gate = report["gate"]
+    verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
+    rows.append(f"gate (drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
+                f"{', '.join(gate['applies_to'])}): {verdict}")
+    return "\n".join(rows)
+
+
+def _markdown(report: dict) -> str:
+    lines = ["# Accuracy parity", "", f"{report['heldout']['images']} held-out images ({report['heldout']['source']}); "
+             f"reference: {report['reference']}.", "", "```", summary_table(report), "```", "",
+             "## Per-class accuracy delta against the float model (percentage points)", "",
+             "| class | " + " | ".join(report["models"]) + " |", "|---|" + "---|" * len(report["models"])]
+    for c, label in enumerate(report["labels"]):
+        cells = []
+        for m in report["models"].values():
+            delta = m["per_class_delta_pp"][c]
+            cells.append("n/a" if delta is None else f"{delta:+.1f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(path: Path, report: dict, names: List[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    labels = report["labels"]
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(5 * (len(names) + 1), 4.5))
+    for ax, name in zip(axes, names):
+        ax.imshow(np.asarray(report["models"][name]["confusion"]), cmap="Blues")
+        ax.set_title(f"{name}: top-1 {report['models'][name]['top1']:.3f}")
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        if len(labels) <= 20:
+            ax.set_xticks(range(len(labels)), labels, rotation=90)
+            ax.set_yticks(range(len(labels)), labels)
+    ax = axes[-1]
+    x = np.arange(len(labels))
+    gated = [n for n in names if n != REFERENCE]
+    width = 0.8 / max(len(gated), 1)
+    for i, name in enumerate(gated):
+        deltas = [d or 0.0 for d in report["models"][name]["per_class_delta_pp"]]
+        ax.bar(x + i * width, deltas, width, label=name)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_title("per-class accuracy delta vs float (pp)")
+    ax.set_xticks(x, labels if len(labels) <= 20 else [str(i) for i in x], rotation=90)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _write_reports(run_dir: Path, report: dict, scores, labels, label_names) -> Path:
+    """RUN/parity/ as a whole: report.json, report.md, confusion.png appear together or not at all."""
+    final = run_dir / "parity"
+    names = [REFERENCE] + [n for n in scores if n in GATED]
+    with staged_path(final) as staging:
+        staging.mkdir()
+        write_json_atomic(staging / "report.json", report)
+        write_text_atomic(staging / "report.md", _markdown(report))
+        _plot(staging / "confusion.png", report, names)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluation bundle for the device
+
+
+def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) -> Path:
+    """Held-out images as PNG files (lossless: the device sees the very pixels the host saw), the
+    labels, the run's int8 and Edge TPU models with their sidecars, and the manifest."""
+    from PIL import Image
+
+    run_dir, bundle_dir = Path(run_dir), Path(bundle_dir)
+    if bundle_dir.exists() and any(bundle_dir.iterdir()):
+        raise PipelineError(f"bundle folder {bundle_dir} is not empty; expected a new or empty folder")
+    manifest = manifest_mod.load(run_dir)
+    images, labels = data_mod.load_split(manifest, "heldout", data)
+    models = [key for key in ("model_int8", "model_int8_edgetpu") if key in manifest["artifacts"]]
+    if "model_int8" not in models:
+        manifest_mod.artifact_path(manifest, run_dir, "model_int8")  # raises: run export first
+    with staged_path(bundle_dir) as staging:
+        (staging / "heldout").mkdir(parents=True)
+        entries = []
+        for i, (image, label) in enumerate(zip(images, labels)):
+            name = f"heldout/{i:05d}.png"
+            Image.fromarray(image).save(staging / name)
+            entries.append({"file": name, "label": int(label)})
+        write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": manifest["labels"], "images": entries})
+        write_text_atomic(staging / "labels.txt", "\n".join(manifest["labels"]) + "\n")
+        for key in models:
+            model = manifest_mod.artifact_path(manifest, run_dir, key)
+            shutil.copy2(model, staging / model.name)
+            sidecar = model.with_name(model.name + ".json")
+            if sidecar.exists():
+                shutil.copy2(sidecar, staging / sidecar.name)
+        # Only the model entries: the device checks each model's sha256 against this manifest.
+        device_manifest = {"schema_version": manifest["schema_version"], "labels": manifest["labels"],
+                           "artifacts": {key: manifest["artifacts"][key] for key in models}}
+        write_json_atomic(staging / "manifest.json", device_manifest)
+    return bundle_dir
