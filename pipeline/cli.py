@@ -147,3 +147,23 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
     click.echo(f"reports in {result.report_dir}")
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
+
+
+@main.command("run")
+@click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
+@click.option("--data", "data_spec", default="digits", show_default=True, help="data spec (see `pipeline train --help`)")
+@click.option("--model", default="small_cnn", show_default=True, help="registry model")
+@click.option("--image-size", type=int, help="square input size; default: the model's")
+@click.option("--epochs", type=int, help="training epochs; default: train's")
+@click.option("--max-drop", type=float, default=1.0, show_default=True, help="parity gate: allowed top-1 drop, pp")
+@click.option("--min-agreement", type=float, default=0.98, show_default=True, help="parity gate: required agreement")
+@reports_errors
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agreement):
+    """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
+    from pipeline import end_to_end, parity
+
+    config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
+                                  max_drop=max_drop, min_agreement=min_agreement)
+    result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
+    if not result.passed:
+        raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
