@@ -6,7 +6,7 @@ artifacts it needs through `artifact_path`, which checks the sha256, so no stage
 stage's file names and none works on a file that changed after it was recorded.
 
 Artifact keys in use: saved_model, keras_model, labels, history (train); model_float,
-model_int8, quantization_report (export); model_int8_edgetpu, edgetpu_report (compile);
+model_int8, model_float16, model_dynamic_range, quantization_report (export); model_int8_edgetpu, edgetpu_report (compile);
 parity_report (parity).
 """
 from __future__ import annotations
@@ -30,6 +30,8 @@ _PRODUCER = {
     "history": "pipeline train",
     "model_float": "pipeline export RUN",
     "model_int8": "pipeline export RUN --int8",
+    "model_float16": "pipeline export RUN --float16",
+    "model_dynamic_range": "pipeline export RUN --dynamic-range",
     "quantization_report": "pipeline export RUN --int8",
     "model_int8_edgetpu": "pipeline compile RUN",
     "edgetpu_report": "pipeline compile RUN",
