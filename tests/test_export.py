@@ -248,3 +248,25 @@ def test_int8_options_without_int8_are_refused(run_copy):
     result = _invoke(run_copy, "--per-tensor")
     assert result.exit_code != 0 and "--per-tensor apply to --int8 only" in result.output
     assert _leftovers(run_copy) == []
+
+
+def test_integer_only_names_int16_and_mid_graph_quantize():
+    from pipeline.quant_verify import integer_only_problems
+
+    def tensor(i, dtype, shape=(1, 4)):
+        return SimpleNamespace(index=i, name=f"t{i}", dtype=dtype, shape=shape, shape_signature=shape)
+
+    tensors = [tensor(0, "uint8"), tensor(1, "int8"), tensor(2, "int8"), tensor(3, "int16"), tensor(4, "int8", (1, 4))]
+    tensors[4] = SimpleNamespace(index=4, name="t4", dtype="int8", shape=(1, 4), shape_signature=(-1, 4))
+    ops = [
+        SimpleNamespace(index=0, name="QUANTIZE", version=1, inputs=(0,), outputs=(1,)),  # uint8 input -> int8: allowed
+        SimpleNamespace(index=1, name="QUANTIZE", version=1, inputs=(1,), outputs=(2,)),  # int8 -> int8 mid-graph
+        SimpleNamespace(index=2, name="ADD", version=2, inputs=(2, 2), outputs=(3,)),  # int16 output
+        SimpleNamespace(index=3, name="RELU", version=1, inputs=(2,), outputs=(4,)),
+    ]
+    problems = integer_only_problems(SimpleNamespace(tensors=tensors, ops=ops, inputs=(0,), outputs=(4,)))
+    text = "\n".join(problems)
+    assert "op 0" not in text
+    assert "op 1 QUANTIZE: QUANTIZE int8 -> int8 in the middle of the graph" in text
+    assert "op 2 ADD: output tensor 3 't3' (int16) is int16" in text
+    assert "tensor 4 't4' (int8) has dynamic shape [-1, 4]" in text
