@@ -339,8 +339,8 @@ def _io_quantization(info) -> Dict[str, Dict[str, object]]:
 
 
 def _is_identity(q: Dict[str, object]) -> bool:
-    # "≈ 1.0": the converter derives the scale from the Rescaling range, 2/255 * 127.5, within float error.
-    return abs(float(q["scale"]) - 1.0) < 1e-3 and q["zero_point"] == 0
+    # The tolerance edge.classify uses to feed pixels unchanged; TF 2.21 gives exactly 1.0 for Rescaling(1/127.5, -1).
+    return abs(float(q["scale"]) - 1.0) < 1e-6 and q["zero_point"] == 0
 
 
 def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
