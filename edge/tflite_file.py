@@ -1,0 +1,203 @@
+"""Read a .tflite file without TensorFlow: its tensors, operators, versions and options.
+
+Built on the `tflite` package (the flatbuffer schema compiled to pure Python), so it runs on a
+device with only numpy, and on Python 3.9. Both sides use it: the export verifier and the Edge
+TPU pre-flight on the host, the model checks on the device.
+
+    python -c "from edge.tflite_file import read_model, op_counts; print(op_counts(read_model('m.tflite')))"
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Tuple, Union
+
+EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
+_IDENTIFIER = b"TFL3"
+
+
+class ModelFileError(ValueError):
+    """The file is not a readable .tflite model."""
+
+
+class TensorInfo(NamedTuple):
+    index: int
+    name: str
+    dtype: str  # numpy dtype name: 'int8', 'uint8', 'int32', 'float32', ...
+    shape: Tuple[int, ...]
+    shape_signature: Tuple[int, ...]  # -1 marks a dynamic dimension; equal to shape when absent
+    is_constant: bool  # holds data in the file (weights, biases)
+    scales: Tuple[float, ...]
+    zero_points: Tuple[int, ...]
+    buffer_size: int  # bytes of data in the file, 0 for activations
+
+
+class OpInfo(NamedTuple):
+    index: int  # position in execution order (subgraph 0)
+    name: str  # builtin name ('CONV_2D') or, for CUSTOM ops, the custom code
+    version: int
+    inputs: Tuple[int, ...]  # tensor indices; -1 = optional input left out
+    outputs: Tuple[int, ...]
+    options: Dict[str, Any]  # builtin options as plain values; enums by name
+
+
+class ModelInfo(NamedTuple):
+    tensors: List[TensorInfo]
+    ops: List[OpInfo]
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    num_subgraphs: int
+    file_size: int
+
+    def tensor(self, index: int) -> TensorInfo:
+        return self.tensors[index]
+
+
+def _tflite():
+    try:
+        import tflite  # noqa: F401
+    except ImportError as err:  # pragma: no cover - a dependency of the package
+        raise ImportError("reading .tflite files needs the `tflite` package: pip install tflite==2.18.0") from err
+    return tflite
+
+
+def _enum_names(enum_class) -> Dict[int, str]:
+    return {v: k for k, v in vars(enum_class).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+_CACHE: Dict[str, Dict[int, str]] = {}
+
+
+def _names(kind: str) -> Dict[int, str]:
+    if kind not in _CACHE:
+        tflite = _tflite()
+        _CACHE[kind] = _enum_names(getattr(tflite, kind))
+    return _CACHE[kind]
+
+
+def _dtype_name(code: int) -> str:
+    name = _names("TensorType").get(code, f"unknown{code}")
+    return {"BOOL": "bool", "STRING": "object"}.get(name, name.lower())
+
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4, "uint8": 1, "int64": 8, "int16": 2, "int8": 1,
+                "float64": 8, "uint32": 4, "uint16": 2, "uint64": 8, "bool": 1}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a TensorInfo dtype (0 when unknown or variable-size)."""
+    return _DTYPE_BYTES.get(dtype, 0)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+# Option fields whose values are enums, by the enum class in the schema.
+_ENUM_FIELDS = {"fused_activation_function": "ActivationFunctionType", "padding": "Padding"}
+
+
+def _options(op) -> Dict[str, Any]:
+    """The op's builtin options table as a dict, by reflection over the generated class."""
+    tflite = _tflite()
+    kind = op.BuiltinOptionsType()
+    if not kind:
+        return {}
+    class_name = _names("BuiltinOptions").get(kind)
+    table = op.BuiltinOptions()
+    cls = getattr(tflite, class_name, None) if class_name else None
+    if table is None or cls is None:
+        return {}
+    obj = cls()
+    obj.Init(table.Bytes, table.Pos)
+    values: Dict[str, Any] = {}
+    for attr in dir(cls):
+        if not attr[:1].isupper() or attr.startswith(("GetRootAs", "Init")) or "BufferHasIdentifier" in attr:
+            continue
+        if attr.endswith(("AsNumpy", "Length", "IsNone")):
+            continue
+        method = getattr(obj, attr)
+        key = _snake(attr)
+        try:
+            if hasattr(obj, attr + "Length"):
+                values[key] = [method(j) for j in range(getattr(obj, attr + "Length")())]
+            else:
+                values[key] = method()
+        except TypeError:
+            continue
+        if key in _ENUM_FIELDS and isinstance(values[key], int):
+            values[key] = _names(_ENUM_FIELDS[key]).get(values[key], values[key])
+    return values
+
+
+def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
+    """Parse a .tflite model from a path or bytes. Raises ModelFileError when it cannot be read."""
+    if isinstance(source, (bytes, bytearray)):
+        data, where = bytes(source), "model"
+    else:
+        where = str(source)
+        try:
+            data = Path(source).read_bytes()
+        except OSError as err:
+            raise ModelFileError(f"cannot read {where}: {err.strerror or err}") from err
+    if len(data) < 8 or data[4:8] != _IDENTIFIER:
+        raise ModelFileError(f"{where} is not a TFLite model: expected the 'TFL3' identifier at bytes 4..8, got {data[4:8]!r}")
+    try:
+        return _parse(data)
+    except ModelFileError:
+        raise
+    except Exception as err:  # a damaged flatbuffer fails in struct, index or decode errors alike
+        raise ModelFileError(f"{where} is damaged: cannot parse its flatbuffer ({type(err).__name__}: {err})") from err
+
+
+def _parse(data: bytes) -> ModelInfo:
+    tflite = _tflite()
+    model = tflite.Model.GetRootAsModel(data, 0)
+    if model.SubgraphsLength() < 1:
+        raise ModelFileError("model has no subgraph")
+    builtin_names = _names("BuiltinOperator")
+    opcodes = []
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        custom = code.CustomCode()
+        name = custom.decode("utf-8", "replace") if builtin_names.get(builtin) == "CUSTOM" and custom else builtin_names.get(builtin, f"BUILTIN_{builtin}")
+        opcodes.append((name, code.Version()))
+    buffer_sizes = [model.Buffers(i).DataLength() for i in range(model.BuffersLength())]
+    graph = model.Subgraphs(0)
+    tensors = []
+    for i in range(graph.TensorsLength()):
+        t = graph.Tensors(i)
+        shape = tuple(int(x) for x in (t.ShapeAsNumpy() if t.ShapeLength() else ()))
+        signature = tuple(int(x) for x in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
+        q = t.Quantization()
+        scales = tuple(float(x) for x in q.ScaleAsNumpy()) if q is not None and q.ScaleLength() else ()
+        zeros = tuple(int(x) for x in q.ZeroPointAsNumpy()) if q is not None and q.ZeroPointLength() else ()
+        size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
+        tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
+                                  signature, size > 0, scales, zeros, size))
+    ops = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if not 0 <= op.OpcodeIndex() < len(opcodes):
+            raise ModelFileError(f"operator {i} names opcode {op.OpcodeIndex()}, the model has {len(opcodes)}")
+        name, version = opcodes[op.OpcodeIndex()]
+        inputs = tuple(int(x) for x in op.InputsAsNumpy()) if op.InputsLength() else ()
+        outputs = tuple(int(x) for x in op.OutputsAsNumpy()) if op.OutputsLength() else ()
+        ops.append(OpInfo(i, name, version, inputs, outputs, _options(op)))
+    graph_inputs = tuple(int(x) for x in graph.InputsAsNumpy()) if graph.InputsLength() else ()
+    graph_outputs = tuple(int(x) for x in graph.OutputsAsNumpy()) if graph.OutputsLength() else ()
+    return ModelInfo(tensors, ops, graph_inputs, graph_outputs, model.SubgraphsLength(), len(data))
+
+
+def is_edgetpu_compiled(info: ModelInfo) -> bool:
+    """True when any op is the Edge TPU's custom op, i.e. edgetpu_compiler has run on the model."""
+    return any(op.name == EDGETPU_CUSTOM_OP for op in info.ops)
+
+
+def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:
+    """How many ops of each (name, version) the model has."""
+    counts: Dict[Tuple[str, int], int] = {}
+    for op in info.ops:
+        counts[(op.name, op.version)] = counts.get((op.name, op.version), 0) + 1
+    return counts
