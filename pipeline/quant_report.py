@@ -51,12 +51,10 @@ def layer_errors(make_converter: Callable, images: np.ndarray) -> List[Dict[str,
 
 
 def op_counts(info) -> Dict[str, int]:
-    """{"CONV_2D v3": 3, ...} from a parsed model."""
-    counts: Dict[str, int] = {}
-    for op in info.ops:
-        name = f"{op.name} v{op.version}"
-        counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items()))
+    """{"CONV_2D v3": 3, ...} from a parsed model (JSON keys, sorted)."""
+    from edge.tflite_file import op_counts as counts_by_version
+
+    return {f"{name} v{version}": n for (name, version), n in sorted(counts_by_version(info).items())}
 
 
 def build(info, int8_bytes: int, float_bytes: int, layers: List[Dict[str, object]], debug_images: int, facts: dict, notes: List[str]) -> dict:
