@@ -201,3 +201,18 @@ def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:
     for op in info.ops:
         counts[(op.name, op.version)] = counts.get((op.name, op.version), 0) + 1
     return counts
+
+
+def constant_data(source: Union[str, Path, bytes, bytearray], index: int):
+    """The values of constant tensor `index` (subgraph 0) as a numpy array, or None for an activation."""
+    import numpy as np
+
+    data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+    model = _tflite().Model.GetRootAsModel(data, 0)
+    tensor = model.Subgraphs(0).Tensors(index)
+    buffer = model.Buffers(tensor.Buffer())
+    if buffer.DataLength() == 0:
+        return None
+    dtype = np.dtype(_dtype_name(tensor.Type()))
+    shape = tuple(int(x) for x in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else ()
+    return np.frombuffer(buffer.DataAsNumpy().tobytes(), dtype=dtype).reshape(shape)

@@ -1,0 +1,55 @@
+"""What edgetpu_compiler 16 maps to the Edge TPU, as data, with where each fact comes from.
+
+Sources (collected in shared/EDGETPU.md): Coral's model requirements and supported-operations
+table (coral.ai/docs/edgetpu/models-intro), op versions the compiler was reported to reject
+(google-coral/edgetpu issues), and the status strings its operation log prints.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+# Status strings exactly as the compiler's operation log prints them (EDGETPU.md section 6).
+MAPPED = "Mapped to Edge TPU"
+MORE_THAN_ONE_SUBGRAPH = "More than one subgraph is not supported"
+NOT_SUPPORTED = "Operation not supported"
+VERSION_NOT_SUPPORTED = "Operation version not supported"
+UNSUPPORTED_DTYPE = "Operation is working on an unsupported data type"
+OTHER_LIMITATION = "Operation is otherwise supported, but not mapped due to some unspecified limitation"
+UNSUPPORTED_RANK = "Tensor has unsupported rank (up to 3 innermost dimensions mapped)"
+STRIDED_SLICE_STRIDES = "Only Strided-Slice with unitary strides supported"
+NOT_CONSTANT = "Filter, bias, or other param is not constant at compile-time"
+
+# The supported-operations table (EDGETPU.md 2a), TFLite builtin names, with the lowest Edge TPU
+# runtime that maps each (2d: commonly cited, partly corroborated by the compiler's CHANGES.md).
+# Compiler 16 targets runtime 14, so all of these are in reach by default.
+SUPPORTED_OPS: Dict[str, int] = {
+    **dict.fromkeys((
+        "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+        "L2_NORMALIZATION", "LOGISTIC", "MAXIMUM", "MAX_POOL_2D", "MEAN", "MINIMUM", "MUL", "PAD", "RELU",
+        "RELU6", "RELU_N1_TO_1", "RESHAPE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SLICE", "SOFTMAX",
+        "SPACE_TO_DEPTH", "SPLIT", "SQUEEZE", "STRIDED_SLICE", "SUB", "TANH",
+    ), 10),
+    **dict.fromkeys(("EXPAND_DIMS", "PACK", "PRELU", "QUANTIZE", "SUM", "TRANSPOSE_CONV"), 13),
+    **dict.fromkeys(("UNIDIRECTIONAL_SEQUENCE_LSTM", "REDUCE_MAX", "REDUCE_MIN", "RSQRT", "SQUARED_DIFFERENCE",
+                     "TRANSPOSE"), 14),
+}
+DEFAULT_RUNTIME = 14  # what compiler 16 targets (EDGETPU.md section 4: 16.0 -> runtime 14)
+
+# Highest op version compiler 16 parses. Each is one below a version reported rejected with
+# "Didn't find op for builtin opcode ... Model could not be parsed" (EDGETPU.md section 4):
+# CONV_2D v6 (#631), TRANSPOSE_CONV v4 (#845), QUANTIZE v3 (#879), EXP v2 (libedgetpu#71),
+# FULLY_CONNECTED v10+ (DESIGN.md). A version above these fails the whole compile, not one op.
+MAX_PARSED_VERSION: Dict[str, int] = {
+    "CONV_2D": 5,
+    "FULLY_CONNECTED": 9,
+    "QUANTIZE": 2,
+    "TRANSPOSE_CONV": 3,
+    "EXP": 1,
+}
+
+# Ops whose weights and biases (inputs 1 and 2) must be constant (model requirements, section 1).
+WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+POOLING_OPS = ("AVERAGE_POOL_2D", "MAX_POOL_2D")
+REDUCE_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
+SOFTMAX_MAX_ELEMENTS = 16000  # "Supports only 1D input tensor with a max of 16,000 elements" (2c)
+EIGHT_BIT = ("int8", "uint8")

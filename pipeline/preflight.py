@@ -1,0 +1,280 @@
+"""Pre-flight: predict, op by op, what edgetpu_compiler 16 will map to the Edge TPU.
+
+    pipeline compile RUN --check-only
+
+Follows Coral's model requirements and supported-ops table (pipeline/edgetpu_rules.py): 8-bit
+tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
+each op's own limits, and op versions the compiler can parse. The compiler maps ops in order up to
+the first one it cannot map; that op and everything after it run on the CPU. A QUANTIZE straight
+after a model input and a DEQUANTIZE straight before an output are the exception: float I/O
+wrappers that stay on the CPU without splitting the graph (EDGETPU.md section 1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+
+from edge.tflite_file import ModelInfo, OpInfo, constant_data, read_model
+from pipeline import edgetpu_rules as rules
+
+
+class OpPrediction(NamedTuple):
+    index: int
+    op: str
+    version: int
+    status: str  # the compiler's own status string
+    reason: str  # why, in words naming the tensor or option
+    on_edgetpu: bool
+
+
+class Preflight(NamedTuple):
+    rows: List[OpPrediction]
+    first_fallback: Optional[OpPrediction]  # the op where the graph leaves the Edge TPU
+    fatal: Optional[str]  # a reason the compiler would refuse the whole model
+    runtime: int  # Edge TPU runtime version assumed
+
+    @property
+    def ops_on_edgetpu(self) -> int:
+        return sum(r.on_edgetpu for r in self.rows)
+
+    @property
+    def ops_on_cpu(self) -> int:
+        return len(self.rows) - self.ops_on_edgetpu
+
+    @property
+    def percent_on_edgetpu(self) -> float:
+        return 100.0 * self.ops_on_edgetpu / len(self.rows) if self.rows else 0.0
+
+    @property
+    def fully_mapped(self) -> bool:
+        return self.fatal is None and self.ops_on_cpu == 0
+
+    def headline(self) -> str:
+        text = f"pre-flight: {self.ops_on_edgetpu}/{len(self.rows)} ops predicted on the Edge TPU ({self.percent_on_edgetpu:.0f}%)"
+        if self.fatal:
+            return text + f"; the compiler is expected to refuse the model: {self.fatal}"
+        if self.first_fallback:
+            f = self.first_fallback
+            text += f"; falls back to the CPU from op {f.index} {f.op}: {f.reason}"
+        return text
+
+    def as_dict(self) -> dict:
+        return {
+            "ops_on_edgetpu": self.ops_on_edgetpu,
+            "ops_on_cpu": self.ops_on_cpu,
+            "total_ops": len(self.rows),
+            "percent_on_edgetpu": round(self.percent_on_edgetpu, 2),
+            "first_fallback": self.first_fallback._asdict() if self.first_fallback else None,
+            "fatal": self.fatal,
+            "assumed_runtime": self.runtime,
+            "ops": [r._asdict() for r in self.rows],
+        }
+
+
+def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIME) -> Preflight:
+    """Predict the compiler's mapping of an int8 .tflite model (path or bytes)."""
+    data = source if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+    info = read_model(data)
+    rows: List[OpPrediction] = []
+    first_fallback: Optional[OpPrediction] = None
+    fatal = None
+    for op in info.ops:
+        problem = check_op(op, info, data, runtime)
+        if problem and problem[0] == rules.VERSION_NOT_SUPPORTED and op.name in rules.MAX_PARSED_VERSION:
+            fatal = fatal or f"op {op.index} {op.name} v{op.version}: {problem[1]}"
+        if problem is None:
+            if first_fallback is None:
+                rows.append(OpPrediction(op.index, op.name, op.version, rules.MAPPED, "", True))
+            else:
+                rows.append(OpPrediction(op.index, op.name, op.version, rules.MORE_THAN_ONE_SUBGRAPH,
+                                         f"after op {first_fallback.index} {first_fallback.op}, which runs on the CPU", False))
+            continue
+        row = OpPrediction(op.index, op.name, op.version, problem[0], problem[1], False)
+        rows.append(row)
+        if first_fallback is None and not _is_io_wrapper(op, info):
+            first_fallback = row
+    return Preflight(rows, first_fallback, fatal, runtime)
+
+
+def _is_io_wrapper(op: OpInfo, info: ModelInfo) -> bool:
+    """A float<->int conversion at the model's edge: it runs on the CPU without splitting the graph."""
+    if op.name == "QUANTIZE" and op.inputs and op.inputs[0] in info.inputs:
+        return True
+    return op.name == "DEQUANTIZE" and bool(op.outputs) and op.outputs[0] in info.outputs
+
+
+def check_op(op: OpInfo, info: ModelInfo, data: bytes, runtime: int = rules.DEFAULT_RUNTIME) -> Optional[Tuple[str, str]]:
+    """(status, reason) when the compiler will not map `op`, None when it will."""
+    if op.name not in rules.SUPPORTED_OPS:
+        return rules.NOT_SUPPORTED, f"{op.name} is not in the Edge TPU's supported operations"
+    if rules.SUPPORTED_OPS[op.name] > runtime:
+        return rules.NOT_SUPPORTED, f"{op.name} needs Edge TPU runtime {rules.SUPPORTED_OPS[op.name]}+, targeting {runtime}"
+    limit = rules.MAX_PARSED_VERSION.get(op.name)
+    if limit is not None and op.version > limit:
+        return rules.VERSION_NOT_SUPPORTED, f"{op.name} v{op.version} is newer than compiler 16 parses (up to v{limit})"
+    for check in (_check_types, _check_static, _check_rank, _check_constant_params):
+        problem = check(op, info)
+        if problem:
+            return problem
+    specific = _OP_CHECKS.get(op.name)
+    return specific(op, info, data) if specific else None
+
+
+def _activations(op: OpInfo, info: ModelInfo):
+    for i in op.inputs + op.outputs:
+        if i >= 0 and not info.tensor(i).is_constant:
+            yield info.tensor(i)
+
+
+def _check_types(op: OpInfo, info: ModelInfo):
+    for t in _activations(op, info):
+        if t.dtype not in rules.EIGHT_BIT and not (t.dtype == "int32" and op.name in ("RESHAPE",)):
+            return rules.UNSUPPORTED_DTYPE, f"tensor {t.name!r} is {t.dtype}, expected int8 or uint8"
+    for i in op.inputs:
+        if i >= 0 and info.tensor(i).is_constant and info.tensor(i).dtype not in rules.EIGHT_BIT + ("int32",):
+            return rules.UNSUPPORTED_DTYPE, f"constant {info.tensor(i).name!r} is {info.tensor(i).dtype}, expected 8-bit (int32 for biases)"
+    return None
+
+
+def _check_static(op: OpInfo, info: ModelInfo):
+    for t in _activations(op, info):
+        if any(d < 0 for d in t.shape_signature):
+            return rules.OTHER_LIMITATION, f"tensor {t.name!r} has a dynamic size {list(t.shape_signature)}; the Edge TPU needs sizes fixed at compile time (export at batch 1)"
+    return None
+
+
+def _check_rank(op: OpInfo, info: ModelInfo):
+    for t in _activations(op, info):
+        leading = t.shape[:-3]
+        if any(d > 1 for d in leading):
+            return rules.UNSUPPORTED_RANK, f"tensor {t.name!r} has shape {list(t.shape)}: only the 3 innermost dimensions may be larger than 1"
+    return None
+
+
+def _check_constant_params(op: OpInfo, info: ModelInfo):
+    if op.name in rules.WEIGHTED_OPS:
+        for i in op.inputs[1:3]:
+            if i >= 0 and not info.tensor(i).is_constant:
+                return rules.NOT_CONSTANT, f"{op.name} parameter {info.tensor(i).name!r} is computed at run time, expected a constant"
+    return None
+
+
+def _no_fused_activation(op: OpInfo, info: ModelInfo, data: bytes):
+    act = op.options.get("fused_activation_function", "NONE")
+    if act != "NONE":
+        return rules.OTHER_LIMITATION, f"{op.name} has a fused {act} activation; the Edge TPU maps it only without one"
+    return None
+
+
+def _same_dilation(op: OpInfo, info: ModelInfo, data: bytes):
+    h, w = op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)
+    if h != w:
+        return rules.OTHER_LIMITATION, f"{op.name} dilation {h}x{w}; the Edge TPU needs the same dilation in x and y"
+    return None
+
+
+def _fully_connected(op: OpInfo, info: ModelInfo, data: bytes):
+    out = info.tensor(op.outputs[0]).shape
+    if sum(d > 1 for d in out) > 1:
+        return rules.OTHER_LIMITATION, f"FULLY_CONNECTED output shape {list(out)}; the Edge TPU needs a one-dimensional output"
+    if op.options.get("weights_format", 0) not in (0, "DEFAULT"):
+        return rules.OTHER_LIMITATION, "FULLY_CONNECTED weights are not in the default format"
+    return None
+
+
+def _concatenation(op: OpInfo, info: ModelInfo, data: bytes):
+    problem = _no_fused_activation(op, info, data)
+    if problem:
+        return problem
+    constants = [i for i in op.inputs if info.tensor(i).is_constant]
+    if constants and len(op.inputs) != 2:
+        return rules.OTHER_LIMITATION, "CONCATENATION with a constant input must have exactly 2 inputs (a zero-padding)"
+    for i in constants:
+        values = constant_data(data, i)
+        if values is not None and values.any():
+            return rules.OTHER_LIMITATION, f"CONCATENATION constant input {info.tensor(i).name!r} is not all zeros"
+    return None
+
+
+def _axes(op: OpInfo, info: ModelInfo, data: bytes, position: int):
+    values = constant_data(data, op.inputs[position]) if len(op.inputs) > position else None
+    rank = len(info.tensor(op.inputs[0]).shape)
+    return None if values is None else sorted({int(a) % rank for a in values.reshape(-1)})
+
+
+def _reduce(op: OpInfo, info: ModelInfo, data: bytes):
+    axes = _axes(op, info, data, 1)
+    if axes is None:
+        return rules.NOT_CONSTANT, f"{op.name} axes are computed at run time, expected a constant"
+    shape = info.tensor(op.inputs[0]).shape
+    if 0 in axes and len(shape) == 4:
+        return rules.OTHER_LIMITATION, f"{op.name} reduces the batch dimension (axes {axes})"
+    if op.name == "MEAN" and len(shape) - 1 in axes and shape[-1] % 4:
+        return rules.OTHER_LIMITATION, f"MEAN over the channel axis needs a multiple of 4 channels, got {shape[-1]}"
+    return None
+
+
+def _pad(op: OpInfo, info: ModelInfo, data: bytes):
+    paddings = constant_data(data, op.inputs[1]) if len(op.inputs) > 1 else None
+    if paddings is None:
+        return rules.NOT_CONSTANT, "PAD paddings are computed at run time, expected a constant"
+    if len(paddings) == 4 and paddings[0].any():
+        return rules.OTHER_LIMITATION, f"PAD pads the batch dimension ({paddings[0].tolist()})"
+    return None
+
+
+def _softmax(op: OpInfo, info: ModelInfo, data: bytes):
+    shape = info.tensor(op.inputs[0]).shape
+    size = 1
+    for d in shape:
+        size *= d
+    if sum(d > 1 for d in shape) > 1:
+        return rules.OTHER_LIMITATION, f"SOFTMAX input shape {list(shape)}; the Edge TPU needs a one-dimensional input"
+    if size > rules.SOFTMAX_MAX_ELEMENTS:
+        return rules.OTHER_LIMITATION, f"SOFTMAX over {size} elements; the Edge TPU allows at most {rules.SOFTMAX_MAX_ELEMENTS}"
+    return None
+
+
+def _strided_slice(op: OpInfo, info: ModelInfo, data: bytes):
+    strides = constant_data(data, op.inputs[3]) if len(op.inputs) > 3 else None
+    if strides is None or (strides != 1).any():
+        return rules.STRIDED_SLICE_STRIDES, f"STRIDED_SLICE strides {None if strides is None else strides.tolist()}, expected all 1"
+    if op.options.get("ellipsis_mask", 0) or op.options.get("new_axis_mask", 0):
+        return rules.OTHER_LIMITATION, "STRIDED_SLICE with an ellipsis or new-axis mask"
+    return None
+
+
+def _prelu(op: OpInfo, info: ModelInfo, data: bytes):
+    alpha = info.tensor(op.inputs[1]).shape
+    if sum(d > 1 for d in alpha[:-1]):
+        return rules.OTHER_LIMITATION, f"PRELU alpha shape {list(alpha)}: only the innermost dimension may exceed 1 (Keras shared_axes=[1, 2])"
+    return None
+
+
+_OP_CHECKS = {
+    "AVERAGE_POOL_2D": _no_fused_activation,
+    "MAX_POOL_2D": _no_fused_activation,
+    "CONV_2D": _same_dilation,
+    "DEPTHWISE_CONV_2D": _same_dilation,
+    "FULLY_CONNECTED": _fully_connected,
+    "CONCATENATION": _concatenation,
+    "MEAN": _reduce,
+    "SUM": _reduce,
+    "REDUCE_MAX": _reduce,
+    "REDUCE_MIN": _reduce,
+    "PAD": _pad,
+    "SOFTMAX": _softmax,
+    "STRIDED_SLICE": _strided_slice,
+    "PRELU": _prelu,
+}
+
+
+def table(preflight: Preflight) -> str:
+    """The prediction in the compiler's own log layout (Operator, Count, Status), then the headline."""
+    counts: Dict[Tuple[str, str], int] = {}
+    for r in preflight.rows:
+        counts[(r.op, r.status)] = counts.get((r.op, r.status), 0) + 1
+    lines = [f"{'Operator':<31}{'Count':<11}Status"]
+    lines += [f"{op:<31}{n:<11}{status}" for (op, status), n in counts.items()]
+    lines.append(preflight.headline())
+    return "\n".join(lines)
