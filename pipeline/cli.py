@@ -167,3 +167,25 @@ def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agr
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
+
+
+@main.command("compile")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--check-only", is_flag=True, help="pre-flight analysis only (no compiler needed)")
+@click.option("--require-full-mapping", is_flag=True, help="exit non-zero when any op would run on the CPU")
+@click.option("--compiler", type=click.Path(dir_okay=False), help="path to edgetpu_compiler (default: on PATH)")
+@click.option("--timeout", type=int, default=180, show_default=True, help="compile timeout, seconds")
+@click.option("--num-segments", type=int, help="split into N segments for pipelining on N Edge TPUs")
+@click.option("--min-runtime-version", type=int, help="oldest Edge TPU runtime version to support")
+@click.option("--intermediate-tensors", help="comma-separated tensor names to output from the Edge TPU op")
+@click.option("--search-delegate", is_flag=True, help="on failure, retry with an earlier stopping point (-d)")
+@click.option("--delegate-search-step", type=int, help="step in ops for --search-delegate (-k)")
+@reports_errors
+def compile_command(run_dir, **options):
+    """Predict the Edge TPU mapping, then compile with edgetpu_compiler."""
+    from pipeline import compile as compile_mod
+
+    result = compile_mod.run(compile_mod.CompileConfig(**options), run_dir, say=click.echo)
+    for model in result.models:
+        click.echo(f"wrote {model}")
+    click.echo(f"report in {result.report_path}")

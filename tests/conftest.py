@@ -42,3 +42,18 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = absent()
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def exported_run(tmp_path_factory):
+    """One tiny trained run with float and int8 TFLite exports, shared read-only by later-stage tests.
+
+    Tests that change a run work on a copy (`shutil.copytree`).
+    """
+    from pipeline import export, train
+
+    run_dir = tmp_path_factory.mktemp("exported") / "run"
+    train.run(train.TrainConfig(data="digits", image_size=16, epochs=4), run_dir)
+    export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+    export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
+    return run_dir

@@ -1,0 +1,173 @@
+"""`pipeline parity` and `pipeline run`: the gate, the reports, the device round trip, end to end."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.helpers import cli
+
+pytestmark = pytest.mark.host
+
+
+def _pipeline(*args):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def run_copy(exported_run, tmp_path):
+    shutil.copytree(exported_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_trained_tiny_model_passes_the_gate(run_copy):
+    result = _pipeline("parity", run_copy)
+    assert result.exit_code == 0, result.output
+    assert "gate" in result.output and "PASSED" in result.output
+    report = json.loads((run_copy / "parity" / "report.json").read_text())
+    assert set(report["models"]) == {"float_savedmodel", "float_tflite_cpu", "int8_cpu"}
+    assert report["models"]["float_tflite_cpu"]["agreement"] == 1.0  # same float math, another runtime
+    assert report["models"]["int8_cpu"]["agreement"] >= 0.98
+    assert report["heldout"]["images"] == json.loads((run_copy / "manifest.json").read_text())["data"]["split"]["heldout_examples"]
+    assert (run_copy / "parity" / "report.md").read_text().startswith("# Accuracy parity")
+    assert (run_copy / "parity" / "confusion.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from pipeline import manifest as manifest_mod
+
+    manifest = manifest_mod.load(run_copy)
+    manifest_mod.artifact_path(manifest, run_copy, "parity_report")
+    assert manifest["parity"]["passed"] is True
+
+
+def _scramble_int8_weights(run_dir):
+    """Shuffle the bytes of the int8 model's largest weight tensor in place, and re-record the file,
+    as if a broken quantizer had produced it: the manifest is consistent, the model is not."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edge.tflite_file import read_model
+    from pipeline import manifest as manifest_mod
+
+    path = run_dir / "model_int8.tflite"
+    data = bytearray(path.read_bytes())
+    info = read_model(bytes(data))
+    weights = max((t for t in info.tensors if t.is_constant and t.dtype == "int8"), key=lambda t: t.buffer_size)
+    interpreter = Interpreter(model_content=bytes(data))
+    raw = interpreter.get_tensor(weights.index).tobytes()
+    at = bytes(data).find(raw)
+    assert at > 0 and bytes(data).find(raw, at + 1) == -1, "weights must be found exactly once"
+    data[at:at + len(raw)] = np.random.default_rng(0).permutation(np.frombuffer(raw, np.int8)).tobytes()
+    path.write_bytes(bytes(data))
+    manifest = manifest_mod.load(run_dir)
+    manifest_mod.record_artifact(manifest, run_dir, "model_int8", path, **{k: v for k, v in manifest["artifacts"]["model_int8"].items() if k not in ("path", "sha256")})
+    manifest_mod.save(run_dir, manifest)
+    return weights.name
+
+
+def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
+    _scramble_int8_weights(run_copy)
+    result = _pipeline("parity", run_copy)
+    assert result.exit_code == 1
+    assert "parity gate failed" in result.output
+    assert "int8_cpu: accuracy drop" in result.output and "exceeds --max-drop 1 pp" in result.output
+    assert "is under --min-agreement 0.98" in result.output
+    report = json.loads((run_copy / "parity" / "report.json").read_text())
+    assert report["gate"]["passed"] is False  # the reports are written even when the gate fails
+
+
+def test_each_limit_is_named_on_its_own(run_copy):
+    result = _pipeline("parity", run_copy, "--min-agreement", "1.0", "--max-drop", "100")
+    report = json.loads((run_copy / "parity" / "report.json").read_text())
+    if report["models"]["int8_cpu"]["agreement"] < 1.0:
+        assert result.exit_code == 1 and "--min-agreement 1" in result.output and "--max-drop" not in result.output
+    else:
+        assert result.exit_code == 0
+
+
+def test_bundle_round_trip_through_edge_evaluate(run_copy, tmp_path):
+    """Bundle -> `edge evaluate` (CPU here; the Edge TPU on a device) -> parity --device-results."""
+    from click.testing import CliRunner
+
+    from edge.cli import main as edge_main
+
+    bundle = tmp_path / "bundle"
+    result = _pipeline("parity", run_copy, "--bundle", bundle)
+    assert result.exit_code == 0, result.output
+    entries = json.loads((bundle / "bundle.json").read_text())["images"]
+    assert len(entries) == json.loads((run_copy / "manifest.json").read_text())["data"]["split"]["heldout_examples"]
+    predictions = tmp_path / "predictions.json"
+    out = CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
+    assert out.exit_code == 0, out.output
+    result = _pipeline("parity", run_copy, "--device-results", predictions)
+    assert result.exit_code == 0, result.output
+    models = json.loads((run_copy / "parity" / "report.json").read_text())["models"]
+    # The device saw the very pixels the host saw (PNG is lossless), through the same model.
+    assert models["device_cpu"]["agreement"] == models["int8_cpu"]["agreement"]
+    assert models["device_cpu"]["score_error_max"] == pytest.approx(models["int8_cpu"]["score_error_max"], abs=1e-6)
+
+
+def test_device_results_from_another_model_are_refused(run_copy, tmp_path):
+    from click.testing import CliRunner
+
+    from edge.cli import main as edge_main
+
+    bundle = tmp_path / "bundle"
+    assert _pipeline("parity", run_copy, "--bundle", bundle).exit_code == 0
+    predictions = tmp_path / "predictions.json"
+    CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
+    results = json.loads(predictions.read_text())
+    results["model_sha256"] = "0" * 64
+    predictions.write_text(json.dumps(results))
+    result = _pipeline("parity", run_copy, "--device-results", predictions)
+    assert result.exit_code == 1 and "that this run did not produce" in result.output
+
+
+def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
+    from click.testing import CliRunner
+    from PIL import Image
+
+    from edge.cli import main as edge_main
+    from pipeline import data, manifest as manifest_mod, parity
+
+    manifest = manifest_mod.load(run_copy)
+    images, labels = data.load_split(manifest, "heldout")
+    jpeg = tmp_path / "digit.jpg"
+    Image.fromarray(images[0]).save(jpeg, quality=95)
+    decoded = np.asarray(Image.open(jpeg).convert("RGB"))
+    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], threads=None)[0]
+    result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
+    assert result.exit_code == 0, result.output
+    expected = manifest["labels"][int(host.argmax())]
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert any(expected in line.split() or f"{expected}:" in line or f" {expected} " in f" {line} " for line in lines[1:] or lines), result.output
+
+
+def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
+    from pipeline import manifest as manifest_mod
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    manifest = manifest_mod.load(run_dir)
+    manifest_mod.forget_artifact(manifest, "model_int8")
+    manifest_mod.save(run_dir, manifest)
+    result = _pipeline("parity", run_dir)
+    assert result.exit_code == 1
+    assert "pipeline export RUN --int8" in result.output
+    assert not (run_dir / "parity").exists()
+
+
+def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
+    result = cli(["run", "--out", str(tmp_path / "run")], timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for stage in ("== train", "== export int8", "== compile", "== parity", "== summary"):
+        assert stage in result.stdout
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    for key in ("saved_model", "model_float", "model_int8", "edgetpu_report", "parity_report"):
+        assert key in manifest["artifacts"]
+    # The issue's target: int8 held-out accuracy within 1 percentage point of the float model.
+    assert manifest["parity"]["float_savedmodel"]["top1"] - manifest["parity"]["int8_cpu"]["top1"] <= 0.01
+    assert manifest["parity"]["passed"] is True
