@@ -98,7 +98,7 @@ def _google_pycoral_edgetpu() -> Optional[Any]:
         if importlib.util.find_spec("pycoral.utils.edgetpu") is None:
             return None
         return importlib.import_module("pycoral.utils.edgetpu")
-    except ImportError:
+    except Exception:  # noqa: BLE001 - an unrelated `pycoral` may fail to import in any way; it is not ours to use
         return None
 
 
