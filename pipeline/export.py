@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline import manifest as manifest_lib
-from pipeline import quant_verify
-from pipeline.errors import ConfigError, DataError, ManifestError
+from pipeline import quant_report, quant_verify
+from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
 from pipeline.files import write_bytes_atomic, write_json_atomic
 
 SIDECAR_SCHEMA_VERSION = 1
@@ -286,8 +286,6 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
 
     report = None
     if config.mode is Mode.INT8:
-        from pipeline import quant_report
-
         float_bytes = _float_size(manifest, run_dir, saved_model, image_size, config)
         debug = quant_report.layer_errors(
             lambda: make_converter(concrete, trackable, Mode.INT8, config, calibration), calibration[: config.debug_samples]
@@ -300,8 +298,6 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     if report is not None:
         manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, written["report"])
     manifest_lib.save(run_dir, manifest)
-
-    from pipeline import quant_report
 
     table = quant_report.table(report) if report else f"{spec.file_name}: {len(model_bytes):,} bytes ({spec.summary})"
     return ExportResult(
@@ -321,8 +317,6 @@ def _convert(converter) -> bytes:
     try:
         return converter.convert()
     except Exception as err:  # the converter raises ConverterError and a handful of others
-        from pipeline.errors import PipelineError
-
         first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
         raise PipelineError(f"TFLite conversion failed: {first}") from err
 

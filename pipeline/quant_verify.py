@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+from pipeline import edgetpu_rules
 from pipeline.errors import PipelineError
 
 # Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;
@@ -19,19 +20,6 @@ _CONVERSION_OPS = ("QUANTIZE", "DEQUANTIZE")
 
 class VerificationError(PipelineError):
     """The converted model is not what the Edge TPU needs; the message lists each offending op."""
-
-
-def _edgetpu_version_limits() -> Dict[str, int]:
-    """Highest op version edgetpu_compiler 16 parses, per op (EDGETPU.md section 4).
-
-    Minimal on purpose: only the rejections that were seen. `pipeline.edgetpu_rules` owns the full
-    table when it exists, so there is one table, not two.
-    """
-    try:
-        from pipeline import edgetpu_rules  # written by the compile stage
-    except ImportError:
-        return {"CONV_2D": 5, "FULLY_CONNECTED": 9, "QUANTIZE": 2, "TRANSPOSE_CONV": 3, "EXP": 1}
-    return dict(edgetpu_rules.MAX_OP_VERSION)
 
 
 def _tensor_label(info, index: int) -> str:
@@ -85,7 +73,7 @@ def shape_problems(info) -> List[str]:
 
 def edgetpu_version_problems(info) -> List[str]:
     """Ops whose version edgetpu_compiler 16 refuses to parse, with the layer (output tensor) they came from."""
-    limits = _edgetpu_version_limits()
+    limits = edgetpu_rules.MAX_PARSED_VERSION  # one table, owned by the compile stage's rules
     problems = []
     for op in info.ops:
         limit = limits.get(op.name)
