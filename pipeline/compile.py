@@ -131,12 +131,13 @@ def _call(compiler: str, args: List[str], timeout: int) -> str:
     except OSError as err:
         raise PipelineError(f"cannot start {compiler}: {err}") from err
     # The compiler's own -t timer covers compilation only; allow it a margin before killing it.
+    limit = timeout + min(30, timeout)
     try:
-        console, _ = process.communicate(timeout=timeout + 30)
+        console, _ = process.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
-        raise PipelineError(f"edgetpu_compiler did not finish within {timeout + 30} s (-t {timeout} plus 30 s); "
+        raise PipelineError(f"edgetpu_compiler did not finish within {limit} s (--timeout {timeout} plus a margin); "
                             "nothing was written. Raise --timeout for large models.")
     if process.returncode != 0:
         parsed = compiler_log.parse(console)

@@ -89,3 +89,21 @@ def write_class_folders(root: Path, per_class: int = 20) -> Path:
         for i in range(per_class):
             Image.fromarray(shape_image(label, rng)).save(root / name / f"{i:03d}.png")
     return root
+
+
+def int8_tflite(model, image_size: int, batch=1, io_type=None) -> bytes:
+    """Full-integer int8 conversion of a Keras model at a fixed batch (None = dynamic), calibrated on
+    random pixels: enough to test what the converter emits, not accuracy."""
+    import tensorflow as tf
+
+    io_type = io_type or tf.uint8
+    fn = tf.function(lambda x: model(x)).get_concrete_function(tf.TensorSpec([batch, image_size, image_size, 3], tf.float32))
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn], model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    rng = np.random.default_rng(0)
+    converter.representative_dataset = lambda: (
+        [rng.integers(0, 256, (1, image_size, image_size, 3)).astype(np.float32)] for _ in range(8))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = io_type
+    converter.inference_output_type = io_type
+    return converter.convert()
