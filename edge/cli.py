@@ -24,7 +24,7 @@ import click
 import numpy as np
 
 from edge.classify import get_scores, load_image, set_input, top_k
-from edge.errors import EdgeError, InputError, IntegrityError
+from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.integrity import find_records, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import LoadedModel, open_model
 from edge.labels import choose_labels, read_labels
@@ -45,6 +45,14 @@ def _fail_cleanly(fn):
             sys.exit(err.exit_code)
 
     return wrapper
+
+
+def _invoke(interpreter: Any, what: str) -> None:
+    """invoke(), with the interpreter's own errors (a model that loads but cannot run) as one clean line."""
+    try:
+        interpreter.invoke()
+    except (RuntimeError, ValueError) as err:
+        raise ModelLoadError(f"the interpreter failed on {what}: {str(err).strip()}") from err
 
 
 class Opened(NamedTuple):
@@ -96,7 +104,7 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
     interpreter = opened.model.interpreter
     for image_path in images:
         set_input(interpreter, load_image(image_path))
-        interpreter.invoke()
+        _invoke(interpreter, image_path)
         click.echo(f"{image_path}:")
         for c in top_k(get_scores(interpreter), k=k, labels=labels):
             click.echo(f"  {c.score:.4f}  {c.label}  (id {c.id})")
@@ -187,7 +195,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     with click.progressbar(samples, label="evaluating", file=sys.stderr) as bar:
         for sample in bar:
             set_input(interpreter, load_image(sample.path))
-            interpreter.invoke()
+            _invoke(interpreter, sample.rel)
             scores = get_scores(interpreter)
             if labels is not None and len(labels) != scores.size:
                 raise InputError(f"model gives {scores.size} scores, expected {len(labels)} (one per label)")
@@ -240,7 +248,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
         info = np.iinfo(dtype)
         sample = rng.integers(info.min, info.max, size=details["shape"], endpoint=True).astype(dtype)
     interpreter.set_tensor(details["index"], sample)
-    interpreter.invoke()
+    _invoke(interpreter, "a seeded random input")
     first = time.perf_counter() - start
     times = []
     for _ in range(runs):

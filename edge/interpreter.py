@@ -177,8 +177,9 @@ def open_model(
                 delegate = _edgetpu_delegate(backend, device)
                 interpreter = backend.module.Interpreter(model_content=data, experimental_delegates=[delegate], num_threads=threads)
             interpreter.allocate_tensors()
-        except EdgeTpuUnavailable:
-            raise
+        except EdgeTpuUnavailable as err:
+            reason = "it is compiled for the Edge TPU" if edgetpu is None else "--edgetpu / edgetpu=True asks for it"
+            raise EdgeTpuUnavailable(f"{name} needs the Edge TPU ({reason}), but {err}") from err
         except (ValueError, RuntimeError, OSError) as err:
             raise EdgeTpuUnavailable(f"{name} is compiled for the Edge TPU but no Edge TPU could be opened ({err}); {EDGETPU_INSTALL}") from err
         return LoadedModel(interpreter, path, info, backend.name if pycoral is None else "tflite_runtime", True)

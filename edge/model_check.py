@@ -119,7 +119,12 @@ class _Table:
         length = self.r._u("<I", start, what)
         if start + 4 + length + 1 > self.r.n:
             self.r.fail(f"{what}: string of {length} bytes at byte {start} runs past the end of the file")
-        return self.r.buf[start + 4:start + 4 + length].decode("utf-8", "replace")
+        try:
+            # The interpreters decode names as UTF-8 when asked for tensor details, and raise on bad bytes.
+            return self.r.buf[start + 4:start + 4 + length].decode("utf-8")
+        except UnicodeDecodeError:
+            self.r.fail(f"{what} at byte {start} is not valid UTF-8")
+            raise  # unreachable: fail() raises
 
     def tables(self, k: int, what: str) -> List[_Table]:
         start = self._target(k)
