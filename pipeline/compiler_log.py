@@ -139,5 +139,6 @@ def status_counts(rows) -> Dict[tuple, int]:
     counts: Dict[tuple, int] = {}
     for r in rows:
         key = (r.op, r.status)
-        counts[key] = counts.get(key, 0) + getattr(r, "count", 1)
+        # A compiler row counts `count` ops; a prediction row is one op (NamedTuple.count is a method).
+        counts[key] = counts.get(key, 0) + (r.count if isinstance(r, OperatorRow) else 1)
     return counts

@@ -1,0 +1,157 @@
+"""`pipeline compile`: the pre-flight report, the compiler call through a test double, and failures.
+
+The real edgetpu_compiler is not installable here (x86-64 Linux from Coral's apt repository);
+tests/doubles/edgetpu_compiler_double.py stands in for it to test the call, its timeout and its
+failures. `test_real_compiler` runs only where the real one is on PATH.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.host
+DOUBLE = REPO / "tests" / "doubles" / "edgetpu_compiler_double.py"
+
+
+@pytest.fixture
+def run_copy(exported_run, tmp_path):
+    shutil.copytree(exported_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.fixture
+def double(tmp_path, monkeypatch):
+    """An executable named like the compiler that runs the double; returns (path, args file)."""
+    path = tmp_path / "bin" / "edgetpu_compiler"
+    path.parent.mkdir()
+    path.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{DOUBLE}' \"$@\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    args_file = tmp_path / "args.json"
+    monkeypatch.setenv("EDGETPU_DOUBLE_ARGS", str(args_file))
+    return path, args_file
+
+
+def _compile(*args, env=None):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    return CliRunner().invoke(main, ["compile", *map(str, args)], env=env)
+
+
+def _manifest(run_dir):
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def _assert_nothing_compiled(run_dir):
+    assert not list(run_dir.glob("*_edgetpu.tflite*"))
+    assert not [k for k in _manifest(run_dir)["artifacts"] if k.startswith("model_int8_edgetpu")]
+    assert not list(run_dir.glob(".compile-*"))
+
+
+def test_check_only_writes_the_prediction(run_copy):
+    result = _compile(run_copy, "--check-only", "--require-full-mapping")
+    assert result.exit_code == 0, result.output
+    assert "Operator" in result.output and "ops predicted on the Edge TPU (100%)" in result.output
+    report = json.loads((run_copy / "edgetpu.json").read_text())
+    assert report["preflight"]["ops_on_cpu"] == 0 and report["compiler"] is None
+    assert _manifest(run_copy)["artifacts"]["edgetpu_report"]["path"] == "edgetpu.json"
+
+
+def test_compiler_missing_says_what_it_knows_and_how_to_get_it(run_copy, tmp_path):
+    result = _compile(run_copy, env={"PATH": str(tmp_path / "empty")})
+    assert result.exit_code == 2
+    assert "edgetpu_compiler not found" in result.output
+    assert "pre-flight: " in result.output and "apt-get install edgetpu-compiler" in result.output
+    assert "--check-only" in result.output
+    _assert_nothing_compiled(run_copy)
+
+
+def test_successful_compile_is_recorded(run_copy, double, monkeypatch):
+    compiler, args_file = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
+    result = _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "14", "--search-delegate",
+                      "--delegate-search-step", "3")
+    assert result.exit_code == 0, result.output
+    args = json.loads(args_file.read_text())
+    assert args[:2] == ["-s", "-o"] and args[args.index("-t") + 1] == "180"
+    assert args[args.index("-m") + 1] == "14" and "-d" in args and args[args.index("-k") + 1] == "3"
+    from pipeline import manifest as manifest_mod
+
+    manifest = manifest_mod.load(run_copy)
+    model = manifest_mod.artifact_path(manifest, run_copy, "model_int8_edgetpu")  # sha256 checked
+    assert model.name == "model_int8_edgetpu.tflite"
+    assert manifest["artifacts"]["model_int8_edgetpu"]["compiled_from"] == manifest["artifacts"]["model_int8"]["sha256"]
+    sidecar = json.loads((run_copy / "model_int8_edgetpu.tflite.json").read_text())
+    assert sidecar["sha256"] == manifest["artifacts"]["model_int8_edgetpu"]["sha256"]
+    report = json.loads((run_copy / "edgetpu.json").read_text())
+    assert report["compiler"]["version"] == "16.0.384591198"
+    assert report["compiler"]["ops_on_edgetpu"] == 12 and report["compiler"]["on_chip_used"] == 42752
+    assert report["disagreements"] == []  # the double reports what the pre-flight predicts
+
+
+def test_disagreement_is_visible_and_full_mapping_can_be_required(run_copy, double, monkeypatch):
+    compiler, _ = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "partial")
+    result = _compile(run_copy, "--compiler", compiler, "--require-full-mapping")
+    assert result.exit_code == 1
+    assert "pre-flight and compiler disagree: MUL 'Operation not supported': predicted 0, compiler 1" in result.output
+    assert "--require-full-mapping" in result.output
+    report = json.loads((run_copy / "edgetpu.json").read_text())
+    assert report["disagreements"]
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("invalid", "op CONV_2D version 6 is too new"),
+    ("silent", "compilation failed (the compiler gave no reason)"),
+])
+def test_failing_compiler_leaves_the_run_as_it_was(run_copy, double, monkeypatch, mode, message):
+    compiler, _ = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", mode)
+    before = (run_copy / "manifest.json").read_bytes()
+    result = _compile(run_copy, "--compiler", compiler)
+    assert result.exit_code == 1
+    assert "edgetpu_compiler" in result.output and message in result.output
+    _assert_nothing_compiled(run_copy)
+    assert (run_copy / "manifest.json").read_bytes() == before
+
+
+def test_compiler_timing_out_is_killed(run_copy, double, monkeypatch):
+    compiler, _ = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "hang")
+    result = _compile(run_copy, "--compiler", compiler, "--timeout", "1")
+    assert result.exit_code == 1
+    assert "did not finish within 2 s" in result.output
+    _assert_nothing_compiled(run_copy)
+
+
+def test_compiler_that_is_not_executable(run_copy, tmp_path):
+    fake = tmp_path / "edgetpu_compiler"
+    fake.write_text("not a program")
+    result = _compile(run_copy, "--compiler", fake)
+    assert result.exit_code == 1 and "is not an executable file" in result.output
+
+
+def test_changed_int8_model_is_refused(run_copy):
+    with open(run_copy / "model_int8.tflite", "ab") as f:
+        f.write(b"\0")
+    result = _compile(run_copy, "--check-only")
+    assert result.exit_code == 1 and "changed after it was recorded" in result.output
+
+
+@pytest.mark.compiler
+def test_real_compiler(run_copy):
+    result = _compile(run_copy)
+    assert result.exit_code == 0, result.output
+    from edge.tflite_file import is_edgetpu_compiled, read_model
+
+    assert is_edgetpu_compiled(read_model(run_copy / "model_int8_edgetpu.tflite"))
+    report = json.loads((run_copy / "edgetpu.json").read_text())
+    assert report["compiler"]["ops_on_cpu"] == 0
