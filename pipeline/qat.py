@@ -16,7 +16,6 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tfmot 0.8.1 works with tf-k
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 import tf_keras as keras
 
 from pipeline import manifest as manifest_lib
