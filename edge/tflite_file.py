@@ -90,11 +90,21 @@ def dtype_bytes(dtype: str) -> int:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    """'DilationHFactor' -> 'dilation_h_factor', as the schema's own field names read."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-# Option fields whose values are enums, by the enum class in the schema.
-_ENUM_FIELDS = {"fused_activation_function": "ActivationFunctionType", "padding": "Padding"}
+# Option fields whose values are enums, by the enum class in the schema: reported by name so a
+# rule reads `options["weights_format"] == "DEFAULT"` rather than a schema number.
+_ENUM_FIELDS = {
+    "fused_activation_function": "ActivationFunctionType",
+    "padding": "Padding",
+    "weights_format": "FullyConnectedOptionsWeightsFormat",
+    "quantized_bias_type": "TensorType",
+    "mode": "MirrorPadMode",
+    "kernel_type": "LSTMKernelType",
+    "combiner": "CombinerType",
+}
 
 
 def _options(op) -> Dict[str, Any]:
@@ -125,7 +135,7 @@ def _options(op) -> Dict[str, Any]:
                 values[key] = method()
         except TypeError:
             continue
-        if key in _ENUM_FIELDS and isinstance(values[key], int):
+        if key in _ENUM_FIELDS and isinstance(values[key], int) and hasattr(tflite, _ENUM_FIELDS[key]):
             values[key] = _names(_ENUM_FIELDS[key]).get(values[key], values[key])
     return values
 
@@ -144,8 +154,8 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
         raise ModelFileError(f"{where} is not a TFLite model: expected the 'TFL3' identifier at bytes 4..8, got {data[4:8]!r}")
     try:
         return _parse(data)
-    except ModelFileError:
-        raise
+    except ModelFileError as err:
+        raise ModelFileError(f"{where}: {err}") from err
     except Exception as err:  # a damaged flatbuffer fails in struct, index or decode errors alike
         raise ModelFileError(f"{where} is damaged: cannot parse its flatbuffer ({type(err).__name__}: {err})") from err
 

@@ -1,0 +1,136 @@
+"""edge.tflite_file: tensors, ops, versions and options read without TensorFlow, and damaged files refused.
+
+The TensorFlow-free tests read the committed fixtures (tests/fixtures/make_fixtures.py builds them);
+the `host` tests convert a tiny tf_keras model once per module and check what the reader reports
+against what the converter was asked for.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, ModelInfo, OpInfo, TensorInfo, is_edgetpu_compiled,
+                              op_counts, read_model)
+from tests.helpers import REPO, int8_tflite
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def test_path_and_bytes_read_the_same():
+    path = FIXTURES / "tiny_int8.tflite"
+    from_path, from_bytes = read_model(path), read_model(path.read_bytes())
+    assert from_path == from_bytes and str(path) != ""
+    assert isinstance(from_path, ModelInfo) and from_path.file_size == path.stat().st_size
+    assert all(isinstance(t, TensorInfo) for t in from_path.tensors)
+    assert all(isinstance(op, OpInfo) for op in from_path.ops)
+
+
+def test_fixture_ops_in_execution_order():
+    info = read_model(FIXTURES / "tiny_int8.tflite")
+    assert [op.index for op in info.ops] == list(range(len(info.ops)))
+    assert info.ops[0].name == "QUANTIZE" and info.ops[-1].name == "QUANTIZE"  # uint8 I/O wrappers
+    assert info.num_subgraphs == 1
+    first_in = info.tensor(info.inputs[0])
+    assert first_in.dtype == "uint8" and first_in.shape == first_in.shape_signature == (1, 16, 16, 3)
+    assert info.ops[0].inputs == info.inputs and info.ops[-1].outputs == info.outputs
+
+
+def test_op_counts_by_name_and_version():
+    info = read_model(FIXTURES / "tiny_int8.tflite")
+    counts = op_counts(info)
+    assert counts[("QUANTIZE", 1)] == 2
+    assert sum(counts.values()) == len(info.ops)
+
+
+def test_edgetpu_custom_op_is_recognised():
+    compiled = read_model(FIXTURES / "tiny_edgetpu.tflite")
+    assert is_edgetpu_compiled(compiled)
+    assert any(op.name == EDGETPU_CUSTOM_OP for op in compiled.ops)
+    assert not is_edgetpu_compiled(read_model(FIXTURES / "tiny_int8.tflite"))
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda data: b"", "expected the 'TFL3' identifier"),
+    (lambda data: data[:4] + b"XXXX" + data[8:], "expected the 'TFL3' identifier"),
+    (lambda data: data[:200], "damaged"),
+    (lambda data: data[:8] + b"\xff" * (len(data) - 8), "damaged"),
+])
+def test_damaged_files_raise_model_file_error_naming_the_file(tmp_path, damage, expected):
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(damage((FIXTURES / "tiny_int8.tflite").read_bytes()))
+    with pytest.raises(ModelFileError, match=expected) as err:
+        read_model(bad)
+    assert str(bad) in str(err.value)
+    assert isinstance(err.value, ValueError)
+
+
+def test_missing_file_is_a_model_file_error(tmp_path):
+    with pytest.raises(ModelFileError, match="cannot read .*nothing.tflite"):
+        read_model(tmp_path / "nothing.tflite")
+
+
+# --- on a model converted here: the reader reports what the converter was asked for ---------------
+
+@pytest.fixture(scope="module")
+def converted():
+    """(bytes, dynamic-batch bytes) of a tiny CNN with a dilated conv, a strided conv and a dense layer."""
+    keras = pytest.importorskip("tf_keras")
+    inputs = keras.Input((12, 12, 3))
+    x = keras.layers.Rescaling(1 / 127.5, offset=-1)(inputs)
+    x = keras.layers.Conv2D(4, 3, strides=2, padding="same", activation="relu")(x)
+    x = keras.layers.Conv2D(6, 3, dilation_rate=2, padding="same", activation="relu6")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(5, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    return int8_tflite(model, 12), int8_tflite(model, 12, batch=None)
+
+
+@pytest.mark.host
+def test_options_are_plain_values_with_enum_names(converted):
+    info = read_model(converted[0])
+    convs = [op for op in info.ops if op.name == "CONV_2D"]
+    assert len(convs) == 2 and all(op.version >= 1 for op in convs)
+    strided, dilated = convs
+    assert strided.options["stride_w"] == strided.options["stride_h"] == 2
+    assert strided.options["fused_activation_function"] == "RELU" and strided.options["padding"] == "SAME"
+    assert dilated.options["dilation_h_factor"] == dilated.options["dilation_w_factor"] == 2
+    assert dilated.options["fused_activation_function"] == "RELU6"
+    dense = next(op for op in info.ops if op.name == "FULLY_CONNECTED")
+    assert dense.options["weights_format"] == "DEFAULT" and dense.options["keep_num_dims"] is False
+
+
+@pytest.mark.host
+def test_tensor_types_quantization_and_constants(converted):
+    info = read_model(converted[0])
+    conv = next(op for op in info.ops if op.name == "CONV_2D")
+    data, weights, bias = (info.tensor(i) for i in conv.inputs)
+    assert data.dtype == "int8" and not data.is_constant and data.buffer_size == 0
+    assert weights.dtype == "int8" and weights.is_constant
+    assert weights.buffer_size == int(np.prod(weights.shape))  # one byte per int8 weight
+    assert len(weights.scales) == weights.shape[0] == len(weights.zero_points)  # per-channel
+    assert bias.dtype == "int32" and bias.buffer_size == 4 * bias.shape[0] and set(bias.zero_points) == {0}
+    image = info.tensor(info.inputs[0])
+    assert image.dtype == "uint8" and image.zero_points == (0,) and image.scales[0] == pytest.approx(1.0, abs=0.01)
+    assert info.tensor(info.outputs[0]).dtype == "uint8"
+
+
+@pytest.mark.host
+def test_dynamic_batch_shows_in_the_shape_signature(converted):
+    static, dynamic = (read_model(m) for m in converted)
+    assert static.tensor(static.inputs[0]).shape_signature == (1, 12, 12, 3)
+    image = dynamic.tensor(dynamic.inputs[0])
+    assert image.shape_signature[0] == -1 and image.shape == (1, 12, 12, 3)
+
+
+@pytest.mark.host
+def test_agrees_with_the_tensorflow_interpreter(converted):
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=converted[0])
+    info = read_model(converted[0])
+    details = {d["index"]: d for d in interpreter.get_tensor_details()}
+    for t in info.tensors:
+        if t.index in details:
+            assert details[t.index]["name"] == t.name
+            assert tuple(details[t.index]["shape"]) == t.shape
+            assert np.dtype(details[t.index]["dtype"]).name == t.dtype
