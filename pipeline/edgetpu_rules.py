@@ -47,6 +47,15 @@ MAX_PARSED_VERSION: Dict[str, int] = {
     "EXP": 1,
 }
 
+# Ops the compiler logs as "working on an unsupported data type" rather than "not supported": they
+# produce or consume float by design (EDGETPU.md section 1 and Example A: DEQUANTIZE at the output,
+# the CUSTOM TFLite_Detection_PostProcess op).
+FLOAT_BY_DESIGN_OPS = ("DEQUANTIZE", "TFLite_Detection_PostProcess")
+
+# Limits that changed with runtime 13 (EDGETPU.md 2d, the table's "<=12" rows): below this runtime
+# Squeeze needs leading 1s, DepthwiseConv2d takes no dilation, Mean and Pad work on x/y only.
+LOOSENED_AT_RUNTIME = 13
+
 # Ops whose weights and biases (inputs 1 and 2) must be constant (model requirements, section 1).
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 POOLING_OPS = ("AVERAGE_POOL_2D", "MAX_POOL_2D")

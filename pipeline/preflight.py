@@ -5,9 +5,23 @@
 Follows Coral's model requirements and supported-ops table (pipeline/edgetpu_rules.py): 8-bit
 tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
 each op's own limits, and op versions the compiler can parse. The compiler maps ops in order up to
-the first one it cannot map; that op and everything after it run on the CPU. A QUANTIZE straight
-after a model input and a DEQUANTIZE straight before an output are the exception: float I/O
-wrappers that stay on the CPU without splitting the graph (EDGETPU.md section 1).
+the first one it cannot map; that op and everything after it run on the CPU, and every supported
+op after it gets "More than one subgraph is not supported" (no `-a`).
+
+QUANTIZE, decided here:
+- uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8
+  I/O, DESIGN.md): both sides 8-bit, QUANTIZE is in the table (runtime 13+), and compiler 16 logs
+  such QUANTIZE ops as "Mapped to Edge TPU" (EDGETPU.md Example A, #461 "except quantize"), so they
+  are predicted mapped. Their versions are checked against the parse limit (QUANTIZE v3+ fails).
+- float32 -> int8 at a model input (float I/O): the compiler logs "Operation is otherwise
+  supported, but not mapped due to some unspecified limitation" (#490, #342) and still maps what
+  follows; a DEQUANTIZE before an output gets "...unsupported data type". These two wrappers stay on
+  the CPU without ending the Edge TPU segment. A DEQUANTIZE anywhere else ends it.
+
+Whole-model failures are reported as `fatal` (the compiler writes no model at all): an op version
+above what compiler 16 parses ("Model could not be parsed"), a dynamic-sized tensor ("Attempting to
+use a delegate that only supports static-sized tensors", google-coral/edgetpu #829/#831), and a
+model with no 8-bit tensor ("Model not quantized").
 """
 from __future__ import annotations
 
@@ -77,11 +91,9 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
     info = read_model(data)
     rows: List[OpPrediction] = []
     first_fallback: Optional[OpPrediction] = None
-    fatal = None
+    fatal = model_fatal(info)
     for op in info.ops:
         problem = check_op(op, info, data, runtime)
-        if problem and problem[0] == rules.VERSION_NOT_SUPPORTED and op.name in rules.MAX_PARSED_VERSION:
-            fatal = fatal or f"op {op.index} {op.name} v{op.version}: {problem[1]}"
         if problem is None:
             if first_fallback is None:
                 rows.append(OpPrediction(op.index, op.name, op.version, rules.MAPPED, "", True))
@@ -96,6 +108,22 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
     return Preflight(rows, first_fallback, fatal, runtime)
 
 
+def model_fatal(info: ModelInfo) -> Optional[str]:
+    """Why the compiler would refuse the whole model (no output at all), or None."""
+    for op in info.ops:
+        limit = rules.MAX_PARSED_VERSION.get(op.name)
+        if limit is not None and op.version > limit:
+            return (f"Model could not be parsed: op {op.index} {op.name} v{op.version} is newer than compiler 16 "
+                    f"parses (up to v{limit}); convert with an older op set")
+    for t in info.tensors:
+        if any(d < 0 for d in t.shape_signature):
+            return (f"dynamic-sized tensor {t.name!r} {list(t.shape_signature)}: the compiler refuses graphs with "
+                    "dynamic-sized tensors; export at a fixed batch of 1")
+    if not any(t.dtype in rules.EIGHT_BIT for t in info.tensors):
+        return "Model not quantized: no int8/uint8 tensor; export with full-integer quantization (--int8)"
+    return None
+
+
 def _is_io_wrapper(op: OpInfo, info: ModelInfo) -> bool:
     """A float<->int conversion at the model's edge: it runs on the CPU without splitting the graph."""
     if op.name == "QUANTIZE" and op.inputs and op.inputs[0] in info.inputs:
@@ -105,19 +133,29 @@ def _is_io_wrapper(op: OpInfo, info: ModelInfo) -> bool:
 
 def check_op(op: OpInfo, info: ModelInfo, data: bytes, runtime: int = rules.DEFAULT_RUNTIME) -> Optional[Tuple[str, str]]:
     """(status, reason) when the compiler will not map `op`, None when it will."""
+    # The parse limit first: it applies to ops outside the table too (EXP v2 fails the whole compile).
+    limit = rules.MAX_PARSED_VERSION.get(op.name)
+    if limit is not None and op.version > limit:
+        return rules.VERSION_NOT_SUPPORTED, f"{op.name} v{op.version} is newer than compiler 16 parses (up to v{limit})"
+    if op.name in rules.FLOAT_BY_DESIGN_OPS:
+        return rules.UNSUPPORTED_DTYPE, f"{op.name} works on float; the Edge TPU computes in 8 bits only"
     if op.name not in rules.SUPPORTED_OPS:
         return rules.NOT_SUPPORTED, f"{op.name} is not in the Edge TPU's supported operations"
     if rules.SUPPORTED_OPS[op.name] > runtime:
         return rules.NOT_SUPPORTED, f"{op.name} needs Edge TPU runtime {rules.SUPPORTED_OPS[op.name]}+, targeting {runtime}"
-    limit = rules.MAX_PARSED_VERSION.get(op.name)
-    if limit is not None and op.version > limit:
-        return rules.VERSION_NOT_SUPPORTED, f"{op.name} v{op.version} is newer than compiler 16 parses (up to v{limit})"
+    if op.name == "QUANTIZE" and op.inputs and info.tensor(op.inputs[0]).dtype not in rules.EIGHT_BIT:
+        source = info.tensor(op.inputs[0])
+        return rules.OTHER_LIMITATION, (f"QUANTIZE from {source.dtype} tensor {source.name!r}: the compiler leaves a "
+                                        "float-to-int8 QUANTIZE on the CPU; export with uint8 or int8 I/O")
     for check in (_check_types, _check_static, _check_rank, _check_constant_params):
         problem = check(op, info)
         if problem:
             return problem
     specific = _OP_CHECKS.get(op.name)
-    return specific(op, info, data) if specific else None
+    problem = specific(op, info, data) if specific else None
+    if problem is None and runtime < rules.LOOSENED_AT_RUNTIME and op.name in _OLD_RUNTIME_CHECKS:
+        problem = _OLD_RUNTIME_CHECKS[op.name](op, info, data)
+    return problem
 
 
 def _activations(op: OpInfo, info: ModelInfo):
@@ -266,6 +304,55 @@ _OP_CHECKS = {
     "SOFTMAX": _softmax,
     "STRIDED_SLICE": _strided_slice,
     "PRELU": _prelu,
+}
+
+
+def _resize(op: OpInfo, info: ModelInfo, data: bytes):
+    for t in (info.tensor(op.inputs[0]), info.tensor(op.outputs[0])):
+        if not (len(t.shape) == 3 or (len(t.shape) == 4 and t.shape[0] == 1)):
+            return rules.OTHER_LIMITATION, f"{op.name} tensor {t.name!r} shape {list(t.shape)}; the Edge TPU needs a 3-D image (batch 1)"
+    return None
+
+
+_OP_CHECKS.update(RESIZE_BILINEAR=_resize, RESIZE_NEAREST_NEIGHBOR=_resize)
+
+
+# The table's "<=12" rows (EDGETPU.md 2c/2d), applied only with --min-runtime-version 12 or lower.
+def _squeeze_leading_ones(op: OpInfo, info: ModelInfo, data: bytes):
+    before, after = info.tensor(op.inputs[0]).shape, info.tensor(op.outputs[0]).shape
+    dropped = len(before) - len(after)
+    if before[dropped:] != after or any(d != 1 for d in before[:dropped]):
+        return rules.OTHER_LIMITATION, f"SQUEEZE {list(before)} -> {list(after)} drops inner 1s; runtime <= 12 needs leading 1s only"
+    return None
+
+
+def _no_dilation(op: OpInfo, info: ModelInfo, data: bytes):
+    if (op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)) != (1, 1):
+        return rules.OTHER_LIMITATION, f"{op.name} is dilated; runtime <= 12 maps no dilated depthwise kernels"
+    return None
+
+
+def _xy_only(position: int):
+    def check(op: OpInfo, info: ModelInfo, data: bytes):
+        shape = info.tensor(op.inputs[0]).shape
+        if len(shape) != 4:
+            return None
+        if op.name == "PAD":
+            values = constant_data(data, op.inputs[1])
+            touched = [i for i in range(4) if values is not None and values[i].any()]
+        else:
+            touched = _axes(op, info, data, position) or []
+        if any(a not in (1, 2) for a in touched):
+            return rules.OTHER_LIMITATION, f"{op.name} on axes {touched}; runtime <= 12 supports the x and y axes only"
+        return None
+    return check
+
+
+_OLD_RUNTIME_CHECKS = {
+    "SQUEEZE": _squeeze_leading_ones,
+    "DEPTHWISE_CONV_2D": _no_dilation,
+    "MEAN": _xy_only(1),
+    "PAD": _xy_only(1),
 }
 
 

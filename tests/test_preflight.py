@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline import edgetpu_rules as rules
-from pipeline.preflight import analyze, check_op, table
+from pipeline.preflight import analyze, check_op, model_fatal, table
 from tests.helpers import REPO, int8_tflite
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -43,6 +43,74 @@ def test_version_beyond_the_parser_is_fatal_for_the_whole_model(monkeypatch):
     assert not result.fully_mapped and "refuse the model" in result.headline()
 
 
+def _with_op_version(data: bytes, name: str, version: int) -> bytes:
+    """The model with opcode `name` set to `version`, written in place where the file stores it.
+
+    Only an opcode whose version is stored (not the default 1) can be changed this way; the
+    offsets come from the tflite package's own accessors, nothing is decoded by hand.
+    """
+    import struct
+
+    import tflite
+
+    out = bytearray(data)
+    model = tflite.Model.GetRootAsModel(out, 0)
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        if tflite.opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode())) == name:
+            field = code._tab.Offset(8)  # OperatorCode.version, as OperatorCode.Version() reads it
+            assert field, f"{name} keeps the default version: not stored, cannot be edited in place"
+            struct.pack_into("<i", out, code._tab.Pos + field, version)
+            return bytes(out)
+    raise AssertionError(f"no {name} opcode in the model")
+
+
+def test_conv_v6_in_a_real_file_fails_the_whole_compile():
+    # The fixture's CONV_2D v3 rewritten to v6 (google-coral/edgetpu #631: compiler 16 cannot parse it).
+    data = _with_op_version((FIXTURES / "tiny_int8.tflite").read_bytes(), "CONV_2D", 6)
+    result = analyze(data)
+    conv = next(r for r in result.rows if r.op == "CONV_2D")
+    assert conv.version == 6 and conv.status == rules.VERSION_NOT_SUPPORTED and "up to v5" in conv.reason
+    assert result.first_fallback == conv
+    assert result.fatal.startswith("Model could not be parsed") and "CONV_2D v6" in result.fatal
+    assert "refuse the model" in result.headline()
+
+
+@pytest.mark.parametrize("name, version, limit", [("EXP", 2, 1), ("QUANTIZE", 3, 2), ("TRANSPOSE_CONV", 4, 3),
+                                                  ("FULLY_CONNECTED", 10, 9), ("CONV_2D", 6, 5)])
+def test_each_version_limit_is_fatal_even_for_ops_outside_the_table(name, version, limit):
+    # OpInfo lists built here: EXP is not in the supported table, yet v2 fails parsing, not mapping.
+    from edge.tflite_file import read_model
+
+    data = (FIXTURES / "tiny_int8.tflite").read_bytes()
+    info = read_model(data)
+    op = info.ops[1]._replace(name=name, version=version)
+    assert check_op(op, info, data)[0] == rules.VERSION_NOT_SUPPORTED
+    assert check_op(op._replace(version=limit), info, data) != (rules.VERSION_NOT_SUPPORTED,)
+    fatal = model_fatal(info._replace(ops=[info.ops[0], op] + info.ops[2:]))
+    assert f"{name} v{version}" in fatal and f"up to v{limit}" in fatal
+
+
+def test_dequantize_in_the_middle_ends_the_edgetpu_segment():
+    from edge.tflite_file import read_model
+
+    data = (FIXTURES / "tiny_int8.tflite").read_bytes()
+    info = read_model(data)
+    ops = list(info.ops)
+    ops[2] = ops[2]._replace(name="DEQUANTIZE", version=2)  # where MEAN was
+    status, reason = check_op(ops[2], info, data)
+    assert status == rules.UNSUPPORTED_DTYPE and "float" in reason
+
+
+def test_older_runtime_leaves_quantize_on_the_cpu():
+    # QUANTIZE is in the table from runtime 13 (EDGETPU.md 2d): with -m 12 neither wrapper maps. The
+    # input's QUANTIZE stays on the CPU in front of the Edge TPU segment; the output's ends the segment.
+    result = analyze(FIXTURES / "tiny_int8.tflite", runtime=12)
+    first, last = result.rows[0], result.rows[-1]
+    assert first.status == last.status == rules.NOT_SUPPORTED and "runtime 13+" in first.reason
+    assert result.first_fallback == last and result.ops_on_edgetpu == len(result.rows) - 2
+
+
 keras = pytest.importorskip("tf_keras", reason="building test models needs tf-keras (host side)")
 
 
@@ -73,11 +141,41 @@ def test_unsupported_op_in_the_middle_falls_back_from_there():
 
 
 @pytest.mark.host
+def test_plain_small_cnn_with_uint8_io_maps_fully():
+    inputs = keras.Input((16, 16, 3))
+    x = keras.layers.Rescaling(1 / 127.5, offset=-1)(inputs)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(4, activation="softmax")(x)
+    result = analyze(int8_tflite(keras.Model(inputs, outputs), 16))
+    assert result.fully_mapped and result.fatal is None and result.first_fallback is None
+    assert result.percent_on_edgetpu == 100.0 and result.ops_on_cpu == 0
+    ops = [r.op for r in result.rows]
+    assert ops[0] == ops[-1] == "QUANTIZE"  # the uint8<->int8 wrappers, predicted mapped (Example A)
+    assert {"CONV_2D", "MAX_POOL_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"} <= set(ops)
+    assert f"{len(ops)}/{len(ops)} ops predicted on the Edge TPU (100%)" in result.headline()
+
+
+@pytest.mark.host
+def test_float_io_quantize_stays_on_the_cpu_without_splitting():
+    import tensorflow as tf
+
+    result = analyze(int8_tflite(_cnn(), 16, io_type=tf.float32))
+    first, last = result.rows[0], result.rows[-1]
+    assert first.op == "QUANTIZE" and first.status == rules.OTHER_LIMITATION and "float32" in first.reason
+    assert last.op == "DEQUANTIZE" and last.status == rules.UNSUPPORTED_DTYPE
+    assert result.first_fallback is None and all(r.on_edgetpu for r in result.rows[1:-1])
+
+
+@pytest.mark.host
 def test_dynamic_batch_is_flagged():
     result = analyze(int8_tflite(_cnn(), 16, batch=None))
     flagged = [r for r in result.rows if "dynamic size" in r.reason]
     assert flagged and flagged[0].status == rules.OTHER_LIMITATION
     assert "-1" in flagged[0].reason and not result.fully_mapped
+    assert "dynamic-sized tensor" in result.fatal and "batch of 1" in result.fatal
 
 
 @pytest.mark.host
