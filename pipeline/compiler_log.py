@@ -20,8 +20,11 @@ _FATAL = [
     (re.compile(r"^Model could not be parsed", re.M), lambda m: "model could not be parsed"),
     (re.compile(r"Encountered unresolved custom op: ([^.\s]+)"), lambda m: f"unresolved custom op {m.group(1)}"),
     (re.compile(r"large activation tensors"), lambda m: "large activation tensors in the model"),
+    (re.compile(r"static-sized tensors with a graph that has dynamic-sized tensors"),
+     lambda m: "the model has dynamic-sized tensors (export it at a fixed batch of 1)"),
     (re.compile(r"Internal compiler error"), lambda m: "internal compiler error (it has been seen to succeed on a retry)"),
     (re.compile(r"^Compilation failed: (.+)$", re.M), lambda m: m.group(1).strip()),
+    (re.compile(r"^Invalid model: .*\n(.+)$", re.M), lambda m: f"invalid model: {m.group(1).strip()}"),
     (re.compile(r"^Compilation failed!?\s*$", re.M), lambda m: "compilation failed (the compiler gave no reason)"),
 ]
 
@@ -39,13 +42,14 @@ class CompilerOutput(NamedTuple):
     input_model: Optional[str]
     output_model: Optional[str]
     on_chip_used: Optional[int]  # bytes of parameters cached on the chip
-    on_chip_remaining: Optional[int]
+    on_chip_remaining: Optional[int]  # compiler 14+; compiler 2.0 prints on_chip_available instead
     off_chip_used: Optional[int]  # bytes of parameters streamed from host memory
     subgraphs: Optional[int]
     total_ops: Optional[int]
     ops_on_edgetpu: Optional[int]
     ops_on_cpu: Optional[int]
     operators: List[OperatorRow]
+    on_chip_available: Optional[int] = None  # compiler 2.0's "available" line, before "used"
 
     def as_dict(self) -> dict:
         d = self._asdict()
@@ -112,6 +116,7 @@ def parse(console: str, log: str = "") -> CompilerOutput:
         ops_on_edgetpu=_edgetpu_ops(console, operators),
         ops_on_cpu=_cpu_ops(console, operators),
         operators=operators,
+        on_chip_available=_field(console, "On-chip memory available for caching model parameters", size=True),
     )
 
 

@@ -146,6 +146,39 @@ def test_fatal_outputs(console, reason):
     assert reason in out.fatal
 
 
+def test_compiler_2_available_memory_line():
+    assert parse(V20_OLD_LAYOUT).on_chip_available == round(7.62 * 1024 ** 2)
+
+
+@pytest.mark.parametrize("console, reason", [
+    # compiler 16 on a model converted with a dynamic batch (google-coral/edgetpu #829 shape)
+    ("Edge TPU Compiler version 16.0.384591198\nStarted a compilation timeout timer of 180 seconds.\n"
+     "ERROR: Attempting to use a delegate that only supports static-sized tensors with a graph that has "
+     "dynamic-sized tensors.\nCompilation failed: Model failed in Tflite interpreter. Please ensure model can be "
+     "loaded/run in Tflite interpreter.\nCompilation child process completed within timeout period.\n"
+     "Compilation failed! \n", "dynamic-sized tensors"),
+    # an "Invalid model" with a reason this parser has no special case for: the reason line is kept
+    ("Edge TPU Compiler version 16.0.384591198\nInvalid model: m.tflite\nSomething new went wrong\n",
+     "invalid model: Something new went wrong"),
+])
+def test_more_fatal_outputs(console, reason):
+    out = parse(console)
+    assert not out.succeeded and reason in out.fatal
+
+
+def test_log_file_alone_with_repeated_operators():
+    log = ("Edge TPU Compiler version 14.1.317412892\nInput: net.tflite\nOutput: net_edgetpu.tflite\n\n"
+           "Operator                       Count      Status\n\n"
+           "CONCATENATION                  2          More than one subgraph is not supported\n"
+           "CONV_2D                        9          Mapped to Edge TPU\n"
+           "CONV_2D                        3          More than one subgraph is not supported\n"
+           "RESIZE_NEAREST_NEIGHBOR        1          Operation version not supported\n")
+    out = parse("", log)
+    assert out.version == "14.1.317412892" and not out.succeeded  # no console: success is not claimed
+    assert [(r.op, r.count) for r in out.operators if r.op == "CONV_2D"] == [("CONV_2D", 9), ("CONV_2D", 3)]
+    assert (out.ops_on_edgetpu, out.ops_on_cpu) == (9, 6)
+
+
 def test_table_rows_split_on_two_or_more_spaces():
     rows = parse_operator_table("Operator                       Count      Status\n\n"
                                 "RESIZE_NEAREST_NEIGHBOR        12         Mapped to Edge TPU\n")
