@@ -290,14 +290,16 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
             entries.append({"file": name, "label": int(label)})
         write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": manifest["labels"], "images": entries})
         write_text_atomic(staging / "labels.txt", "\n".join(manifest["labels"]) + "\n")
+        device_artifacts = {}
         for key in models:
             model = manifest_mod.artifact_path(manifest, run_dir, key)
             shutil.copy2(model, staging / model.name)
             sidecar = model.with_name(model.name + ".json")
             if sidecar.exists():
                 shutil.copy2(sidecar, staging / sidecar.name)
+            # Paths as laid out in the bundle: every model sits at its top level.
+            device_artifacts[key] = {**manifest["artifacts"][key], "path": model.name}
         # Only the model entries: the device checks each model's sha256 against this manifest.
-        device_manifest = {"schema_version": manifest["schema_version"], "labels": manifest["labels"],
-                           "artifacts": {key: manifest["artifacts"][key] for key in models}}
-        write_json_atomic(staging / "manifest.json", device_manifest)
+        write_json_atomic(staging / "manifest.json", {"schema_version": manifest["schema_version"],
+                                                      "labels": manifest["labels"], "artifacts": device_artifacts})
     return bundle_dir

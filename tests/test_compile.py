@@ -155,3 +155,27 @@ def test_real_compiler(run_copy):
     assert is_edgetpu_compiled(read_model(run_copy / "model_int8_edgetpu.tflite"))
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["compiler"]["ops_on_cpu"] == 0
+
+
+# Smallest sizes each architecture accepts keep this affordable on a 2-core CPU; the ops the
+# converter emits do not depend on the input size.
+BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "xception": (71, ())}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_IN))
+def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
+    """Through the real stages: train (one epoch on a small folder), export --int8, compile --check-only."""
+    import models
+    from pipeline import export, preflight, train
+    from tests.helpers import write_class_folders
+
+    assert set(BUILT_IN) == set(models.MODEL_NAMES), "a new registry model needs a row here"
+    size, options = BUILT_IN[name]
+    data = write_class_folders(tmp_path / "data", per_class=4)
+    run_dir = train.run(train.TrainConfig(data=str(data), model=name, image_size=size, model_options=options,
+                                          epochs=1, batch_size=4, heldout_fraction=0.25), tmp_path / "run")
+    export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run_dir)
+    result = _compile(run_dir, "--check-only", "--require-full-mapping")
+    assert result.exit_code == 0, result.output
+    prediction = preflight.analyze(run_dir / "model_int8.tflite")
+    assert prediction.fully_mapped, preflight.table(prediction)
