@@ -5,11 +5,14 @@
 
 Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, and where the two disagree)
 and, when the compiler succeeds, RUN/model_int8_edgetpu.tflite with a sidecar for the device.
-A failed or timed-out compile leaves the run as it was.
+A failed or timed-out compile leaves no compiled model in RUN: a compiled model recorded by an
+earlier run is removed with its record (it no longer matches the attempt), and edgetpu.json says
+what went wrong.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -67,20 +70,31 @@ def run(config: CompileConfig, run_dir: Path, say=print) -> CompileResult:
         return CompileResult(prediction, path, [], None)
 
     compiler = _find_compiler(config, prediction)
+    command = [compiler] + _arguments(config, Path("OUT"), Path(model.name))
     with tempfile.TemporaryDirectory(prefix=".compile-", dir=run_dir) as scratch:
         work = Path(scratch)
         source = work / model.name
         shutil.copyfile(model, source)
-        console = _call(compiler, _arguments(config, work, source), config.timeout)
-        outputs = sorted(work.glob("*_edgetpu.tflite"))
-        logs = sorted(work.glob("*_edgetpu.log"))
-        parsed = compiler_log.parse(console, logs[0].read_text() if logs else "")
-        if not parsed.succeeded or not outputs:
-            reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded else "no success message")
-            raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-        report["compiler"] = {"path": compiler, "command": [compiler] + _arguments(config, Path("OUT"), Path(model.name)),
-                              **parsed.as_dict()}
+        try:
+            console = _call(compiler, _arguments(config, work, source), config.timeout)
+            outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
+            logs = sorted(work.glob("*_edgetpu.log"))
+            parsed = compiler_log.parse(console, logs[0].read_text() if logs else "")
+            if not parsed.succeeded or not outputs:
+                reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
+                                          else "no 'Model compiled successfully' in its output")
+                raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+        except PipelineError as err:
+            # An older compiled model no longer matches this attempt: drop it, say why in the report.
+            removed = _forget_compiled(run_dir)
+            report["compiler"] = {"path": compiler, "command": command, "succeeded": False, "error": str(err),
+                                  "removed_previous": removed}
+            _record_report(run_dir, report)
+            raise
+        report["compiler"] = {"path": compiler, "command": command, **parsed.as_dict()}
         report["disagreements"] = disagreements(prediction, parsed)
+        _forget_compiled(run_dir)  # a previous compile may have had other segments
+        manifest = manifest_mod.load(run_dir)
         written = _install_outputs(run_dir, manifest, outputs, logs)
     report_path = _record_report(run_dir, report)
     say(f"compiler {parsed.version}: {parsed.ops_on_edgetpu} ops on the Edge TPU, {parsed.ops_on_cpu} on the CPU, "
@@ -146,6 +160,32 @@ def _call(compiler: str, args: List[str], timeout: int) -> str:
     return console
 
 
+def _segment_number(path: Path) -> int:
+    """0 for a single output; k for `X_segment_k_of_N_edgetpu.tflite` (numeric order: 10 after 9)."""
+    m = re.search(r"_segment_(\d+)_of_\d+_edgetpu\.tflite$", path.name)
+    return int(m.group(1)) if m else 0
+
+
+def _is_compiled_key(key: str) -> bool:
+    return key == "model_int8_edgetpu" or key.startswith("model_int8_edgetpu_segment_")
+
+
+def _forget_compiled(run_dir: Path) -> List[str]:
+    """Remove compiled models recorded in RUN (files, sidecars, records); returns their paths."""
+    manifest = manifest_mod.load(run_dir)
+    removed = []
+    for key in [k for k in manifest.get("artifacts", {}) if _is_compiled_key(k)]:
+        path = run_dir / manifest["artifacts"][key]["path"]
+        for stale in (path, path.with_name(path.name + ".json")):
+            if stale.exists():
+                stale.unlink()
+        removed.append(manifest["artifacts"][key]["path"])
+        manifest_mod.forget_artifact(manifest, key)
+    if removed:
+        manifest_mod.save(run_dir, manifest)
+    return removed
+
+
 def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: List[Path]) -> List[Path]:
     """Move the compiled model(s) into RUN (same file system: atomic renames), record them, write sidecars."""
     written = []
@@ -156,10 +196,11 @@ def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: L
         os.replace(produced, final)
         entry = manifest_mod.record_artifact(manifest, run_dir, key, final,
                                              compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
-        write_json_atomic(final.with_name(final.name + ".json"), {
-            "schema_version": 1, "model": final.name, "sha256": entry["sha256"], "labels": manifest["labels"],
-            "image_size": manifest["model"]["image_size"], "input": manifest["artifacts"]["model_int8"].get("input"),
-        })
+        sidecar = {"schema_version": 1, "model": final.name, "sha256": entry["sha256"], "labels": manifest["labels"],
+                   "image_size": manifest["model"]["image_size"]}
+        if "input" in manifest["artifacts"]["model_int8"]:  # the device quantizes pixels with it
+            sidecar["input"] = manifest["artifacts"]["model_int8"]["input"]
+        write_json_atomic(final.with_name(final.name + ".json"), sidecar)
         written.append(final)
     for log in logs:
         os.replace(log, run_dir / log.name)

@@ -91,6 +91,9 @@ def test_successful_compile_is_recorded(run_copy, double, monkeypatch):
     assert manifest["artifacts"]["model_int8_edgetpu"]["compiled_from"] == manifest["artifacts"]["model_int8"]["sha256"]
     sidecar = json.loads((run_copy / "model_int8_edgetpu.tflite.json").read_text())
     assert sidecar["sha256"] == manifest["artifacts"]["model_int8_edgetpu"]["sha256"]
+    assert sidecar["schema_version"] == 1 and sidecar["model"] == "model_int8_edgetpu.tflite"
+    assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == manifest["model"]["image_size"]
+    assert sidecar["input"] == manifest["artifacts"]["model_int8"]["input"]
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["compiler"]["version"] == "16.0.384591198"
     assert report["compiler"]["ops_on_edgetpu"] == 12 and report["compiler"]["on_chip_used"] == 42752
@@ -115,12 +118,52 @@ def test_disagreement_is_visible_and_full_mapping_can_be_required(run_copy, doub
 def test_failing_compiler_leaves_the_run_as_it_was(run_copy, double, monkeypatch, mode, message):
     compiler, _ = double
     monkeypatch.setenv("EDGETPU_DOUBLE_MODE", mode)
-    before = (run_copy / "manifest.json").read_bytes()
+    before = _manifest(run_copy)["artifacts"]
     result = _compile(run_copy, "--compiler", compiler)
     assert result.exit_code == 1
     assert "edgetpu_compiler" in result.output and message in result.output
     _assert_nothing_compiled(run_copy)
-    assert (run_copy / "manifest.json").read_bytes() == before
+    after = _manifest(run_copy)["artifacts"]
+    assert {k: v for k, v in after.items() if k != "edgetpu_report"} == before
+    report = json.loads((run_copy / "edgetpu.json").read_text())  # the attempt is on record
+    assert report["compiler"]["succeeded"] is False and message in report["compiler"]["error"]
+    assert report["preflight"]["ops_on_cpu"] == 0
+
+
+def test_failure_removes_an_earlier_compiled_model(run_copy, double, monkeypatch):
+    compiler, _ = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
+    assert _compile(run_copy, "--compiler", compiler).exit_code == 0
+    assert (run_copy / "model_int8_edgetpu.tflite").exists()
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "invalid")
+    result = _compile(run_copy, "--compiler", compiler)
+    assert result.exit_code == 1
+    _assert_nothing_compiled(run_copy)  # the old one no longer matches the attempt
+    report = json.loads((run_copy / "edgetpu.json").read_text())
+    assert report["compiler"]["removed_previous"] == ["model_int8_edgetpu.tflite"]
+
+
+def test_segments_are_each_recorded_in_order(run_copy, double, monkeypatch):
+    compiler, args_file = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
+    result = _compile(run_copy, "--compiler", compiler, "--num-segments", "3")
+    assert result.exit_code == 0, result.output
+    args = json.loads(args_file.read_text())
+    assert args[args.index("-n") + 1] == "3"
+    from pipeline import manifest as manifest_mod
+
+    manifest = manifest_mod.load(run_copy)
+    assert "model_int8_edgetpu" not in manifest["artifacts"]
+    for k in range(3):
+        path = manifest_mod.artifact_path(manifest, run_copy, f"model_int8_edgetpu_segment_{k}")
+        assert path.name == f"model_int8_segment_{k}_of_3_edgetpu.tflite"
+        assert path.read_bytes().endswith(f"segment {k} (test double)".encode())
+        sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+        assert sidecar["model"] == path.name and sidecar["labels"] == manifest["labels"]
+    # A later single-model compile replaces the segments rather than leaving them beside it.
+    assert _compile(run_copy, "--compiler", compiler).exit_code == 0
+    keys = [k for k in _manifest(run_copy)["artifacts"] if k.startswith("model_int8_edgetpu")]
+    assert keys == ["model_int8_edgetpu"] and not list(run_copy.glob("*_segment_*"))
 
 
 def test_compiler_timing_out_is_killed(run_copy, double, monkeypatch):

@@ -4,7 +4,8 @@ It accepts the real command line (`-s -o DIR -t N ... MODEL`) and, by EDGETPU_DO
 like one outcome of the real tool, printing console text shaped like compiler 16's (layout from
 shared/EDGETPU.md section 6):
   success   writes DIR/<name>_edgetpu.tflite (the input bytes, unchanged: not an Edge TPU model)
-            and DIR/<name>_edgetpu.log, prints a successful console, exits 0
+            and DIR/<name>_edgetpu.log, prints a successful console, exits 0; with `-n N` it writes
+            DIR/<name>_segment_K_of_N_edgetpu.tflite for K < N instead (bytes: the input + a marker)
   partial   as success, but the log says op 2 and later run on the CPU
   invalid   prints "Model could not be parsed" (CONV_2D version 6), exits 1
   silent    prints "Compilation failed!" with no reason, exits 0 (the exit code alone is not enough)
@@ -38,7 +39,13 @@ def main(argv):
         print(HEADER.format(t=timer) + "Compilation child process completed within timeout period.\nCompilation failed! ")
         return 0
     out = out_dir / f"{model.stem}_edgetpu.tflite"
-    out.write_bytes(model.read_bytes())
+    if "-n" in argv:
+        segments = int(argv[argv.index("-n") + 1])
+        for k in range(segments):
+            (out_dir / f"{model.stem}_segment_{k}_of_{segments}_edgetpu.tflite").write_bytes(
+                model.read_bytes() + f"segment {k} (test double)".encode())
+    else:
+        out.write_bytes(model.read_bytes())
     rows = [("QUANTIZE", 2, "Mapped to Edge TPU"), ("MUL", 1, "Mapped to Edge TPU"), ("ADD", 1, "Mapped to Edge TPU"),
             ("CONV_2D", 3, "Mapped to Edge TPU"), ("MAX_POOL_2D", 2, "Mapped to Edge TPU"), ("MEAN", 1, "Mapped to Edge TPU"),
             ("FULLY_CONNECTED", 1, "Mapped to Edge TPU"), ("SOFTMAX", 1, "Mapped to Edge TPU")]
