@@ -31,7 +31,8 @@ def double(tmp_path, monkeypatch):
     """An executable named like the compiler that runs the double; returns (path, args file)."""
     path = tmp_path / "bin" / "edgetpu_compiler"
     path.parent.mkdir()
-    path.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{DOUBLE}' \"$@\"\n")
+    # A Python script whose #! line is this interpreter: runs the double as if it were the program.
+    path.write_text(f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(DOUBLE)!r}, run_name='__main__')\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     args_file = tmp_path / "args.json"
     monkeypatch.setenv("EDGETPU_DOUBLE_ARGS", str(args_file))
