@@ -363,5 +363,8 @@ def table(preflight: Preflight) -> str:
         counts[(r.op, r.status)] = counts.get((r.op, r.status), 0) + 1
     lines = [f"{'Operator':<31}{'Count':<11}Status"]
     lines += [f"{op:<31}{n:<11}{status}" for (op, status), n in counts.items()]
+    # Then why, for each op that is not mapped for a reason of its own (not just "after the fallback").
+    lines += [f"  op {r.index} {r.op} v{r.version}: {r.reason}" for r in preflight.rows
+              if not r.on_edgetpu and r.status != rules.MORE_THAN_ONE_SUBGRAPH]
     lines.append(preflight.headline())
     return "\n".join(lines)
