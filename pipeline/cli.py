@@ -7,7 +7,12 @@ Thin by design: each command parses options, builds its stage's config and calls
 from __future__ import annotations
 
 import functools
+import os
 import sys
+
+# TensorFlow's C++ INFO and WARNING lines (CUDA probing on a CPU machine) drown each stage's
+# output; a user who wants them sets TF_CPP_MIN_LOG_LEVEL=0.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import click
 
