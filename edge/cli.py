@@ -27,7 +27,7 @@ from edge.classify import get_scores, load_image, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.integrity import find_records, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import LoadedModel, open_model
-from edge.labels import choose_labels, read_labels
+from edge.labels import choose_labels
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 BUNDLE_NAME = "bundle.json"

@@ -5,9 +5,8 @@
 
 Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, and where the two disagree)
 and, when the compiler succeeds, RUN/model_int8_edgetpu.tflite with a sidecar for the device.
-A failed or timed-out compile leaves no compiled model in RUN: a compiled model recorded by an
-earlier run is removed with its record (it no longer matches the attempt), and edgetpu.json says
-what went wrong.
+A failed or timed-out compile leaves the run as it was. Each compiled model records the sha256
+of the int8 model it came from (`compiled_from`), so a stale one is refused where it would ship.
 """
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional
 
+from edge.integrity import write_sidecar
 from pipeline import compiler_log, preflight
 from pipeline import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
@@ -75,25 +75,19 @@ def run(config: CompileConfig, run_dir: Path, say=print) -> CompileResult:
         work = Path(scratch)
         source = work / model.name
         shutil.copyfile(model, source)
-        try:
-            console = _call(compiler, _arguments(config, work, source), config.timeout)
-            outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
-            logs = sorted(work.glob("*_edgetpu.log"))
-            parsed = compiler_log.parse(console, logs[0].read_text() if logs else "")
-            if not parsed.succeeded or not outputs:
-                reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
-                                          else "no 'Model compiled successfully' in its output")
-                raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-        except PipelineError as err:
-            # An older compiled model no longer matches this attempt: drop it, say why in the report.
-            removed = _forget_compiled(run_dir)
-            report["compiler"] = {"path": compiler, "command": command, "succeeded": False, "error": str(err),
-                                  "removed_previous": removed}
-            _record_report(run_dir, report)
-            raise
+        # A failure raises before anything in RUN is touched: an earlier compiled model (still
+        # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
+        console = _call(compiler, _arguments(config, work, source), config.timeout)
+        outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
+        logs = sorted(work.glob("*_edgetpu.log"))
+        parsed = compiler_log.parse(console, logs[0].read_text() if logs else "")
+        if not parsed.succeeded or not outputs:
+            reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
+                                      else "no 'Model compiled successfully' in its output")
+            raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
         report["compiler"] = {"path": compiler, "command": command, **parsed.as_dict()}
         report["disagreements"] = disagreements(prediction, parsed)
-        _forget_compiled(run_dir)  # a previous compile may have had other segments
+        _forget_compiled(run_dir)  # replaced: a previous compile may have had other segments
         manifest = manifest_mod.load(run_dir)
         written = _install_outputs(run_dir, manifest, outputs, logs)
     report_path = _record_report(run_dir, report)
@@ -194,13 +188,12 @@ def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: L
         key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"
         final = run_dir / ("model_int8_edgetpu.tflite" if single else produced.name)
         os.replace(produced, final)
-        entry = manifest_mod.record_artifact(manifest, run_dir, key, final,
+        manifest_mod.record_artifact(manifest, run_dir, key, final,
                                              compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
-        sidecar = {"schema_version": 1, "model": final.name, "sha256": entry["sha256"], "labels": manifest["labels"],
-                   "image_size": manifest["model"]["image_size"]}
+        facts = {"image_size": manifest["model"]["image_size"]}
         if "input" in manifest["artifacts"]["model_int8"]:  # the device quantizes pixels with it
-            sidecar["input"] = manifest["artifacts"]["model_int8"]["input"]
-        write_json_atomic(final.with_name(final.name + ".json"), sidecar)
+            facts["input"] = manifest["artifacts"]["model_int8"]["input"]
+        write_sidecar(final, labels=manifest["labels"], **facts)
         written.append(final)
     for log in logs:
         os.replace(log, run_dir / log.name)

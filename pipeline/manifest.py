@@ -98,3 +98,14 @@ def artifact_path(manifest: Dict[str, Any], run_dir: Path, key: str, verify: boo
                 f"re-run `{_PRODUCER.get(key, 'its stage')}` or restore the file"
             )
     return path
+
+
+def check_compiled_is_current(manifest: Dict[str, Any], key: str) -> None:
+    """Refuse a compiled model whose int8 source has been re-exported since it was compiled."""
+    entry = manifest["artifacts"][key]
+    source = manifest["artifacts"].get("model_int8", {}).get("sha256")
+    if "compiled_from" in entry and entry["compiled_from"] != source:
+        raise ManifestError(
+            f"{entry['path']} was compiled from an earlier int8 model (sha256 {entry['compiled_from'][:12]}…, "
+            f"the run's is now {str(source)[:12]}…); run `pipeline compile RUN` again"
+        )

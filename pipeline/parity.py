@@ -292,6 +292,8 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
         write_text_atomic(staging / "labels.txt", "\n".join(manifest["labels"]) + "\n")
         device_artifacts = {}
         for key in models:
+            if key != "model_int8":
+                manifest_mod.check_compiled_is_current(manifest, key)
             model = manifest_mod.artifact_path(manifest, run_dir, key)
             shutil.copy2(model, staging / model.name)
             sidecar = model.with_name(model.name + ".json")

@@ -92,7 +92,7 @@ def verify_static(model: bytes):
     info = read_model(model)
     problems = shape_problems(info)
     if problems:
-        raise VerificationError(f"the converted model failed verification; nothing was written:\n  " + "\n  ".join(problems))
+        raise VerificationError("the converted model failed verification; nothing was written:\n  " + "\n  ".join(problems))
     return info
 
 

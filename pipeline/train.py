@@ -30,7 +30,7 @@ import models
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
 from pipeline import strategy as strategy_mod
-from pipeline.errors import ConfigError, DataError, PipelineError
+from pipeline.errors import ConfigError, DataError
 from pipeline.files import staged_path, write_json_atomic, write_text_atomic
 from pipeline.schedule import WarmupSchedule
 

@@ -171,3 +171,18 @@ def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
     # The issue's target: int8 held-out accuracy within 1 percentage point of the float model.
     assert manifest["parity"]["float_savedmodel"]["top1"] - manifest["parity"]["int8_cpu"]["top1"] <= 0.01
     assert manifest["parity"]["passed"] is True
+
+
+def test_bundle_refuses_a_compiled_model_older_than_the_int8_model(run_copy, tmp_path):
+    """A compiled model recorded from an earlier int8 export must not ship beside the new one."""
+    from pipeline import manifest as manifest_mod
+
+    manifest = manifest_mod.load(run_copy)
+    compiled = run_copy / "model_int8_edgetpu.tflite"
+    compiled.write_bytes((run_copy / "model_int8.tflite").read_bytes())  # stands in for a compiled file
+    manifest_mod.record_artifact(manifest, run_copy, "model_int8_edgetpu", compiled, compiled_from="0" * 64)
+    manifest_mod.save(run_copy, manifest)
+    result = _pipeline("parity", run_copy, "--bundle", tmp_path / "bundle")
+    assert result.exit_code == 1
+    assert "was compiled from an earlier int8 model" in result.output and "pipeline compile RUN" in result.output
+    assert not (tmp_path / "bundle").exists()
