@@ -141,9 +141,10 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output
-    expected = manifest["labels"][int(host.argmax())]
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert any(expected in line.split() or f"{expected}:" in line or f" {expected} " in f" {line} " for line in lines[1:] or lines), result.output
+    expected = int(host.argmax())
+    # edge classify prints "<image>:" then one "  <score>  <label>  (id <id>)" line per class.
+    top = result.output.splitlines()[1].split()
+    assert top[-1] == f"{expected})" and top[1] == manifest["labels"][expected], result.output
 
 
 def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):

@@ -1,0 +1,56 @@
+"""The model registry: raw-pixel inputs, float32 scores, local weights, clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.host
+
+
+@pytest.mark.parametrize("name, size, options", [("small_cnn", 16, {}), ("mobilenet_v2", 32, {"alpha": 0.35})])
+def test_models_take_raw_pixels_and_give_probabilities(name, size, options):
+    import models
+
+    model = models.build(name, 5, size, **options)
+    assert any(layer.name == "preprocess" for layer in model.layers)  # carries its own preprocessing
+    scores = model(np.full((2, size, size, 3), 255.0, np.float32)).numpy()
+    assert scores.shape == (2, 5) and scores.dtype == np.float32
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_local_weights_are_loaded(tmp_path):
+    import models
+
+    trained = models.build("small_cnn", 4, 16)
+    path = tmp_path / "small_cnn.weights.h5"
+    trained.save_weights(str(path))
+    loaded = models.build("small_cnn", 4, 16, weights=path)
+    fresh = models.build("small_cnn", 4, 16)
+    for a, b in zip(trained.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(trained.get_weights(), fresh.get_weights()))
+
+
+def test_base_network_weights_for_transfer_learning(tmp_path):
+    import tf_keras as keras
+
+    import models
+
+    base = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, include_top=False, weights=None)
+    path = tmp_path / "mobilenet_v2_no_top.h5"
+    base.save_weights(str(path))
+    model = models.build("mobilenet_v2", 3, 32, weights=path, alpha=0.35)
+    inner = next(l for l in model.layers if isinstance(l, keras.Model))
+    for a, b in zip(base.get_weights(), inner.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_requests_are_named():
+    import models
+
+    with pytest.raises(ValueError, match="unknown model 'vgg'; expected one of small_cnn"):
+        models.build("vgg", 3)
+    with pytest.raises(ValueError, match="image size 40 is too small for xception; expected at least 71"):
+        models.build("xception", 3, 40)
+    with pytest.raises(FileNotFoundError, match="weights file"):
+        models.build("small_cnn", 3, 16, weights="/nonexistent/w.h5")
