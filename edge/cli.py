@@ -83,6 +83,18 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int]) ->
     return Opened(loaded, sha, recorded_labels(records))
 
 
+def _running_options(command):
+    """The options every command that runs a model on images shares."""
+    for option in reversed((
+        click.option("--labels", "labels_file", default=None, help="Labels file, one per line (default: the sidecar's or manifest's labels)."),
+        click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing)."),
+        click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning)."),
+        click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter."),
+    )):
+        command = option(command)
+    return command
+
+
 @click.group()
 def main() -> None:
     """Run a quantized TFLite image classifier on this device (no TensorFlow needed)."""
@@ -91,11 +103,8 @@ def main() -> None:
 @main.command()
 @click.argument("model")
 @click.argument("images", nargs=-1, required=True)
-@click.option("--labels", "labels_file", default=None, help="Labels file, one per line (default: the sidecar's or manifest's labels).")
 @click.option("--top-k", "k", default=3, show_default=True, type=click.IntRange(min=1), help="How many classes to print per image.")
-@click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
-@click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
-@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
+@_running_options
 @_fail_cleanly
 def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
     """Print the top-k classes of each IMAGE."""
@@ -175,11 +184,8 @@ def _write_json_atomic(path: Path, obj: Dict[str, Any]) -> None:
 @click.argument("model")
 @click.option("--data", "data_dir", required=True, help="A folder of class sub-folders, or an evaluation bundle (a folder with bundle.json).")
 @click.option("--out", "out", required=True, help="Where to write the predictions JSON.")
-@click.option("--labels", "labels_file", default=None, help="Labels file, one per line (default: the sidecar's or manifest's labels).")
 @click.option("--top-k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="Also report top-k accuracy for this k.")
-@click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
-@click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
-@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
+@_running_options
 @_fail_cleanly
 def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
     """Score every image under --data and write all scores to --out."""
