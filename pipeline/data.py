@@ -235,6 +235,9 @@ def _with_options(ds: tf.data.Dataset) -> tf.data.Dataset:
     # split evenly across workers.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.deterministic = True
+    # Parse, select and decode are separate maps for clarity; fused, they cost a third less CPU
+    # per example (measured in bench/results/train.md), which on a small host is training time.
+    options.experimental_optimization.map_fusion = True
     return ds.with_options(options)
 
 
