@@ -155,9 +155,10 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
                               _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
-        # Nothing of a run that never completed an epoch is kept; a run that did keeps its state.
-        if created and not (state_dir / "history.json").exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
+        # Nothing of a run that never completed an epoch is kept (and a folder the user already had
+        # is left as it was); a run that completed one keeps its state to resume from.
+        if not (state_dir / "history.json").exists():
+            shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
         raise
 
     metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))

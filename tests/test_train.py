@@ -259,3 +259,15 @@ def test_trains_on_a_real_tpu(tmp_path):
                  env=quiet_env(TPU_NAME=os.environ.get("TPU_NAME", "")))
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["training"]["strategy"] == "tpu"
+
+
+def test_failure_in_the_first_epoch_leaves_an_existing_folder_as_it_was(existing_run_dir, monkeypatch):
+    from pipeline import train
+
+    def broken_fit(*args, **kwargs):
+        raise RuntimeError("simulated failure inside model.fit")
+
+    monkeypatch.setattr(train.keras.Model, "fit", broken_fit)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        train.run(train.TrainConfig(data="digits", image_size=16, epochs=1), existing_run_dir)
+    _assert_untouched(existing_run_dir, ["notes.txt"])
