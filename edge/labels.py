@@ -1,24 +1,92 @@
-"""Class names for a model: a labels file (one per line), else the sidecar's or manifest's, else class ids."""
+"""Class names for a model: from a labels file, the label file packed in the model, or the sidecar's or manifest's record.
+
+    from edge.labels import labels_from_model, parse_labels, read_labels
+    parse_labels("0 background\\n2 cat\\n")      # ['background', '1', 'cat']
+    labels_from_model(Path("mobilenet_v1_0.25_128_quant.tflite").read_bytes())[89]   # 'macaw'
+
+A label file is read as pycoral's read_label_file reads it, line by line: a line that is a
+number, then a colon or white space, then a name ("0 background", "17:cat") gives that id its
+name; any other line is the name of the class numbered by its row (first line 0). So a plain
+file is one name per line, a COCO file gives its own ids, and a mixed file takes each line by
+that rule. Unlike pycoral, an id given twice is refused rather than overwritten. Labels come
+back as a list indexed by class id; ids a file skips (COCO has gaps) hold the id as a string,
+so `labels[class_id]` always works and a missing name prints as the id.
+"""
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from edge.errors import InputError
+from edge.errors import InputError, ModelCheckError
+
+# An id line: digits, a colon or white space, then a name. ASCII digits only: str.isdigit()
+# also accepts '²', which int() refuses.
+_ID_LINE = re.compile(r"([0-9]+)[:\s]+(\S.*)", re.ASCII)
+# A larger id is a typo or a name that starts with a number, not a class of an edge classifier;
+# filling the gaps up to it would build a list of millions of ids.
+MAX_CLASS_ID = 100_000
+_FORMS = "one label per line, or `ID label` lines"
 
 
 def read_labels(path: Union[str, Path]) -> List[str]:
-    """Labels from a text file, one per line (line n is class n); trailing blank lines are ignored."""
+    """Labels from a label file; list index = class id (see the module docstring for the format)."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except OSError as err:
-        raise InputError(f"cannot read labels file {path}: {err.strerror or err}; expected one label per line") from err
+        raise InputError(f"cannot read labels file {path}: {err.strerror or err}; expected {_FORMS}") from err
+    return parse_labels(data, f"labels file {path}")
+
+
+def parse_labels(content: Union[str, bytes], source: str = "labels") -> List[str]:
+    """Labels from the text (or UTF-8 bytes) of a label file; `source` names it in errors."""
+    if isinstance(content, bytes):
+        try:
+            content = content.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{source} is not UTF-8 text (bad byte at {err.start}); expected {_FORMS}") from None
+    lines = content.splitlines()
     while lines and not lines[-1].strip():
-        lines.pop()
+        lines.pop()  # a trailing newline or two is not a class
     if not lines:
-        raise InputError(f"labels file {path} is empty, expected one label per line")
-    return [line.strip() for line in lines]
+        raise InputError(f"{source} is empty, expected {_FORMS}")
+    names: Dict[int, Tuple[str, int]] = {}  # id -> (name, line number) for the duplicate message
+    for row, line in enumerate(lines):
+        class_id, name = _split(line, row)
+        if class_id > MAX_CLASS_ID:
+            raise InputError(f"{source} line {row + 1} gives class id {class_id}, expected at most {MAX_CLASS_ID}")
+        if class_id in names:
+            raise InputError(f"{source} line {row + 1} gives class {class_id} ({name!r}) again, first given on line "
+                             f"{names[class_id][1]} ({names[class_id][0]!r}); expected each id once")
+        names[class_id] = (name, row + 1)
+    return [names[i][0] if i in names else str(i) for i in range(max(names) + 1)]
+
+
+def _split(line: str, row: int) -> Tuple[int, str]:
+    """(class id, name) of one line: its own id when it starts with one, else its row number."""
+    match = _ID_LINE.fullmatch(line.strip())
+    if match:
+        return int(match.group(1)), match.group(2).strip()
+    return row, line.strip()
+
+
+def labels_from_model(model_bytes: bytes, output: int = 0, name: str = "model") -> Optional[List[str]]:
+    """The labels packed in the model for output `output` (its first TENSOR_AXIS_LABELS file), or None when it names none.
+
+    A damaged model, metadata or packed file raises ModelCheckError: the labels are part of the model.
+    """
+    from edge.model_metadata import associated_file, read_metadata
+
+    meta = read_metadata(model_bytes, name)
+    if not 0 <= output < len(meta.outputs) or not meta.outputs[output].label_files:
+        return None
+    # The schema: with several label files (one per locale), the first is the default.
+    file_name = meta.outputs[output].label_files[0]
+    try:
+        return parse_labels(associated_file(model_bytes, file_name, name), f"{file_name} packed in {name}")
+    except InputError as err:
+        raise ModelCheckError(str(err)) from err
 
 
 def choose_labels(labels_file: Optional[Union[str, Path]], recorded: Optional[Sequence[str]]) -> Optional[List[str]]:
