@@ -7,43 +7,24 @@
     interpreter.invoke()
     print(top_k(get_scores(interpreter), k=3, labels=["cat", "dog"]))
 
-Models take raw RGB pixels (0..255) and carry their own preprocessing, so set_input only
-resizes and quantizes: q = round(pixel / scale) + zero_point. With uint8 input, scale 1 and
-zero point 0 that is the identity and the pixels go in unchanged.
+Pixels reach the input tensor by the pixel contract (edge.preprocess): stretched bilinear resize,
+then (pixel - mean) / std quantized with the input's scale and zero point. The pipeline's models
+take raw pixels (mean 0, std 1); with uint8 input, scale 1 and zero point 0 they go in unchanged.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from edge.errors import InputError
+from edge.preprocess import RAW_PIXELS, Normalization, dequantize, quantize, resize, to_input  # noqa: F401 (quantize: public API)
 
 
 class Class(NamedTuple):
     id: int
     score: float
     label: str
-
-
-def _range(dtype: np.dtype) -> Tuple[int, int]:
-    info = np.iinfo(dtype)
-    return int(info.min), int(info.max)
-
-
-def quantize(values: Any, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
-    """Real values to integers of `dtype`: round(values / scale) + zero_point, clipped to the dtype's range."""
-    dtype = np.dtype(dtype)
-    if not scale > 0:
-        raise InputError(f"quantization scale {scale}, expected a positive number (is the tensor quantized?)")
-    low, high = _range(dtype)
-    q = np.round(np.asarray(values, dtype=np.float64) / scale).astype(np.int64) + int(zero_point)
-    return np.clip(q, low, high).astype(dtype)
-
-
-def dequantize(values: Any, scale: float, zero_point: int) -> np.ndarray:
-    """Integers to real values: (values - zero_point) * scale, cast to int64 first so uint8 - zp cannot wrap."""
-    return ((np.asarray(values).astype(np.int64) - int(zero_point)) * scale).astype(np.float32)
 
 
 def input_details(interpreter: Any, key: Optional[str] = None) -> Any:
@@ -62,66 +43,18 @@ def input_size(interpreter: Any) -> Tuple[int, int]:
     return shape[2], shape[1]
 
 
-# 256-entry tables for uint8 pixels to a quantized input: one lookup instead of float arithmetic
-# on every pixel, so set_input costs little next to invoke (bench/bench_edge_overhead.py).
-_LUT_CACHE: Dict[Tuple[float, int, str], np.ndarray] = {}
+def set_input(interpreter: Any, image: Any, norm: Normalization = RAW_PIXELS) -> None:
+    """Put one image (PIL image, or uint8 (H, W, 3) pixels) into the model's input, by the pixel contract.
 
-
-def _pixel_table(scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
-    key = (float(scale), int(zero_point), dtype.str)
-    table = _LUT_CACHE.get(key)
-    if table is None:
-        table = quantize(np.arange(256), scale, zero_point, dtype)
-        _LUT_CACHE[key] = table
-    return table
-
-
-def _as_pixels(image: Any, size: Tuple[int, int]) -> np.ndarray:
-    """An (height, width, 3) array of the image at `size`, resized with Pillow when needed."""
-    from PIL import Image
-
-    if isinstance(image, Image.Image):
-        if image.mode != "RGB":
-            image = image.convert("RGB")
-        if image.size != size:
-            image = image.resize(size, Image.BILINEAR)
-        return np.asarray(image)
-    array = np.asarray(image)
-    if array.ndim == 4 and array.shape[0] == 1:
-        array = array[0]
-    if array.ndim != 3 or array.shape[2] != 3:
-        raise InputError(f"image array of shape {array.shape}, expected (height, width, 3) RGB pixels")
-    if (array.shape[1], array.shape[0]) != size:
-        if array.dtype != np.uint8:
-            raise InputError(
-                f"input size {(array.shape[1], array.shape[0])} with dtype {array.dtype}, expected {size}: "
-                "only uint8 images are resized; resize it first"
-            )
-        array = np.asarray(Image.fromarray(array).resize(size, Image.BILINEAR))
-    return array
-
-
-def set_input(interpreter: Any, image: Any) -> None:
-    """Put one image (PIL image or (H, W, 3) pixel array, values 0..255) into the model's input."""
+    `norm` is the model's normalization: RAW_PIXELS for the pipeline's own models, which normalize
+    inside; a model from elsewhere brings its own (edge.model_inputs.choose_normalization).
+    """
     details = input_details(interpreter)
     shape = tuple(int(x) for x in details["shape"])
     if shape[0] != 1:
         raise InputError(f"model input batch {shape[0]}, expected 1: set_input puts one image in")
-    pixels = _as_pixels(image, input_size(interpreter))
-    dtype = np.dtype(details["dtype"])
-    scale, zero_point = details["quantization"]
-    if dtype.kind == "f":
-        data = pixels.astype(dtype)
-    elif scale == 0:
-        raise InputError(f"model input is {dtype} without quantization parameters, expected a quantized or float input")
-    elif pixels.dtype == np.uint8:
-        if dtype == np.uint8 and abs(scale - 1.0) < 1e-6 and zero_point == 0:
-            data = pixels  # raw pixels go in unchanged
-        else:
-            data = _pixel_table(scale, zero_point, dtype)[pixels]
-    else:
-        data = quantize(pixels, scale, zero_point, dtype)
-    interpreter.set_tensor(details["index"], data[np.newaxis])
+    pixels = resize(image, input_size(interpreter))
+    interpreter.set_tensor(details["index"], to_input(pixels, norm, details))
 
 
 def output_details(interpreter: Any) -> Dict[str, Any]:
@@ -164,21 +97,9 @@ def top_k(scores: Any, k: int = 1, labels: Optional[Sequence[str]] = None, thres
     return [Class(int(i), float(scores[i]), label_of(int(i), labels)) for i in order if scores[i] >= threshold]
 
 
-def classify(interpreter: Any, image: Any, k: int = 1, labels: Optional[Sequence[str]] = None) -> List[Class]:
+def classify(interpreter: Any, image: Any, k: int = 1, labels: Optional[Sequence[str]] = None,
+             norm: Normalization = RAW_PIXELS) -> List[Class]:
     """set_input, invoke, top_k: one image in, its k best classes out."""
-    set_input(interpreter, image)
+    set_input(interpreter, image, norm)
     interpreter.invoke()
     return top_k(get_scores(interpreter), k=k, labels=labels)
-
-
-def load_image(path: Union[str, Any]) -> Any:
-    """An RGB PIL image from a file, or InputError saying why not."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except FileNotFoundError as err:
-        raise InputError(f"image {path} not found") from err
-    except (UnidentifiedImageError, OSError) as err:
-        raise InputError(f"cannot read image {path}: {err}; expected a PNG or JPEG file") from err

@@ -18,16 +18,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import click
 import numpy as np
 
-from edge.classify import get_scores, load_image, set_input, top_k
+from edge.classify import get_scores, input_details, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
-from edge.integrity import find_records, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.integrity import ModelRecord, find_records, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import LoadedModel, open_model
-from edge.labels import choose_labels
+from edge.labels import choose_labels, labels_from_model
+from edge.model_metadata import read_metadata
+from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_image, normalization, normalization_from_contract
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 BUNDLE_NAME = "bundle.json"
@@ -58,10 +60,50 @@ def _invoke(interpreter: Any, what: str) -> None:
 class Opened(NamedTuple):
     model: LoadedModel
     sha256: str
-    recorded_labels: Optional[List[str]]
+    norm: Normalization  # how pixels become this model's input (the pixel contract's last step)
+    labels: Optional[List[str]]  # class names, None = print class ids
 
 
-def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> Opened:
+def _normalization(records: List[ModelRecord], data: bytes, mean: Optional[str], std: Optional[str]) -> Normalization:
+    """The model's recorded contract, else its TFLite metadata, else --input-mean/--input-std (pycoral's 128, 128)."""
+    recorded = next((r for r in records if r.preprocessing is not None), None)
+    if recorded is not None:
+        if mean is not None or std is not None:
+            raise InputError(f"--input-mean/--input-std do not apply: {recorded.source} records this model's pixel contract")
+        return normalization_from_contract(recorded.preprocessing, str(recorded.source))
+    if mean is not None or std is not None:
+        return normalization(_numbers(mean, "--input-mean", PYCORAL_DEFAULT.mean), _numbers(std, "--input-std", PYCORAL_DEFAULT.std),
+                             "--input-mean/--input-std")
+    meta = read_metadata(data)
+    if meta.mean is not None and meta.std is not None:
+        return normalization(meta.mean, meta.std, "the model's TFLite metadata")
+    return PYCORAL_DEFAULT
+
+
+def _numbers(text: Optional[str], option: str, default: Sequence[float]) -> List[float]:
+    if text is None:
+        return list(default)
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError as err:
+        raise InputError(f"{option} {text!r}, expected a number or three comma-separated numbers (R,G,B)") from err
+
+
+def _labels(labels_file: Optional[str], records: List[ModelRecord], data: bytes) -> Tuple[Optional[List[str]], str]:
+    """--labels, else the sidecar's or manifest's, else the label file packed in the model; and where they came from."""
+    if labels_file is not None:
+        return choose_labels(labels_file, None), f"labels: {labels_file}"
+    recorded = recorded_labels(records)
+    if recorded:
+        return recorded, "labels: recorded next to the model"
+    packed = labels_from_model(data)
+    if packed:
+        return packed, "labels: the label file packed in the model's metadata"
+    return None, "labels: none found (pass --labels FILE); printing class ids"
+
+
+def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], labels_file: Optional[str] = None,
+          mean: Optional[str] = None, std: Optional[str] = None) -> Opened:
     path = Path(model)
     if not path.is_file():
         raise InputError(f"model {path} not found, expected a .tflite file")
@@ -80,7 +122,12 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int]) ->
         sha = verify(path, data, records)
     # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
     loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data)
-    return Opened(loaded, sha, recorded_labels(records))
+    norm = _normalization(records, data, mean, std)
+    labels, labels_from = _labels(labels_file, records, data)
+    # Say how pixels and class names were chosen: a wrong guess here is the usual cause of noise.
+    click.echo(describe(norm, input_details(loaded.interpreter)), err=True)
+    click.echo(labels_from, err=True)
+    return Opened(loaded, sha, norm, labels)
 
 
 def _running_options(command):
@@ -90,6 +137,10 @@ def _running_options(command):
         click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing)."),
         click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning)."),
         click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter."),
+        click.option("--input-mean", "mean", default=None,
+                     help="For a model with no record or metadata: pixel mean, one number or R,G,B (default 128)."),
+        click.option("--input-std", "std", default=None,
+                     help="For a model with no record or metadata: pixel std, one number or R,G,B (default 128)."),
     )):
         command = option(command)
     return command
@@ -106,13 +157,14 @@ def main() -> None:
 @click.option("--top-k", "k", default=3, show_default=True, type=click.IntRange(min=1), help="How many classes to print per image.")
 @_running_options
 @_fail_cleanly
-def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
+def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
+             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
     """Print the top-k classes of each IMAGE."""
-    opened = _open(model, edgetpu, no_verify, threads)
-    labels = choose_labels(labels_file, opened.recorded_labels)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    labels = opened.labels
     interpreter = opened.model.interpreter
     for image_path in images:
-        set_input(interpreter, load_image(image_path))
+        set_input(interpreter, load_image(image_path), opened.norm)
         _invoke(interpreter, image_path)
         click.echo(f"{image_path}:")
         for c in top_k(get_scores(interpreter), k=k, labels=labels):
@@ -123,6 +175,7 @@ class Sample(NamedTuple):
     path: Path  # the image file
     rel: str  # its path relative to the data directory, as written to predictions
     label: Optional[int]  # class index, None when unknown
+    id: Optional[str] = None  # the example's identity in the run's data (bundles carry it), for parity to match
 
 
 def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:
@@ -161,7 +214,7 @@ def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
         label = entry.get("label")
         if label is not None and not (isinstance(label, int) and (labels is None or 0 <= label < len(labels))):
             raise InputError(f"{path} images[{i}] has label {label!r}, expected a class index below {len(labels or [])} or null")
-        samples.append(Sample(data / entry["file"], entry["file"], label))
+        samples.append(Sample(data / entry["file"], entry["file"], label, entry.get("id")))
     if not samples:
         raise InputError(f"{path} lists no images")
     return samples, labels
@@ -187,25 +240,26 @@ def _write_json_atomic(path: Path, obj: Dict[str, Any]) -> None:
 @click.option("--top-k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="Also report top-k accuracy for this k.")
 @_running_options
 @_fail_cleanly
-def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool, threads: Optional[int]) -> None:
+def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
+             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
     """Score every image under --data and write all scores to --out."""
     data = Path(data_dir)
     if not data.is_dir():
         raise InputError(f"--data {data} is not a directory, expected class folders or an evaluation bundle")
-    opened = _open(model, edgetpu, no_verify, threads)
-    labels = choose_labels(labels_file, opened.recorded_labels)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    labels = opened.labels
     samples, labels = (_bundle_samples if (data / BUNDLE_NAME).is_file() else _folder_samples)(data, labels)
     interpreter = opened.model.interpreter
     predictions = []
     correct = correct_k = labelled = 0
     with click.progressbar(samples, label="evaluating", file=sys.stderr) as bar:
         for sample in bar:
-            set_input(interpreter, load_image(sample.path))
+            set_input(interpreter, load_image(sample.path), opened.norm)
             _invoke(interpreter, sample.rel)
             scores = get_scores(interpreter)
             if labels is not None and len(labels) != scores.size:
                 raise InputError(f"model gives {scores.size} scores, expected {len(labels)} (one per label)")
-            predictions.append({"file": sample.rel, "label": sample.label, "scores": [float(s) for s in scores]})
+            predictions.append({"file": sample.rel, "id": sample.id, "label": sample.label, "scores": [float(s) for s in scores]})
             if sample.label is not None:
                 labelled += 1
                 best = [c.id for c in top_k(scores, k=k)]

@@ -7,9 +7,11 @@
 Two records can vouch for a model:
   sidecar   `<model file>.json` next to the model:
             {"schema_version": 1, "model": "<file name>", "sha256": "<hex>", "labels": [...],
-             "image_size": N, "input": {"dtype": "uint8", "scale": s, "zero_point": z}}
+             "image_size": N, "input": {"dtype": "uint8", "scale": s, "zero_point": z},
+             "preprocessing": <the pixel contract, edge.preprocess.contract()>}
   manifest  `manifest.json` in the model's directory (the run directory the pipeline wrote):
-            {"schema_version": 1, "artifacts": {key: {"path": "<relative>", "sha256": "<hex>"}}, "labels": [...]}
+            {"schema_version": 1, "artifacts": {key: {"path": "<relative>", "sha256": "<hex>"}}, "labels": [...],
+             "preprocessing": {...}}
 A present manifest that does not list the model (and no sidecar) is refused: a device must not
 run a model nobody recorded. No record at all is allowed; the CLI says the hash was not checked.
 """
@@ -32,6 +34,7 @@ class ModelRecord(NamedTuple):
     sha256: str
     labels: Optional[List[str]]
     image_size: Optional[int]
+    preprocessing: Optional[Dict[str, Any]]  # the pixel contract (edge.preprocess.contract), when recorded
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -66,7 +69,8 @@ def _sidecar_record(model: Path) -> Optional[ModelRecord]:
     obj = _load_json(path, "sidecar")
     if obj.get("model") != model.name:
         raise IntegrityError(f"sidecar {path} describes model {obj.get('model')!r}, expected {model.name!r}")
-    return ModelRecord(path, "sidecar", _hex(obj.get("sha256"), path), obj.get("labels"), obj.get("image_size"))
+    return ModelRecord(path, "sidecar", _hex(obj.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
+                       obj.get("preprocessing"))
 
 
 def _manifest_record(model: Path) -> Optional[ModelRecord]:
@@ -82,7 +86,8 @@ def _manifest_record(model: Path) -> Optional[ModelRecord]:
     for key, entry in artifacts.items():
         if isinstance(entry, dict) and isinstance(entry.get("path"), str):
             if (path.parent / entry["path"]).resolve() == target:
-                return ModelRecord(path, "manifest", _hex(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"))
+                return ModelRecord(path, "manifest", _hex(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
+                                   obj.get("preprocessing"))
     listed = sorted(str(e.get("path")) for e in artifacts.values() if isinstance(e, dict))
     raise IntegrityError(
         f"{model.name} is not listed in {path} (it lists {', '.join(listed) or 'nothing'}); "

@@ -7,19 +7,29 @@ A data spec is one of:
   data/flowers/               a folder with one sub-folder of images per class
 
 Every source becomes the same stream: (uint8 RGB image [S, S, 3], int32 label) in a fixed order.
-The held-out split is chosen per example by a stateless hash of (seed, index), so it is the same
-in every stage and needs no Python inside the tf.data graph.
+Each example has an identity (its path in the folder, its record id, its digits index) and a
+digest of its bytes. The held-out split is chosen per example by a seeded hash of its identity,
+so adding a file moves no other file between splits; train records the identities (manifest
+`data.identity`) and every later stage refuses data whose classes or examples changed.
+
+Decoding and resizing mirror the pixel contract (edge/preprocess.py) in pure TensorFlow, so the
+pipeline still runs on a TPU: JPEG with the accurate integer DCT, bilinear resize with
+antialiasing. The difference that remains is measured in bench/results/pixel_contract.md.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from edge.errors import InputError
+from edge.preprocess import load_image
 from pipeline.errors import DataError
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -40,50 +50,87 @@ class Split:
     seed: int = 1234  # seeds the per-example hash; same seed, same split
 
 
-class Source:
-    """One data spec, resolved: its label names, example count, and a dataset factory."""
+class Example(NamedTuple):
+    """Who an example is, independent of its position in the data."""
 
-    def __init__(self, spec: str, kind: str, labels: List[str], num_examples: int, records):
+    id: str  # path relative to the data folder, the record's id feature, or "digits/<index>"
+    label: int
+    digest: str  # sha256 (16 hex digits) of the example's bytes: a changed image is noticed
+
+
+class Source:
+    """One data spec, resolved: its class names, its examples, and a dataset factory."""
+
+    def __init__(self, spec: str, kind: str, labels: List[str], examples: List[Example], records, original):
         self.spec = spec
         self.kind = kind  # digits | tfrecord | folder
         self.labels = labels
-        self.num_examples = num_examples
+        self.examples = examples
         self._records = records  # () -> tf.data.Dataset of (raw, label), raw = pixels or encoded bytes
+        self._original = original  # (indices) -> each example as stored: encoded bytes, or pixels for digits
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.examples)
 
     def describe(self) -> dict:
         return {"spec": self.spec, "kind": self.kind, "num_examples": self.num_examples, "num_classes": len(self.labels)}
 
-    def dataset(self, image_size: int, split: str = "all", holdout: Optional[Split] = None) -> tf.data.Dataset:
-        """(uint8 [S,S,3], int32 label) examples of `split`, in a fixed order, unbatched."""
+    def indices(self, split: str, holdout: Optional[Split] = None) -> np.ndarray:
+        """Positions of the examples in `split`, in data order."""
         if split not in SPLITS:
             raise ValueError(f"split {split!r}, expected one of {SPLITS}")
+        if split == "all":
+            return np.arange(self.num_examples)
+        heldout = heldout_mask(self.examples, holdout or Split())
+        return np.flatnonzero(heldout if split == "heldout" else ~heldout)
+
+    def dataset(self, image_size: int, split: str = "all", holdout: Optional[Split] = None) -> tf.data.Dataset:
+        """(uint8 [S,S,3], int32 label) examples of `split`, in a fixed order, unbatched."""
+        return self.dataset_at(image_size, self.indices(split, holdout))
+
+    def dataset_at(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
+        """(uint8 [S,S,3], int32 label) of the examples at `indices` (ascending), unbatched."""
         ds = self._records()
-        if split != "all":
-            holdout = holdout or Split()
-            keep_heldout = split == "heldout"
-            ds = ds.enumerate().filter(
-                lambda i, ex: tf.equal(_is_heldout(i, holdout), keep_heldout)
-            ).map(lambda i, ex: ex)
+        if len(indices) != self.num_examples:
+            keep = np.zeros(self.num_examples, bool)
+            keep[indices] = True
+            keep_t = tf.constant(keep)  # a lookup, not Python, inside the graph: runs on a TPU host too
+            ds = ds.enumerate().filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
         decode = _DECODERS[self.kind]
         return ds.map(lambda raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def count(self, split: str, holdout: Split) -> int:
-        """Number of examples in `split` (computed from the labels only, without decoding images)."""
-        if split == "all":
-            return self.num_examples
-        flags = self._records().enumerate().map(lambda i, ex: _is_heldout(i, holdout))
-        heldout = int(flags.reduce(tf.constant(0, tf.int64), lambda n, f: n + tf.cast(f, tf.int64)).numpy())
-        return heldout if split == "heldout" else self.num_examples - heldout
+        """Number of examples in `split`."""
+        return len(self.indices(split, holdout))
+
+    def originals(self, indices: Sequence[int]) -> List[Any]:
+        """The examples at `indices` as stored (encoded image bytes; uint8 pixels for digits), checked
+        against the digests taken when the source was opened."""
+        items = self._original([int(i) for i in indices])
+        for i, item in zip(indices, items):
+            data = item.tobytes() if isinstance(item, np.ndarray) else item
+            if _digest(data) != self.examples[int(i)].digest:
+                raise DataError(f"{self.examples[int(i)].id} in {self.spec} changed while this stage ran; run the stage again")
+        return items
 
 
-def _is_heldout(index, holdout: Split):
-    draw = tf.random.stateless_uniform([], seed=tf.stack([tf.constant(holdout.seed, tf.int64), tf.cast(index, tf.int64)]))
-    return draw < holdout.heldout_fraction
+def heldout_mask(examples: Sequence[Example], holdout: Split) -> np.ndarray:
+    """True for held-out examples: a seeded hash of each identity, uniform in [0, 1), under the fraction."""
+    def draw(example: Example) -> float:
+        h = hashlib.sha256(f"{holdout.seed}:{example.id}".encode("utf-8")).digest()
+        return int.from_bytes(h[:8], "big") / 2.0 ** 64
+
+    return np.array([draw(e) < holdout.heldout_fraction for e in examples], dtype=bool)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def _to_size(image, image_size: int):
-    """Bilinear resize to a static [S, S, 3] and round back to uint8, as a camera frame would be."""
-    image = tf.image.resize(image, [image_size, image_size], method="bilinear")
+    """Stretch to a static [S, S, 3] by the pixel contract: bilinear with antialiasing, rounded to uint8."""
+    image = tf.image.resize(image, [image_size, image_size], method="bilinear", antialias=True)
     image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
     return tf.ensure_shape(image, [image_size, image_size, 3])
 
@@ -93,7 +140,12 @@ def _decode_pixels(raw, image_size):
 
 
 def _decode_encoded(raw, image_size):
-    image = tf.io.decode_image(raw, channels=3, expand_animations=False)
+    # JPEG through the accurate integer DCT, as Pillow decodes it (TensorFlow's default is the fast one).
+    image = tf.cond(
+        tf.io.is_jpeg(raw),
+        lambda: tf.io.decode_jpeg(raw, channels=3, dct_method="INTEGER_ACCURATE"),
+        lambda: tf.io.decode_image(raw, channels=3, expand_animations=False),
+    )
     return _to_size(image, image_size)
 
 
@@ -104,15 +156,19 @@ _DECODERS = {"digits": _decode_pixels, "tfrecord": _decode_encoded, "folder": _d
 # Opening a spec
 
 
-def open_source(spec: str) -> Source:
+def open_source(spec: str, classes: Optional[Sequence[str]] = None) -> Source:
     """Resolve a data spec, checking it fully before any training starts: a bad spec, a missing
-    feature or a corrupt image is a DataError that names the file and what was expected."""
+    feature or a corrupt image is a DataError that names the file and what was expected.
+
+    `classes` (a run's class names) numbers a folder's classes by name, so held-out data with
+    fewer classes keeps the run's class indices; a class the run does not know is refused.
+    """
     if spec == "digits":
         return _digits()
     if any(ch in spec for ch in "*?[") or spec.endswith((".tfrec", ".tfrecord")) or spec.startswith("gs://"):
-        return _tfrecords(spec)
+        return _tfrecords(spec, classes)
     if os.path.isdir(spec):
-        return _folder(Path(spec))
+        return _folder(Path(spec), classes)
     raise DataError(
         f"data spec {spec!r} is neither 'digits', a glob of TFRecord files, nor an existing folder of class sub-folders"
     )
@@ -124,13 +180,15 @@ def _digits() -> Source:
     digits = load_digits()
     # 0..16 grey levels -> 0..255 RGB pixels, like a camera frame.
     pixels = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    pixels = np.repeat(pixels[..., None], 3, axis=-1)
+    pixels = np.ascontiguousarray(np.repeat(pixels[..., None], 3, axis=-1))
     labels = digits.target.astype(np.int32)
     names = [str(i) for i in range(10)]
-    return Source("digits", "digits", names, len(labels), lambda: tf.data.Dataset.from_tensor_slices((pixels, labels)))
+    examples = [Example(f"digits/{i:04d}", int(y), _digest(p.tobytes())) for i, (p, y) in enumerate(zip(pixels, labels))]
+    return Source("digits", "digits", names, examples, lambda: tf.data.Dataset.from_tensor_slices((pixels, labels)),
+                  lambda indices: [pixels[i] for i in indices])
 
 
-def _tfrecords(pattern: str) -> Source:
+def _tfrecords(pattern: str, classes: Optional[Sequence[str]]) -> Source:
     files = sorted(tf.io.gfile.glob(pattern))
     if not files:
         raise DataError(f"no TFRecord files match {pattern!r}; expected a glob such as 'data/train-*.tfrec'")
@@ -141,69 +199,96 @@ def _tfrecords(pattern: str) -> Source:
         )
         return parsed.map(lambda ex: (ex["image"], tf.cast(ex["class"], tf.int32)))
 
-    classes = _check_tfrecords(files)
-    names = [str(i) for i in range(max(classes) + 1)]
-    return Source(pattern, "tfrecord", names, len(classes), records)
+    def original(indices: List[int]) -> List[bytes]:
+        wanted, found = set(indices), {}
+        for i, raw in enumerate(tf.data.TFRecordDataset(files)):
+            if i in wanted:
+                found[i] = tf.train.Example.FromString(raw.numpy()).features.feature["image"].bytes_list.value[0]
+        return [found[i] for i in indices]
+
+    examples = _check_tfrecords(files)
+    names = [str(i) for i in range(max(e.label for e in examples) + 1)]
+    if classes is not None:
+        unknown = sorted({e.label for e in examples if e.label >= len(classes)})
+        if unknown:
+            raise DataError(f"{pattern} has class ids {unknown[:5]}, the run knows {len(classes)} classes (ids 0..{len(classes) - 1})")
+        names = list(classes)
+    return Source(pattern, "tfrecord", names, examples, records, original)
 
 
-def _check_tfrecords(files: List[str]) -> List[int]:
+def _check_tfrecords(files: List[str]) -> List[Example]:
     """Parse and decode every record once, so a bad record fails here, named, and not mid-training."""
-    classes: List[int] = []
+    examples: List[Example] = []
+    seen: Dict[str, str] = {}
     for path in files:
         index = -1
         try:
             for index, raw in enumerate(tf.data.TFRecordDataset(path)):
                 example = tf.train.Example.FromString(raw.numpy())
                 feature = example.features.feature
+                where = f"{path}: record {index}"
                 for name in TFRECORD_FEATURES:
                     if name not in feature:
                         raise DataError(
-                            f"{path}: record {index} has no feature {name!r}; expected features image (JPEG bytes), "
+                            f"{where} has no feature {name!r}; expected features image (JPEG bytes), "
                             f"class (int64) and id (bytes) as in the Kaggle TPU flowers schema"
                         )
                 if not feature["class"].int64_list.value:
-                    raise DataError(f"{path}: record {index}: feature 'class' is not an int64")
-                _check_image(feature["image"].bytes_list.value[0] if feature["image"].bytes_list.value else b"", f"{path}: record {index}")
-                classes.append(int(feature["class"].int64_list.value[0]))
+                    raise DataError(f"{where}: feature 'class' is not an int64")
+                if not feature["id"].bytes_list.value:
+                    raise DataError(f"{where}: feature 'id' is not bytes")
+                image = feature["image"].bytes_list.value[0] if feature["image"].bytes_list.value else b""
+                _check_image(image, where)
+                ident = feature["id"].bytes_list.value[0].decode("utf-8", "backslashreplace")
+                if ident in seen:
+                    raise DataError(f"{where} repeats id {ident!r} (first in {seen[ident]}); expected a unique id per record")
+                seen[ident] = where
+                examples.append(Example(ident, int(feature["class"].int64_list.value[0]), _digest(image)))
         except tf.errors.OpError as err:
             raise DataError(f"{path}: cannot read record {index + 1} as a TFRecord ({err.message.splitlines()[0]})") from err
-    if not classes:
+    if not examples:
         raise DataError(f"TFRecord files {files} hold no records")
-    if min(classes) < 0:
-        raise DataError(f"negative class id {min(classes)} in {files}; expected class ids 0..N-1")
-    return classes
+    if min(e.label for e in examples) < 0:
+        raise DataError(f"negative class id {min(e.label for e in examples)} in {files}; expected class ids 0..N-1")
+    return examples
 
 
 def _check_image(data: bytes, where: str) -> None:
+    """The pixel contract's own check (edge.preprocess): what the device would refuse, training refuses too."""
     try:
-        image = tf.io.decode_image(data, channels=3, expand_animations=False)
-    except (tf.errors.InvalidArgumentError, ValueError) as err:
-        raise DataError(f"{where}: image cannot be decoded ({str(err).splitlines()[0][:200]}); expected a JPEG or PNG") from err
-    if min(image.shape[:2]) < 1:
-        raise DataError(f"{where}: image is empty")
+        load_image(data, where)
+    except InputError as err:
+        raise DataError(str(err)) from err
 
 
-def _folder(root: Path) -> Source:
+def _folder(root: Path, classes: Optional[Sequence[str]]) -> Source:
     class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if len(class_dirs) < 2:
+    if len(class_dirs) < 2 and classes is None:
         raise DataError(f"{root} has {len(class_dirs)} class sub-folder(s); expected one sub-folder of images per class, at least 2")
+    names = [d.name for d in class_dirs] if classes is None else list(classes)
+    unknown = [d.name for d in class_dirs if d.name not in names]
+    if unknown:
+        raise DataError(f"class folders {unknown} in {root} are not among the run's classes {names}")
+    if not class_dirs:
+        raise DataError(f"{root} has no class sub-folders; expected one sub-folder of images per class")
     paths: List[str] = []
-    labels: List[int] = []
-    for label, class_dir in enumerate(class_dirs):
+    examples: List[Example] = []
+    for class_dir in class_dirs:
         images = sorted(p for p in class_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
         if not images:
             raise DataError(f"class folder {class_dir} holds no images; expected files ending in {', '.join(IMAGE_EXTENSIONS)}")
         for image in images:
-            _check_image(image.read_bytes(), str(image))
-        paths += [str(p) for p in images]
-        labels += [label] * len(images)
-    names = [d.name for d in class_dirs]
+            data = image.read_bytes()
+            _check_image(data, str(image))
+            paths.append(str(image))
+            examples.append(Example(image.relative_to(root).as_posix(), names.index(class_dir.name), _digest(data)))
+    labels = np.array([e.label for e in examples], np.int32)
 
     def records():
-        ds = tf.data.Dataset.from_tensor_slices((paths, np.array(labels, np.int32)))
+        ds = tf.data.Dataset.from_tensor_slices((paths, labels))
         return ds.map(lambda p, y: (tf.io.read_file(p), y), num_parallel_calls=AUTOTUNE, deterministic=True)
 
-    return Source(str(root), "folder", names, len(paths), records)
+    return Source(str(root), "folder", names, examples, records, lambda indices: [Path(paths[i]).read_bytes() for i in indices])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,29 +346,84 @@ def split_from_manifest(manifest: dict) -> Split:
     return Split(heldout_fraction=split["heldout_fraction"], seed=split["seed"])
 
 
-def load_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Images and labels of a run's 'train' or 'heldout' split, exactly as training saw them.
+def identity_record(train: Source, val: Optional[Source], holdout: Split) -> Dict[str, Any]:
+    """What train records of its data: class names, a summary of the training examples and the
+    held-out examples one by one, so later stages can name what changed."""
+    train_ex = train.examples if val else [train.examples[i] for i in train.indices("train", holdout)]
+    heldout = val.examples if val else [train.examples[i] for i in train.indices("heldout", holdout)]
+    return {
+        "classes": list(train.labels),
+        "train": _summary(train_ex, len(train.labels)),
+        "heldout": {**_summary(heldout, len(train.labels)), "examples": [list(e) for e in heldout]},
+    }
 
-    `spec` replaces the recorded held-out data (e.g. `pipeline parity RUN --data SPEC`); its
-    label count must match the run's.
+
+def _summary(examples: Sequence[Example], num_classes: int) -> Dict[str, Any]:
+    per_class = np.bincount([e.label for e in examples], minlength=num_classes).tolist()
+    listing = json.dumps([list(e) for e in examples], separators=(",", ":")).encode("utf-8")
+    return {"count": len(examples), "per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
+
+
+def resolve_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[Source, np.ndarray]:
+    """The source and example positions of a run's 'train' or 'heldout' split, after checking that
+    the data is what training recorded (same classes, same examples, same bytes).
+
+    `spec` replaces the recorded held-out data (`pipeline parity RUN --data SPEC`): its classes
+    are matched to the run's by name and it is taken whole.
     """
-    data = manifest["data"]
-    image_size = manifest["model"]["image_size"]
+    if split not in ("train", "heldout"):
+        raise ValueError(f"split {split!r}, expected 'train' or 'heldout'")
+    data, classes = manifest["data"], manifest["labels"]
     if spec is not None:
-        source = open_source(spec)
-        _check_labels(source, manifest)
-        return to_numpy(source.dataset(image_size, "all"))
+        source = open_source(spec, classes)
+        return source, source.indices("all")
+    recorded = data.get("identity")
+    if recorded is None:
+        raise DataError("the run records no data identity (it was trained by an earlier edgeflow, whose held-out split "
+                        "this version cannot reproduce); train it again")
     if split == "heldout" and data.get("val"):
-        source = open_source(data["val"]["spec"])
-        return to_numpy(source.dataset(image_size, "all"))
-    source = open_source(data["train"]["spec"])
-    if split == "train" and data.get("val"):
-        return to_numpy(source.dataset(image_size, "all"))
-    return to_numpy(source.dataset(image_size, split, split_from_manifest(manifest)))
+        source = open_source(data["val"]["spec"], classes)
+        indices = source.indices("all")
+    else:
+        source = open_source(data["train"]["spec"])
+        if source.labels != list(classes):
+            raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
+                            f"the data now has {source.labels}; train again, or restore the data")
+        indices = source.indices("all") if data.get("val") else source.indices(split, split_from_manifest(manifest))
+    examples = [source.examples[i] for i in indices]
+    if split == "heldout":
+        _check_heldout(recorded["heldout"], examples, source.spec)
+    else:
+        _check_train(recorded["train"], examples, classes, source.spec)
+    return source, indices
 
 
-def _check_labels(source: Source, manifest: dict) -> None:
-    if len(source.labels) > len(manifest["labels"]):
-        raise DataError(
-            f"data {source.spec!r} has {len(source.labels)} classes, the run was trained on {len(manifest['labels'])}"
-        )
+def _check_heldout(recorded: Dict[str, Any], examples: Sequence[Example], spec: str) -> None:
+    was = {e[0]: tuple(e[1:]) for e in recorded["examples"]}
+    now = {e.id: (e.label, e.digest) for e in examples}
+    changes = [f"{name}: " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") for name, ids in (
+        ("added", sorted(set(now) - set(was))),
+        ("removed", sorted(set(was) - set(now))),
+        ("relabelled", sorted(i for i in set(now) & set(was) if now[i][0] != was[i][0])),
+        ("changed content", sorted(i for i in set(now) & set(was) if now[i][1] != was[i][1])),
+    ) if ids]
+    if changes:
+        raise DataError(f"the held-out examples of {spec} changed since training ({'; '.join(changes)}); "
+                        "the parity and calibration of this run would no longer be about the data it was trained on: "
+                        "restore the data, or train again")
+
+
+def _check_train(recorded: Dict[str, Any], examples: Sequence[Example], classes: Sequence[str], spec: str) -> None:
+    now = _summary(examples, len(classes))
+    if now["sha256"] == recorded["sha256"]:
+        return
+    counts = [f"{c}: {a} -> {b}" for c, a, b in zip(classes, recorded["per_class"], now["per_class"]) if a != b]
+    what = ("examples per class changed (" + ", ".join(counts[:5]) + ")") if counts else \
+        "the same number of examples per class, but other files or other bytes"
+    raise DataError(f"the training examples of {spec} changed since training: {what}; restore the data, or train again")
+
+
+def load_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Images and labels of a run's 'train' or 'heldout' split, decoded as training decodes them."""
+    source, indices = resolve_split(manifest, split, spec)
+    return to_numpy(source.dataset_at(manifest["model"]["image_size"], indices))

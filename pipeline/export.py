@@ -345,7 +345,8 @@ def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
 
 
 def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object]) -> dict:
-    """What the device checks the model against: its sha256, labels, image size and input quantization."""
+    """What the device checks the model against: its sha256, labels, image size, input quantization and the
+    pixel contract it feeds the model by."""
     import hashlib
 
     return {
@@ -355,6 +356,7 @@ def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int
         "labels": list(manifest["labels"]),
         "image_size": image_size,
         "input": dict(input_q),
+        "preprocessing": manifest_lib.contract(manifest),
     }
 
 

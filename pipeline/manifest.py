@@ -100,6 +100,14 @@ def artifact_path(manifest: Dict[str, Any], run_dir: Path, key: str, verify: boo
     return path
 
 
+def contract(manifest: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's pixel contract (edge.preprocess): how images become the model's input, on every side."""
+    recorded = manifest.get("preprocessing")
+    if not isinstance(recorded, dict):
+        raise ManifestError("the run records no pixel contract (it was trained by an earlier edgeflow); train it again")
+    return recorded
+
+
 def check_compiled_is_current(manifest: Dict[str, Any], key: str) -> None:
     """Refuse a compiled model whose int8 source has been re-exported since it was compiled."""
     entry = manifest["artifacts"][key]

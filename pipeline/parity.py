@@ -4,29 +4,35 @@
     pipeline parity runs/digits --bundle bundle/     held-out images + models to copy to a device
     pipeline parity runs/digits --device-results predictions.json   adds the Edge TPU's answers
 
-The float SavedModel is the reference. The float TFLite model (when exported), the int8 model on
-the CPU interpreter and, when given, the Edge TPU predictions made on a device by `edge evaluate`
-are each compared with it: top-1 and top-k accuracy, agreement, accuracy drop in percentage
-points, per-class deltas, score errors. The gate (--max-drop, --min-agreement) applies to the
-int8 and Edge TPU models. Reports go to RUN/parity/ whether the gate passes or not.
+Every model sees the held-out images as the device will: the original files, decoded and resized
+by the pixel contract (edge.preprocess). The float SavedModel is the reference. The float TFLite
+model (when exported), the int8 model on the CPU interpreter and, when given, the predictions a
+device made with `edge evaluate` on the bundle are each compared with it: top-1 and top-k
+accuracy, agreement, accuracy drop, per-class deltas, score errors. The gate (--max-drop,
+--min-agreement) applies to the int8 model and to the device; it counts images, so a limit sits
+exactly where the user put it. Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 
 import json
 import shutil
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from edge import preprocess
+from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
 from pipeline.files import staged_path, write_json_atomic, write_text_atomic
 
 REFERENCE = "float_savedmodel"
-GATED = ("int8_cpu", "edgetpu")
+GATED = ("int8_cpu", "edgetpu", "device_cpu")
+DEVICE_MODELS = ("model_int8", "model_int8_edgetpu")  # what a bundle ships, and so what device results may come from
 
 
 class GateFailed(PipelineError):
@@ -58,19 +64,21 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         raise PipelineError(f"--max-drop {config.max_drop}, expected percentage points >= 0")
     run_dir = Path(run_dir)
     manifest = manifest_mod.load(run_dir)
-    images, labels = data_mod.load_split(manifest, "heldout", config.data)
-    if len(images) == 0:
-        raise DataError("the held-out split is empty; expected at least one image to compare on")
+    norm = preprocess.normalization_from_contract(manifest_mod.contract(manifest), "the run's manifest")
+    heldout = heldout_examples(manifest, config.data)
+    images = np.stack([preprocess.load_pixels(original, (heldout.size, heldout.size), name=e.id)
+                       for e, original in zip(heldout.examples, heldout.originals)])
+    labels = np.array([e.label for e in heldout.examples], np.int64)
     num_classes = len(manifest["labels"])
     k = min(config.top_k, num_classes)
 
     scores: Dict[str, np.ndarray] = {REFERENCE: _savedmodel_scores(manifest, run_dir, images)}
     if "model_float" in manifest["artifacts"]:
-        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, config.threads)
-    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, config.threads)
+        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, norm, config.threads)
+    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, norm, config.threads)
     device = None
     if config.device_results:
-        device = _device_results(Path(config.device_results), manifest, labels, num_classes)
+        device = _device_results(Path(config.device_results), manifest, heldout.examples, num_classes)
         scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device["scores"], np.float32)
 
     reference = scores[REFERENCE]
@@ -78,7 +86,8 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     failures = _gate(models, config)
     report = {
         "schema_version": 1,
-        "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split"},
+        "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
+                    "pixels": "original files through the pixel contract (edge.preprocess)"},
         "labels": manifest["labels"],
         "reference": REFERENCE,
         "top_k": k,
@@ -96,6 +105,20 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     return ParityResult(report_dir, report, not failures, failures)
 
 
+class Heldout(NamedTuple):
+    examples: List[data_mod.Example]  # identity, label and digest of each held-out image, in order
+    originals: List[Any]  # each as stored: encoded bytes, or uint8 pixels for array data sets
+    size: int  # the model's input size
+
+
+def heldout_examples(manifest: dict, spec: Optional[str] = None) -> Heldout:
+    """The run's held-out examples as stored, after checking they are the ones training recorded."""
+    source, indices = data_mod.resolve_split(manifest, "heldout", spec)
+    if len(indices) == 0:
+        raise DataError("the held-out split is empty; expected at least one image to compare on")
+    return Heldout([source.examples[i] for i in indices], source.originals(indices), int(manifest["model"]["image_size"]))
+
+
 def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.ndarray:
     import tensorflow as tf
 
@@ -108,7 +131,7 @@ def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.
     return np.concatenate(out).astype(np.float32)
 
 
-def _tflite_scores(model: Path, images: np.ndarray, threads: Optional[int]) -> np.ndarray:
+def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalization, threads: Optional[int]) -> np.ndarray:
     """Scores one image at a time through edge's own functions: what the device will run."""
     from edge.classify import get_scores, set_input
     from edge.interpreter import make_interpreter
@@ -116,33 +139,38 @@ def _tflite_scores(model: Path, images: np.ndarray, threads: Optional[int]) -> n
     interpreter = make_interpreter(model, edgetpu=False, threads=threads)
     out = []
     for image in images:
-        set_input(interpreter, image)
+        set_input(interpreter, image, norm)
         interpreter.invoke()
         out.append(get_scores(interpreter))
     return np.stack(out).astype(np.float32)
 
 
-def _device_results(path: Path, manifest: dict, labels: np.ndarray, num_classes: int) -> dict:
-    """Predictions from `edge evaluate` on a bundle of this run's held-out images, checked to match."""
+def _device_results(path: Path, manifest: dict, examples: Sequence[data_mod.Example], num_classes: int) -> dict:
+    """Predictions from `edge evaluate` on this run's bundle: the model it shipped, the images it shipped, in order."""
     try:
         results = json.loads(path.read_text())
         predictions = results["predictions"]
+        if not isinstance(predictions, list):
+            raise TypeError("predictions is not a list")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise DataError(f"cannot read device results {path} ({err!r}); expected the JSON written by `edge evaluate`") from err
-    if len(predictions) != len(labels):
-        raise DataError(f"device results {path} hold {len(predictions)} predictions, the held-out split has {len(labels)} images; "
-                        "expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
-    for i, (p, label) in enumerate(zip(predictions, labels)):
-        if p.get("label") is not None and int(p["label"]) != int(label):
-            raise DataError(f"device result {i} ({p.get('file')}) has label {p['label']}, the held-out image {i} has {label}: "
-                            "the device evaluated other images")
-        if len(p["scores"]) != num_classes:
-            raise DataError(f"device result {i} has {len(p['scores'])} scores, expected {num_classes}")
-    recorded = {e["sha256"]: key for key, e in manifest["artifacts"].items()}
-    model_key = recorded.get(results.get("model_sha256"))
+    shipped = {manifest["artifacts"][key]["sha256"]: key for key in DEVICE_MODELS if key in manifest["artifacts"]}
+    model_key = shipped.get(results.get("model_sha256"))
     if model_key is None:
-        raise DataError(f"device results {path} come from a model (sha256 {str(results.get('model_sha256'))[:12]}…) "
-                        "that this run did not produce; expected this run's int8 or Edge TPU model")
+        raise DataError(f"device results {path} come from a model (sha256 {str(results.get('model_sha256'))[:12]}…) that is "
+                        f"not this run's {' or '.join(DEVICE_MODELS)}; expected `edge evaluate` of a model from this run's bundle")
+    if len(predictions) != len(examples):
+        raise DataError(f"device results {path} hold {len(predictions)} predictions, the held-out split has {len(examples)} images; "
+                        "expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
+    for i, (p, example) in enumerate(zip(predictions, examples)):
+        if not isinstance(p, dict) or p.get("id") != example.id:
+            got = p.get("id") if isinstance(p, dict) else p
+            raise DataError(f"device result {i} is for example {got!r}, held-out image {i} is {example.id!r}: "
+                            "the device evaluated other images (or an older bundle)")
+        if p.get("label") != example.label:
+            raise DataError(f"device result {i} ({example.id}) has label {p.get('label')!r}, expected {example.label}")
+        if not isinstance(p.get("scores"), list) or len(p["scores"]) != num_classes:
+            raise DataError(f"device result {i} ({example.id}) does not hold {num_classes} scores")
     return {"file": str(path), "model": model_key, "backend": results.get("backend"), "edgetpu": bool(results.get("edgetpu")),
             "scores": [p["scores"] for p in predictions]}
 
@@ -154,11 +182,17 @@ def _compare(scores: np.ndarray, reference: np.ndarray, labels: np.ndarray, k: i
     per_class = _per_class_accuracy(top1, labels, num_classes)
     ref_per_class = _per_class_accuracy(ref_top1, labels, num_classes)
     error = np.abs(scores - reference)
+    n, correct, ref_correct = len(labels), int((top1 == labels).sum()), int((ref_top1 == labels).sum())
+    agree = int((top1 == ref_top1).sum())
     return {
-        "top1": float((top1 == labels).mean()),
+        "images": n,
+        "correct": correct,  # the gate works on these counts; the ratios below are for people
+        "agree": agree,
+        "drop_images": ref_correct - correct,
+        "top1": correct / n,
         f"top{k}": float((topk == labels[:, None]).any(axis=1).mean()),
-        "agreement": float((top1 == ref_top1).mean()),
-        "drop_pp": float(((ref_top1 == labels).mean() - (top1 == labels).mean()) * 100),
+        "agreement": agree / n,
+        "drop_pp": (ref_correct - correct) * 100 / n,
         "per_class_accuracy": per_class,
         "per_class_delta_pp": [None if a is None or b is None else (a - b) * 100 for a, b in zip(per_class, ref_per_class)],
         "score_error_mean": float(error.mean()),
@@ -178,15 +212,19 @@ def _confusion(predicted: np.ndarray, labels: np.ndarray, num_classes: int) -> n
 
 
 def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
+    """The failed limits. Counts of images against exact limits: 1 image in 100 is 1 pp, not 1.0000000000000009."""
+    max_drop, min_agreement = Fraction(str(config.max_drop)), Fraction(str(config.min_agreement))
     failures = []
     for name in GATED:
         if name not in models:
             continue
         m = models[name]
-        if m["drop_pp"] > config.max_drop:
-            failures.append(f"{name}: accuracy drop {m['drop_pp']:.2f} pp exceeds --max-drop {config.max_drop:g} pp")
-        if m["agreement"] < config.min_agreement:
-            failures.append(f"{name}: agreement {m['agreement']:.4f} is under --min-agreement {config.min_agreement:g}")
+        if m["drop_images"] * 100 > max_drop * m["images"]:
+            failures.append(f"{name}: accuracy drop {m['drop_pp']:.2f} pp ({m['drop_images']} of {m['images']} images) "
+                            f"exceeds --max-drop {config.max_drop:g} pp")
+        if m["agree"] < min_agreement * m["images"]:
+            failures.append(f"{name}: agreement {m['agreement']:.4f} ({m['agree']} of {m['images']} images) "
+                            f"is under --min-agreement {config.min_agreement:g}")
     return failures
 
 
@@ -269,25 +307,33 @@ def _write_reports(run_dir: Path, report: dict, scores, labels, label_names) -> 
 
 
 def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) -> Path:
-    """Held-out images as PNG files (lossless: the device sees the very pixels the host saw), the
-    labels, the run's int8 and Edge TPU models with their sidecars, and the manifest."""
+    """The held-out images byte for byte as stored (a JPEG stays that JPEG, so the device decodes and
+    resizes it itself), the labels, the run's int8 and Edge TPU models with their sidecars, and a
+    manifest with the models' sha256 and the pixel contract."""
     from PIL import Image
 
     run_dir, bundle_dir = Path(run_dir), Path(bundle_dir)
     if bundle_dir.exists() and any(bundle_dir.iterdir()):
         raise PipelineError(f"bundle folder {bundle_dir} is not empty; expected a new or empty folder")
     manifest = manifest_mod.load(run_dir)
-    images, labels = data_mod.load_split(manifest, "heldout", data)
-    models = [key for key in ("model_int8", "model_int8_edgetpu") if key in manifest["artifacts"]]
+    contract = manifest_mod.contract(manifest)
+    models = [key for key in DEVICE_MODELS if key in manifest["artifacts"]]
     if "model_int8" not in models:
         manifest_mod.artifact_path(manifest, run_dir, "model_int8")  # raises: run export first
+    heldout = heldout_examples(manifest, data)
     with staged_path(bundle_dir) as staging:
         (staging / "heldout").mkdir(parents=True)
         entries = []
-        for i, (image, label) in enumerate(zip(images, labels)):
-            name = f"heldout/{i:05d}.png"
-            Image.fromarray(image).save(staging / name)
-            entries.append({"file": name, "label": int(label)})
+        for i, (example, original) in enumerate(zip(heldout.examples, heldout.originals)):
+            if isinstance(original, np.ndarray):
+                # An array data set has no file: PNG keeps its pixels exactly.
+                name = f"heldout/{i:05d}.png"
+                Image.fromarray(original).save(staging / name)
+            else:
+                name = f"heldout/{i:05d}{_suffix(example.id, original)}"
+                (staging / name).write_bytes(original)
+            entries.append({"file": name, "id": example.id, "label": example.label,
+                            "sha256": sha256_bytes((staging / name).read_bytes())})
         write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": manifest["labels"], "images": entries})
         write_text_atomic(staging / "labels.txt", "\n".join(manifest["labels"]) + "\n")
         device_artifacts = {}
@@ -302,6 +348,22 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
             # Paths as laid out in the bundle: every model sits at its top level.
             device_artifacts[key] = {**manifest["artifacts"][key], "path": model.name}
         # Only the model entries: the device checks each model's sha256 against this manifest.
-        write_json_atomic(staging / "manifest.json", {"schema_version": manifest["schema_version"],
-                                                      "labels": manifest["labels"], "artifacts": device_artifacts})
+        write_json_atomic(staging / "manifest.json", {"schema_version": manifest["schema_version"], "labels": manifest["labels"],
+                                                      "preprocessing": contract, "artifacts": device_artifacts})
     return bundle_dir
+
+
+_FORMAT_SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "BMP": ".bmp", "WEBP": ".webp"}
+
+
+def _suffix(example_id: str, data: bytes) -> str:
+    """The file name ending for an encoded image: its own when the id is a file name, else from its format."""
+    import io
+
+    from PIL import Image
+
+    own = Path(example_id).suffix.lower()
+    if own in data_mod.IMAGE_EXTENSIONS:
+        return own
+    with Image.open(io.BytesIO(data)) as image:
+        return _FORMAT_SUFFIX.get(image.format or "", ".img")

@@ -27,6 +27,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 import models
+from edge import preprocess
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
 from pipeline import strategy as strategy_mod
@@ -130,9 +131,8 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         )
 
     train_source = data_mod.open_source(config.data)
-    val_source = data_mod.open_source(config.val_data) if config.val_data else None
-    if val_source and len(val_source.labels) > len(train_source.labels):
-        raise DataError(f"validation data has {len(val_source.labels)} classes, training data {len(train_source.labels)}")
+    # Held-out classes are numbered by the training data's class names.
+    val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
     split = data_mod.Split(config.heldout_fraction, config.seed)
     if val_source:
         train_ds, train_count = train_source.dataset(config.size), train_source.num_examples
@@ -178,18 +178,17 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "num_classes": len(train_source.labels),
             "options": dict(config.model_options),
             "parameters": int(model.count_params()),
-            "preprocessing": {
-                "input": "RGB pixels 0..255, [S, S, 3], as uint8 values in float32",
-                "resize": "bilinear to S x S, rounded to uint8",
-                "in_model": "Rescaling(1/127.5, offset=-1)",
-            },
+            "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
         },
+        # How an image becomes the model's input, for every later stage and the device.
+        "preprocessing": preprocess.contract(preprocess.RAW_PIXELS),
         "labels": train_source.labels,
         "data": {
             "train": train_source.describe(),
             "val": val_source.describe() if val_source else None,
             "split": {**asdict(split), "train_examples": train_count, "heldout_examples": heldout_count,
-                      "method": "stateless uniform draw per example index, seeded" if not val_source else "separate --val-data"},
+                      "method": "seeded hash of each example's identity" if not val_source else "separate --val-data"},
+            "identity": data_mod.identity_record(train_source, val_source, split),
         },
         "training": {
             "strategy": chosen.kind,

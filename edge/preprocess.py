@@ -1,0 +1,226 @@
+"""The pixel contract: how an image becomes a model's input tensor, written once.
+
+    from edge.preprocess import RAW_PIXELS, load_image, resize, to_input
+    pixels = resize(load_image("cat.jpg"), (32, 32))          # uint8 [32, 32, 3]
+    tensor = to_input(pixels, RAW_PIXELS, interpreter.get_input_details()[0])
+
+The device, the host's parity evaluation and the bundle all go through these functions, so the
+pixels a board computes from a camera JPEG are the pixels the parity report measured. Training's
+tf.data pipeline (pipeline/data.py) cannot call Pillow on a TPU; it mirrors each step below in
+TensorFlow and the remaining difference is measured (bench/bench_pixel_contract.py).
+
+The contract, step by step:
+  decode     Pillow; JPEG through libjpeg's accurate integer DCT (Pillow's default, and
+             TensorFlow's `dct_method="INTEGER_ACCURATE"`). EXIF orientation is not applied.
+  colour     RGB. 8-bit greyscale is repeated into three channels, a palette is expanded, alpha
+             is dropped. CMYK, 16-bit and float images are refused: their conversions differ
+             between Pillow and TensorFlow.
+  resize     the whole image stretched to the model's input size (no crop, aspect not kept),
+             bilinear with antialiasing when shrinking (Pillow's BILINEAR; TensorFlow's
+             `resize(method="bilinear", antialias=True)`), rounded to uint8.
+  values     (pixel - mean) / std per channel, then quantized with the input tensor's scale and
+             zero point (q = round(value / scale) + zero_point), or fed as float. The pipeline's
+             own models take raw pixels (mean 0, std 1): their normalization is inside the model.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from edge.errors import InputError
+
+CONTRACT_VERSION = 1
+RESIZE = "bilinear_antialias"
+CROP = "stretch"
+# Modes whose conversion to RGB Pillow and TensorFlow's decoders agree on.
+ACCEPTED_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA")
+
+
+class Normalization(NamedTuple):
+    """value = (pixel - mean) / std, per RGB channel; `source` says where the numbers came from."""
+
+    mean: Tuple[float, float, float]
+    std: Tuple[float, float, float]
+    source: str
+
+
+def normalization(mean: Union[float, Sequence[float]], std: Union[float, Sequence[float]], source: str) -> Normalization:
+    """A Normalization from one value or three per-channel values each; std must be positive."""
+
+    def three(values: Union[float, Sequence[float]], what: str) -> Tuple[float, float, float]:
+        values = [float(values)] if isinstance(values, (int, float)) else [float(v) for v in values]
+        if len(values) == 1:
+            values = values * 3
+        if len(values) != 3 or not all(np.isfinite(values)):
+            raise InputError(f"input {what} {values} ({source}), expected one number or three (R, G, B)")
+        return (values[0], values[1], values[2])
+
+    std3 = three(std, "std")
+    if min(std3) <= 0:
+        raise InputError(f"input std {list(std3)} ({source}), expected positive numbers")
+    return Normalization(three(mean, "mean"), std3, source)
+
+
+RAW_PIXELS = normalization(0.0, 1.0, "raw pixels 0..255: the model normalizes inside")
+# pycoral's classify example feeds mean 128, std 128 unless told otherwise.
+PYCORAL_DEFAULT = normalization(128.0, 128.0, "pycoral's default (--input-mean 128 --input-std 128)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The contract as recorded in the manifest and in each model's sidecar
+
+
+def contract(norm: Normalization = RAW_PIXELS) -> Dict[str, Any]:
+    """The contract as JSON-ready data, for the manifest and the sidecars."""
+    return {
+        "version": CONTRACT_VERSION,
+        "decode": "Pillow (JPEG: libjpeg accurate integer DCT); EXIF orientation not applied",
+        "color": "RGB (grey repeated, palette expanded, alpha dropped; CMYK, 16-bit and float refused)",
+        "resize": RESIZE,
+        "crop": CROP,
+        "mean": list(norm.mean),
+        "std": list(norm.std),
+    }
+
+
+def normalization_from_contract(recorded: Any, where: str) -> Normalization:
+    """The Normalization a recorded contract asks for; a contract this code cannot honour is refused."""
+    if not isinstance(recorded, dict):
+        raise InputError(f"{where} records preprocessing {recorded!r}, expected a pixel contract object")
+    expected = {"version": CONTRACT_VERSION, "resize": RESIZE, "crop": CROP}
+    for key, value in expected.items():
+        if recorded.get(key) != value:
+            raise InputError(f"{where} records preprocessing {key} {recorded.get(key)!r}, expected {value!r}: "
+                             "this model was made for another pixel contract (update edgeflow on this device)")
+    return normalization(recorded.get("mean", []), recorded.get("std", []), f"recorded in {where}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode and resize
+
+
+def load_image(source: Union[str, Path, bytes], name: Optional[str] = None) -> Any:
+    """An RGB PIL image from a file or encoded bytes, fully decoded; InputError naming the file if the
+    contract cannot take it (unreadable, truncated, CMYK, 16-bit, float)."""
+    from PIL import Image, UnidentifiedImageError
+
+    name = name or (str(source) if not isinstance(source, bytes) else "image bytes")
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            if image.mode not in ACCEPTED_MODES:
+                raise InputError(f"image {name} has mode {image.mode}, expected 8-bit greyscale, palette or RGB(A): "
+                                 "convert it to 8-bit RGB first")
+            image.load()  # decode now: a truncated file fails here, named, not inside the interpreter call
+            return image.convert("RGB")
+    except FileNotFoundError as err:
+        raise InputError(f"image {name} not found") from err
+    except Image.DecompressionBombError as err:
+        raise InputError(f"image {name} is too large to decode safely ({err})") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot read image {name}: {err}; expected a complete PNG, JPEG, BMP or GIF file") from err
+
+
+def resize(image: Any, size: Tuple[int, int]) -> np.ndarray:
+    """uint8 [height, width, 3] pixels of an RGB PIL image or uint8 [H, W, 3] array at `size` (width, height)."""
+    from PIL import Image
+
+    if not isinstance(image, Image.Image):
+        array = np.asarray(image)
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+            raise InputError(f"image array {array.dtype} {list(array.shape)}, expected uint8 [height, width, 3] RGB pixels")
+        if (array.shape[1], array.shape[0]) == tuple(size):
+            return array
+        image = Image.fromarray(array)
+    elif image.mode != "RGB":
+        raise InputError(f"image mode {image.mode}, expected RGB (use edge.preprocess.load_image)")
+    if image.size != tuple(size):
+        # Pillow's BILINEAR widens its kernel when shrinking: antialiased, as the contract says.
+        image = image.resize(tuple(size), Image.BILINEAR)
+    return np.asarray(image)
+
+
+def load_pixels(source: Union[str, Path, bytes, np.ndarray], size: Tuple[int, int], name: Optional[str] = None) -> np.ndarray:
+    """Decode (unless already pixels) and resize: the contract's pixels for one image."""
+    if isinstance(source, np.ndarray):
+        return resize(source, size)
+    return resize(load_image(source, name), size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pixel values into the input tensor
+
+
+def quantize(values: Any, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
+    """Real values to integers of `dtype`: round(values / scale) + zero_point, clipped to the dtype's range."""
+    dtype = np.dtype(dtype)
+    if not scale > 0:
+        raise InputError(f"quantization scale {scale}, expected a positive number (is the tensor quantized?)")
+    info = np.iinfo(dtype)
+    q = np.round(np.asarray(values, dtype=np.float64) / scale).astype(np.int64) + int(zero_point)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def dequantize(values: Any, scale: float, zero_point: int) -> np.ndarray:
+    """Integers to real values: (values - zero_point) * scale, cast to int64 first so uint8 - zp cannot wrap."""
+    return ((np.asarray(values).astype(np.int64) - int(zero_point)) * scale).astype(np.float32)
+
+
+_TABLES: Dict[Tuple[Normalization, float, int, str], np.ndarray] = {}
+
+
+def pixel_table(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
+    """[3, 256] table: the quantized input value of each pixel value, per channel (one lookup per pixel)."""
+    dtype = np.dtype(dtype)
+    key = (norm, float(scale), int(zero_point), dtype.str)
+    table = _TABLES.get(key)
+    if table is None:
+        levels = np.arange(256, dtype=np.float64)
+        table = np.stack([quantize((levels - m) / s, scale, zero_point, dtype) for m, s in zip(norm.mean, norm.std)])
+        _TABLES[key] = table
+    return table
+
+
+def passes_raw(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> bool:
+    """True when the input's quantization already encodes `norm`: pixel values go in unchanged."""
+    if np.dtype(dtype) != np.uint8 or not scale > 0:
+        return False
+    return bool(np.array_equal(pixel_table(norm, scale, zero_point, dtype), np.tile(np.arange(256, dtype=np.uint8), (3, 1))))
+
+
+def to_input(pixels: np.ndarray, norm: Normalization, details: Dict[str, Any]) -> np.ndarray:
+    """The input tensor (batch 1) for uint8 [H, W, 3] pixels, from the input's details dict."""
+    dtype = np.dtype(details["dtype"])
+    scale, zero_point = details["quantization"]
+    if dtype.kind == "f":
+        mean, std = np.asarray(norm.mean, np.float32), np.asarray(norm.std, np.float32)
+        return ((pixels.astype(np.float32) - mean) / std).astype(dtype)[np.newaxis]
+    if not scale > 0:
+        raise InputError(f"model input is {dtype} without quantization parameters, expected a quantized or float input")
+    if passes_raw(norm, scale, zero_point, dtype):
+        return pixels[np.newaxis]
+    table = pixel_table(norm, scale, zero_point, dtype)
+    out = np.empty(pixels.shape, dtype)
+    for channel in range(3):
+        out[..., channel] = table[channel][pixels[..., channel]]
+    return out[np.newaxis]
+
+
+def describe(norm: Normalization, details: Dict[str, Any]) -> str:
+    """One line for the user: which normalization, and how it reaches the input tensor."""
+    dtype = np.dtype(details["dtype"])
+    scale, zero_point = details["quantization"]
+    numbers = f"mean {_short(norm.mean)}, std {_short(norm.std)}"
+    if dtype.kind == "f":
+        how = f"fed as {dtype} values"
+    elif passes_raw(norm, scale, zero_point, dtype):
+        how = f"raw pixels pass straight into the {dtype} input (scale {scale:g}, zero point {zero_point})"
+    else:
+        how = f"normalized, then quantized to {dtype} (scale {scale:g}, zero point {zero_point})"
+    return f"input: {numbers} ({norm.source}); {how}"
+
+
+def _short(values: Sequence[float]) -> str:
+    return f"{values[0]:g}" if len(set(values)) == 1 else "[" + ", ".join(f"{v:g}" for v in values) + "]"
