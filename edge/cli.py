@@ -67,6 +67,9 @@ class Opened(NamedTuple):
 def _normalization(records: List[ModelRecord], data: bytes, mean: Optional[str], std: Optional[str]) -> Normalization:
     """The model's recorded contract, else its TFLite metadata, else --input-mean/--input-std (pycoral's 128, 128)."""
     recorded = next((r for r in records if r.preprocessing is not None), None)
+    if records and recorded is None:
+        raise InputError(f"{records[0].source} vouches for this model but records no pixel contract (it was written by an "
+                         "earlier edgeflow); export the model again, so the device knows how to feed it")
     if recorded is not None:
         if mean is not None or std is not None:
             raise InputError(f"--input-mean/--input-std do not apply: {recorded.source} records this model's pixel contract")

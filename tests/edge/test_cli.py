@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from edge.cli import main
 from edge.integrity import sha256_bytes, write_sidecar
+from edge.preprocess import contract
 from edge_paths import EDGETPU, IMAGES, LABELS
 
 
@@ -28,7 +29,7 @@ def _no_traceback(result) -> None:
 
 
 def test_classify_uses_sidecar_labels(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS)
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
     result = _run("classify", int8_copy, IMAGES / "red.png", IMAGES / "blue.png", "--top-k", "2")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -40,15 +41,45 @@ def test_classify_uses_sidecar_labels(int8_copy: Path):
 def test_classify_labels_file_and_class_ids(int8_copy: Path, tmp_path: Path):
     labels = tmp_path / "labels.txt"
     labels.write_text("R\nG\nB\n")
-    result = _run("classify", int8_copy, IMAGES / "green.png", "--labels", labels, "--top-k", "1")
+    # No sidecar, no manifest, no metadata: the user says how pixels map (this model takes raw pixels).
+    raw = ("--input-mean", "0", "--input-std", "1")
+    result = _run("classify", int8_copy, IMAGES / "green.png", "--labels", labels, "--top-k", "1", *raw)
     assert result.exit_code == 0 and "  G  (id 1)" in result.stdout
     assert "sha256 is not checked" in result.stderr
-    result = _run("classify", int8_copy, IMAGES / "green.png", "--top-k", "1", "--threads", "1")
+    assert "input: mean 0, std 1 (--input-mean/--input-std)" in result.stderr
+    result = _run("classify", int8_copy, IMAGES / "green.png", "--top-k", "1", "--threads", "1", *raw)
     assert result.exit_code == 0 and "  1  (id 1)" in result.stdout
+    assert "labels: none found" in result.stderr
+
+
+def test_a_model_with_no_record_gets_pycorals_default_normalization_and_says_so(int8_copy: Path):
+    result = _run("classify", int8_copy, IMAGES / "green.png")
+    assert result.exit_code == 0
+    assert "mean 128, std 128 (pycoral's default" in result.stderr and "normalized, then quantized to uint8" in result.stderr
+
+
+def test_input_mean_is_refused_where_the_model_records_its_contract(int8_copy: Path):
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    result = _run("classify", int8_copy, IMAGES / "green.png", "--input-mean", "128")
+    assert result.exit_code == 1 and "--input-mean/--input-std do not apply" in result.stderr
+    _no_traceback(result)
+
+
+def test_a_sidecar_without_a_pixel_contract_is_refused(int8_copy: Path):
+    write_sidecar(int8_copy, labels=LABELS)
+    result = _run("classify", int8_copy, IMAGES / "green.png")
+    assert result.exit_code == 1 and "records no pixel contract" in result.stderr
+    _no_traceback(result)
+
+
+def test_a_contract_this_device_cannot_honour_is_refused(int8_copy: Path):
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(contract(), resize="bicubic"))
+    result = _run("classify", int8_copy, IMAGES / "green.png")
+    assert result.exit_code == 1 and "resize 'bicubic', expected 'bilinear_antialias'" in result.stderr
 
 
 def test_tampered_model_is_refused_unless_no_verify(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS)
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
     data = bytearray(int8_copy.read_bytes())
     data[-1] ^= 0xFF
     int8_copy.write_bytes(bytes(data))
@@ -97,7 +128,8 @@ def _bundle(root: Path) -> Path:
 
 def test_evaluate_on_a_bundle_writes_predictions(int8_copy: Path, tmp_path: Path):
     out = tmp_path / "out" / "predictions.json"
-    result = _run("evaluate", int8_copy, "--data", _bundle(tmp_path), "--out", out, "--top-k", "2")
+    result = _run("evaluate", int8_copy, "--data", _bundle(tmp_path), "--out", out, "--top-k", "2",
+                  "--input-mean", "0", "--input-std", "1")
     assert result.exit_code == 0, result.stderr
     got = json.loads(out.read_text())
     assert got["schema_version"] == 1 and got["model"] == "model_int8.tflite"
@@ -118,7 +150,7 @@ def test_evaluate_on_class_folders(int8_copy: Path, tmp_path: Path):
     (data / "notes.txt").write_text("ignored")
     out = tmp_path / "p.json"
     # Sorted folder names are blue, green, red: the labels decide the class order instead.
-    write_sidecar(int8_copy, labels=LABELS)
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
     result = _run("evaluate", int8_copy, "--data", data, "--out", out)
     assert result.exit_code == 0, result.stderr
     got = json.loads(out.read_text())
@@ -127,7 +159,7 @@ def test_evaluate_on_class_folders(int8_copy: Path, tmp_path: Path):
 
 
 def test_evaluate_refuses_bundle_labels_that_differ_from_the_model(int8_copy: Path, tmp_path: Path):
-    write_sidecar(int8_copy, labels=["blue", "green", "red"])
+    write_sidecar(int8_copy, labels=["blue", "green", "red"], preprocessing=contract())
     result = _run("evaluate", int8_copy, "--data", _bundle(tmp_path), "--out", tmp_path / "p.json")
     assert result.exit_code == 1 and "differ from the model's labels" in result.stderr
     assert not (tmp_path / "p.json").exists()
