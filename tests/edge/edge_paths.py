@@ -15,3 +15,6 @@ LABELS = ["red", "green", "blue"]
 def expected_scores():
     """The Keras float model's softmax per test image, computed by make_fixtures.py (an independent reference)."""
     return json.loads((FIXTURES / "expected.json").read_text())["scores"]
+
+# Google's own models and photo (read its README); never copied into the project.
+CORAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "coral"

@@ -12,9 +12,8 @@ import pytest
 from edge import ModelCheckError
 from edge.model_metadata import associated_file, read_metadata
 from edge.tflite_file import read_model
-from edge_paths import EDGETPU, FLOAT, INT8
+from edge_paths import CORAL, EDGETPU, FLOAT, INT8
 
-CORAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "coral"
 MOBILENET = CORAL / "mobilenet_v1_0.25_128_quant.tflite"
 needs_reference = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"reference models not at {CORAL}")
 

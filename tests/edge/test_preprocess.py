@@ -1,0 +1,100 @@
+"""The pixel contract on images a camera, a phone or a careless script produces: handled as the
+contract says, or refused with a message naming the file."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from edge.errors import InputError
+from edge.preprocess import (PYCORAL_DEFAULT, RAW_PIXELS, contract, load_image, load_pixels, normalization,
+                             normalization_from_contract, passes_raw, to_input)
+from edge_paths import CORAL
+
+
+def _encoded(image: Image.Image, fmt: str) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt)
+    return out.getvalue()
+
+
+def _photo() -> Image.Image:
+    return Image.open(CORAL / "parrot.jpg").convert("RGB").resize((64, 48))
+
+
+@pytest.mark.skipif(not (CORAL / "parrot.jpg").is_file(), reason=f"reference photo not at {CORAL}")
+def test_grey_palette_and_alpha_images_become_rgb_as_the_contract_says(tmp_path: Path):
+    photo = _photo()
+    grey = photo.convert("L")
+    got = load_pixels(_encoded(grey, "PNG"), (32, 24), name="grey.png")
+    assert got.shape == (24, 32, 3) and np.array_equal(got[..., 0], got[..., 2])  # grey repeated into R, G, B
+    rgba = photo.copy()
+    rgba.putalpha(7)
+    # Alpha is dropped, not blended: the colour channels are the photo's own.
+    assert np.array_equal(load_pixels(_encoded(rgba, "PNG"), (64, 48)), np.asarray(photo))
+    palette = photo.convert("P")
+    assert np.array_equal(load_pixels(_encoded(palette, "PNG"), (64, 48)), np.asarray(palette.convert("RGB")))
+
+
+def test_a_1x1_image_is_stretched_to_the_model_size():
+    got = load_pixels(_encoded(Image.new("RGB", (1, 1), (10, 200, 30)), "PNG"), (16, 16))
+    assert got.shape == (16, 16, 3) and (got == [10, 200, 30]).all()
+
+
+@pytest.mark.parametrize("mode, fmt, why", [("CMYK", "JPEG", "mode CMYK"), ("I;16", "PNG", "mode I"), ("F", "TIFF", "mode F")])
+def test_cmyk_16_bit_and_float_images_are_refused_by_name(tmp_path: Path, mode, fmt, why):
+    path = tmp_path / f"odd.{fmt.lower()}"
+    Image.new(mode, (8, 8)).save(path, format=fmt)
+    with pytest.raises(InputError, match=why) as err:
+        load_image(path)
+    assert str(path) in str(err.value) and "expected 8-bit greyscale, palette or RGB(A)" in str(err.value)
+
+
+def test_a_truncated_jpeg_is_refused_by_name(tmp_path: Path):
+    data = _encoded(Image.new("RGB", (64, 64), (1, 2, 3)), "JPEG")
+    path = tmp_path / "cut.jpg"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=r"(?i)cannot read image .*cut\.jpg.*truncated"):
+        load_image(path)
+
+
+def test_not_an_image_and_a_missing_file_are_refused_by_name(tmp_path: Path):
+    (tmp_path / "notes.jpg").write_text("not a picture")
+    with pytest.raises(InputError, match=r"cannot read image .*notes\.jpg"):
+        load_image(tmp_path / "notes.jpg")
+    with pytest.raises(InputError, match=r"image .*gone\.jpg not found"):
+        load_image(tmp_path / "gone.jpg")
+
+
+def _details(dtype, scale, zero_point):
+    return {"dtype": dtype, "quantization": (scale, zero_point)}
+
+
+def test_values_follow_normalize_then_quantize():
+    pixels = np.array([[[0, 128, 255]]], np.uint8)
+    # pycoral's default on Coral's classifiers' input (scale 1/128, zero point 128): the identity.
+    assert passes_raw(PYCORAL_DEFAULT, 1 / 128, 128, np.uint8)
+    assert to_input(pixels, PYCORAL_DEFAULT, _details(np.uint8, 1 / 128, 128))[0].tolist() == pixels.tolist()
+    # Raw pixels into an int8 input with (1, -128): p - 128.
+    assert to_input(pixels, RAW_PIXELS, _details(np.int8, 1.0, -128))[0, 0, 0].tolist() == [-128, 0, 127]
+    # Per-channel mean and std, computed by hand: round(((p - m) / s) / 0.5) + 3.
+    norm = normalization([0, 100, 200], [1, 2, 4], "test")
+    got = to_input(pixels, norm, _details(np.int8, 0.5, 3))[0, 0, 0].tolist()
+    assert got == [3, 3 + round(((128 - 100) / 2) / 0.5), 3 + round(((255 - 200) / 4) / 0.5)]
+    # Float inputs get the normalized values themselves.
+    assert np.allclose(to_input(pixels, PYCORAL_DEFAULT, _details(np.float32, 0.0, 0))[0, 0, 0], [-1.0, 0.0, 127 / 128])
+
+
+def test_bad_normalizations_and_contracts_are_refused():
+    with pytest.raises(InputError, match="std"):
+        normalization(0, 0, "test")
+    with pytest.raises(InputError, match="one number or three"):
+        normalization([1, 2], 1, "test")
+    with pytest.raises(InputError, match="version 2, expected 1"):
+        normalization_from_contract(dict(contract(), version=2), "sidecar x.json")
+    with pytest.raises(InputError, match="crop 'center', expected 'stretch'"):
+        normalization_from_contract(dict(contract(), crop="center"), "sidecar x.json")
+    assert normalization_from_contract(contract(PYCORAL_DEFAULT), "x").mean == (128.0, 128.0, 128.0)
