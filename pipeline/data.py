@@ -149,6 +149,13 @@ def _decode_encoded(raw, image_size):
     return _to_size(image, image_size)
 
 
+def training_pixels(raw: Any, image_size: int) -> np.ndarray:
+    """One example as training's input pipeline turns it into pixels (encoded bytes, or uint8 pixels);
+    for measuring it against the pixel contract."""
+    decode = _decode_pixels if isinstance(raw, np.ndarray) else _decode_encoded
+    return decode(tf.constant(raw), image_size).numpy()
+
+
 _DECODERS = {"digits": _decode_pixels, "tfrecord": _decode_encoded, "folder": _decode_encoded}
 
 

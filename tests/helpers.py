@@ -107,3 +107,32 @@ def int8_tflite(model, image_size: int, batch=1, io_type=None) -> bytes:
     converter.inference_input_type = io_type
     converter.inference_output_type = io_type
     return converter.convert()
+
+
+def sample_photos() -> dict:
+    """scikit-learn's two real photos (640x427 JPEGs that ship with it): name -> encoded bytes."""
+    import sklearn
+
+    folder = Path(sklearn.__file__).parent / "datasets" / "images"
+    return {name: (folder / f"{name}.jpg").read_bytes() for name in ("china", "flower")}
+
+
+def write_camera_jpegs(root: Path, per_class: int = 20, size=(640, 480), seed: int = 0) -> Path:
+    """Class folders of camera-size, non-square JPEGs cut from the two real photos: random crops,
+    flips and exposure, saved at camera-like qualities. Class = which photo the crop came from."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name, data in sample_photos().items():
+        photo = Image.open(io.BytesIO(data)).convert("RGB")
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            w = int(rng.integers(200, photo.width))
+            h = int(rng.integers(150, photo.height))
+            x, y = int(rng.integers(0, photo.width - w + 1)), int(rng.integers(0, photo.height - h + 1))
+            crop = photo.crop((x, y, x + w, y + h)).resize(size, Image.BILINEAR)
+            if rng.random() < 0.5:
+                crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+            pixels = np.clip(np.asarray(crop, np.float32) * rng.uniform(0.7, 1.2), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(root / name / f"IMG_{i:04d}.jpg", quality=int(rng.integers(80, 96)))
+    return root

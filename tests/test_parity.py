@@ -79,13 +79,23 @@ def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
     assert report["gate"]["passed"] is False  # the reports are written even when the gate fails
 
 
-def test_each_limit_is_named_on_its_own(run_copy):
-    result = _pipeline("parity", run_copy, "--min-agreement", "1.0", "--max-drop", "100")
-    report = json.loads((run_copy / "parity" / "report.json").read_text())
-    if report["models"]["int8_cpu"]["agreement"] < 1.0:
-        assert result.exit_code == 1 and "--min-agreement 1" in result.output and "--max-drop" not in result.output
-    else:
-        assert result.exit_code == 0
+def _counts(images, correct, agree, ref_correct):
+    return {"images": images, "correct": correct, "agree": agree, "drop_images": ref_correct - correct,
+            "agreement": agree / images, "drop_pp": (ref_correct - correct) * 100 / images}
+
+
+def test_the_gate_counts_images_and_names_each_limit_on_its_own():
+    from pipeline.parity import ParityConfig, _gate
+
+    # 95 -> 94 of 100 images is a 1 pp drop: exactly at --max-drop 1, which allows it (in floats: 1.0000000000000009).
+    assert _gate({"int8_cpu": _counts(100, 94, 99, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.99)) == []
+    failures = _gate({"int8_cpu": _counts(100, 93, 99, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.99))
+    assert failures == ["int8_cpu: accuracy drop 2.00 pp (2 of 100 images) exceeds --max-drop 1 pp"]
+    failures = _gate({"int8_cpu": _counts(100, 95, 97, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.98))
+    assert failures == ["int8_cpu: agreement 0.9700 (97 of 100 images) is under --min-agreement 0.98"]
+    # A device run is gated like the int8 model; the float reference and float TFLite are not.
+    failures = _gate({"device_cpu": _counts(10, 8, 8, 10), "float_tflite_cpu": _counts(10, 0, 0, 10)}, ParityConfig())
+    assert [f.split(":")[0] for f in failures] == ["device_cpu", "device_cpu"]
 
 
 def test_bundle_round_trip_through_edge_evaluate(run_copy, tmp_path):
@@ -98,14 +108,15 @@ def test_bundle_round_trip_through_edge_evaluate(run_copy, tmp_path):
     result = _pipeline("parity", run_copy, "--bundle", bundle)
     assert result.exit_code == 0, result.output
     entries = json.loads((bundle / "bundle.json").read_text())["images"]
-    assert len(entries) == json.loads((run_copy / "manifest.json").read_text())["data"]["split"]["heldout_examples"]
+    recorded = json.loads((run_copy / "manifest.json").read_text())["data"]["identity"]["heldout"]["examples"]
+    assert [(e["id"], e["label"]) for e in entries] == [(r[0], r[1]) for r in recorded]
     predictions = tmp_path / "predictions.json"
     out = CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
     assert out.exit_code == 0, out.output
     result = _pipeline("parity", run_copy, "--device-results", predictions)
     assert result.exit_code == 0, result.output
     models = json.loads((run_copy / "parity" / "report.json").read_text())["models"]
-    # The device saw the very pixels the host saw (PNG is lossless), through the same model.
+    # The device decoded and resized the same originals by the same contract, through the same model.
     assert models["device_cpu"]["agreement"] == models["int8_cpu"]["agreement"]
     assert models["device_cpu"]["score_error_max"] == pytest.approx(models["int8_cpu"]["score_error_max"], abs=1e-6)
 
@@ -120,10 +131,17 @@ def test_device_results_from_another_model_are_refused(run_copy, tmp_path):
     predictions = tmp_path / "predictions.json"
     CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
     results = json.loads(predictions.read_text())
-    results["model_sha256"] = "0" * 64
-    predictions.write_text(json.dumps(results))
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    # Another model, and a model of this run that a bundle never ships (the float one): both refused.
+    for sha in ("0" * 64, manifest["artifacts"]["model_float"]["sha256"]):
+        predictions.write_text(json.dumps(dict(results, model_sha256=sha)))
+        result = _pipeline("parity", run_copy, "--device-results", predictions)
+        assert result.exit_code == 1 and "not this run's model_int8 or model_int8_edgetpu" in result.output
+    # The right model on other images (an older bundle, or a shuffled one): refused by the example's identity.
+    swapped = results["predictions"][1:2] + results["predictions"][0:1] + results["predictions"][2:]
+    predictions.write_text(json.dumps(dict(results, predictions=swapped)))
     result = _pipeline("parity", run_copy, "--device-results", predictions)
-    assert result.exit_code == 1 and "that this run did not produce" in result.output
+    assert result.exit_code == 1 and "the device evaluated other images" in result.output
 
 
 def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
@@ -131,6 +149,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     from PIL import Image
 
     from edge.cli import main as edge_main
+    from edge.preprocess import RAW_PIXELS
     from pipeline import data, manifest as manifest_mod, parity
 
     manifest = manifest_mod.load(run_copy)
@@ -138,12 +157,13 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     jpeg = tmp_path / "digit.jpg"
     Image.fromarray(images[0]).save(jpeg, quality=95)
     decoded = np.asarray(Image.open(jpeg).convert("RGB"))
-    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], threads=None)[0]
+    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], RAW_PIXELS, threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output
     expected = int(host.argmax())
     # edge classify prints "<image>:" then one "  <score>  <label>  (id <id>)" line per class.
-    top = result.output.splitlines()[1].split()
+    lines = result.output.splitlines()
+    top = lines[lines.index(f"{jpeg}:") + 1].split()
     assert top[-1] == f"{expected})" and top[1] == manifest["labels"][expected], result.output
 
 

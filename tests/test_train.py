@@ -210,7 +210,7 @@ def test_corrupt_jpeg(tmp_path, existing_run_dir):
     pattern = write_kaggle_tfrecords(tmp_path / "tfrec", per_class=3, files=1, corrupt_index=4)
     result = _train_in_process(["--data", pattern, "--out", str(existing_run_dir)])
     assert result.exit_code == 1
-    assert "record 4" in result.output and "cannot be decoded" in result.output
+    assert "record 4" in result.output and "cannot read image" in result.output and "truncated" in result.output.lower()
     _assert_untouched(existing_run_dir, ["notes.txt"])
 
 
