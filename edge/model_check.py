@@ -51,6 +51,14 @@ class _Reader:
             self.fail(f"{what} at byte {pos} lies outside the file ({self.n} bytes)")
         return struct.unpack_from(fmt, self.buf, pos)[0]
 
+    def root(self, identifier: bytes, what: str, schema: str = "") -> "_Table":
+        """The root table, after checking the buffer is long enough and carries `identifier`."""
+        if self.n < 8:
+            self.fail(f"{self.n} bytes, too short for a flatbuffer")
+        if self.buf[4:8] != identifier:
+            self.fail(f"file identifier {self.buf[4:8]!r}, expected {identifier!r}{schema}")
+        return self.table(self._u("<I", 0, "root offset"), what)
+
     def table(self, pos: int, what: str) -> "_Table":
         if pos % 4:
             self.fail(f"{what} table at byte {pos} is misaligned")
@@ -142,11 +150,7 @@ class _Table:
 
 def _check_structure(buf: bytes, name: str) -> None:
     r = _Reader(buf, name)
-    if len(buf) < 8:
-        r.fail(f"{len(buf)} bytes, too short for a flatbuffer")
-    if buf[4:8] != FILE_IDENTIFIER:
-        r.fail(f"file identifier {buf[4:8]!r}, expected {FILE_IDENTIFIER!r}")
-    model = r.table(r._u("<I", 0, "root offset"), "model")
+    model = r.root(FILE_IDENTIFIER, "model")
     version = model.scalar(0, "<I")
     if version != SCHEMA_VERSION:
         r.fail(f"schema version {version}, expected {SCHEMA_VERSION}")

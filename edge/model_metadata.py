@@ -178,11 +178,7 @@ def _last_dim(tensor) -> Optional[int]:
 
 def _parse(blob: bytes, where: str) -> ModelMetadata:
     r = _MetadataReader(blob, where)
-    if len(blob) < 8:
-        r.fail(f"{len(blob)} bytes, too short for a flatbuffer")
-    if blob[4:8] != METADATA_IDENTIFIER:
-        r.fail(f"file identifier {blob[4:8]!r}, expected {METADATA_IDENTIFIER!r} (metadata_schema.fbs ModelMetadata)")
-    root = r.table(r._u("<I", 0, "root offset"), "ModelMetadata")
+    root = r.root(METADATA_IDENTIFIER, "ModelMetadata", " (metadata_schema.fbs ModelMetadata)")
     files = list(_files(root, _MODEL_FILES, "ModelMetadata.associated_files"))
     inputs: Tuple[TensorMetadata, ...] = ()
     outputs: Tuple[TensorMetadata, ...] = ()
