@@ -232,6 +232,38 @@ def io_signatures(info: ModelInfo) -> Tuple[List[TensorSignature], List[TensorSi
     return [sig(i) for i in info.inputs], [sig(i) for i in info.outputs]
 
 
+def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> List[int]:
+    """The min_runtime_version of each edgetpu-custom-op's DarwiNN package, in op order.
+
+    custom_options is a flexbuffer map whose key "4" holds the package, a flatbuffer with the
+    identifier "DWN1" whose first field is min_runtime_version (libedgetpu custom_op_data.cc and
+    executable.fbs, EDGETPU.md section 5). libedgetpu refuses a package that needs a newer runtime.
+    """
+    import struct
+
+    from flatbuffers import flexbuffers
+    from flatbuffers.table import Table
+
+    data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+    model = _tflite().Model.GetRootAsModel(data, 0)
+    graph, versions = model.Subgraphs(0), []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).CustomCode() != EDGETPU_CUSTOM_OP.encode():
+            continue
+        try:
+            value = flexbuffers.GetRoot(op.CustomOptionsAsNumpy().tobytes()).AsMap["4"]
+            package = bytes(value.AsBlob) if value.IsBlob else bytes(flexbuffers.String(value._Indirect(), value._byte_width).Bytes)
+            if package[4:8] != b"DWN1":
+                raise ValueError(f"identifier {package[4:8]!r}, expected b'DWN1'")
+            table = Table(bytearray(package), struct.unpack_from("<I", package, 0)[0])
+            field = table.Offset(4)  # field 0: min_runtime_version
+            versions.append(struct.unpack_from("<i", package, table.Pos + field)[0] if field else 0)
+        except Exception as err:  # a damaged package fails in many ways alike
+            raise ModelFileError(f"op {i} {EDGETPU_CUSTOM_OP} has no readable Edge TPU package ({type(err).__name__}: {err})") from err
+    return versions
+
+
 def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:
     """How many ops of each (name, version) the model has."""
     counts: Dict[Tuple[str, int], int] = {}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, ModelInfo, OpInfo, TensorInfo, cpu_ops, io_signatures,
-                              is_edgetpu_compiled, op_counts, read_model)
+from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, ModelInfo, OpInfo, TensorInfo, cpu_ops,
+                              edgetpu_min_runtime_versions, io_signatures, is_edgetpu_compiled, op_counts, read_model)
 from tests.helpers import REPO, int8_tflite
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -59,6 +59,20 @@ def test_compiled_model_cpu_ops_and_custom_codes_from_a_real_compiled_file():
     assert all(op.is_custom for op in info.ops)
     assert [op.name for op in cpu_ops(info)] == ["PosenetDecoderOp"]
     assert not any(op.is_custom for op in read_model(FIXTURES / "tiny_int8.tflite").ops)
+
+
+def test_edgetpu_package_min_runtime_version():
+    # Every compiled twin Google made carries a DWN1 package; libedgetpu's oldest valid runtime is 10.
+    twins = sorted(REFERENCE.glob("*_edgetpu.tflite"))
+    assert len(twins) >= 5
+    for twin in twins:
+        versions = edgetpu_min_runtime_versions(twin)
+        assert len(versions) == sum(op.name == EDGETPU_CUSTOM_OP for op in read_model(twin).ops) == 1
+        assert 10 <= versions[0] <= 16
+    # The project's own fixture names its op edgetpu-custom-op but holds no package: not a compiled model.
+    with pytest.raises(ModelFileError, match="no readable Edge TPU package"):
+        edgetpu_min_runtime_versions(FIXTURES / "tiny_edgetpu.tflite")
+    assert edgetpu_min_runtime_versions(FIXTURES / "tiny_int8.tflite") == []
 
 
 def test_variable_tensors_are_read():
