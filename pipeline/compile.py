@@ -96,7 +96,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                       else "no 'Model compiled successfully' in its output")
             raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-        compiled = [compiled_check.read_compiled(out) for out in outputs]
+        compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
         compiled_check.check_io(model, compiled)
         tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
         if len(outputs) > 1:  # every segment's log counts, not only the first one's

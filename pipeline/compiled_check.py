@@ -1,7 +1,8 @@
 """Check what edgetpu_compiler wrote before the compile stage installs it.
 
 A compiler that exits 0 is not trusted on its word: each output must be a real Edge TPU model
-(it holds `edgetpu-custom-op`, EDGETPU.md section 5), the first one must take the source model's
+(it holds `edgetpu-custom-op` carrying a readable DarwiNN package, EDGETPU.md section 5, that
+needs no newer Edge TPU runtime than was asked for with -m), the first one must take the source model's
 inputs and the outputs must give its outputs (dtype, shape, quantization), and segments made with
 `-n` must chain: every input of a segment is an input of the source model or an output of an
 earlier segment (google-coral's two SSD segments in shared/reference/coral/ chain this way).
@@ -11,9 +12,10 @@ the file itself, not from the compiler's log.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, NamedTuple, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
-from edge.tflite_file import EDGETPU_CUSTOM_OP, ModelFileError, TensorSignature, cpu_ops, io_signatures, read_model
+from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, TensorSignature, cpu_ops, edgetpu_min_runtime_versions,
+                              io_signatures, read_model)
 from pipeline.errors import PipelineError
 
 
@@ -22,23 +24,29 @@ class CompiledFacts(NamedTuple):
     cpu_ops: List[str]  # ops outside edgetpu-custom-op, in file order (custom ops by custom code)
     inputs: List[TensorSignature]
     outputs: List[TensorSignature]
+    min_runtime_version: int  # the newest any of its Edge TPU packages needs
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "cpu_ops": self.cpu_ops,
+        return {"name": self.name, "cpu_ops": self.cpu_ops, "min_runtime_version": self.min_runtime_version,
                 "inputs": [s.describe() for s in self.inputs], "outputs": [s.describe() for s in self.outputs]}
 
 
-def read_compiled(path: Path) -> CompiledFacts:
-    """Facts of one compiled model; refuses a file that is not an Edge TPU model."""
+def read_compiled(path: Path, runtime: Optional[int] = None) -> CompiledFacts:
+    """Facts of one compiled model; refuses a file that is not an Edge TPU model, or one that needs
+    a newer Edge TPU runtime than `runtime` (libedgetpu refuses such a package on the device)."""
     try:
         info = read_model(path)
+        versions = edgetpu_min_runtime_versions(path)
     except ModelFileError as err:
         raise PipelineError(f"the compiler wrote {Path(path).name}, which is not a readable model: {err}") from err
     if not any(op.name == EDGETPU_CUSTOM_OP for op in info.ops):
         raise PipelineError(f"the compiler wrote {Path(path).name} without an {EDGETPU_CUSTOM_OP}: it is not an Edge TPU "
                             f"model (ops: {', '.join(sorted({op.name for op in info.ops})) or 'none'})")
+    needs = max(versions)
+    if runtime is not None and needs > runtime:
+        raise PipelineError(f"{Path(path).name} needs Edge TPU runtime {needs}, newer than --min-runtime-version {runtime}")
     inputs, outputs = io_signatures(info)
-    return CompiledFacts(Path(path).name, [op.name for op in cpu_ops(info)], inputs, outputs)
+    return CompiledFacts(Path(path).name, [op.name for op in cpu_ops(info)], inputs, outputs, needs)
 
 
 def _same(a: TensorSignature, b: TensorSignature) -> bool:

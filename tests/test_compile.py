@@ -152,6 +152,17 @@ def test_output_that_is_not_the_compiled_model_is_refused(tmp_path, double, monk
     assert (run_copy / "manifest.json").read_bytes() == before and not (run_copy / "edgetpu.json").exists()
 
 
+def test_output_needing_a_newer_runtime_than_asked_is_refused(tmp_path, double):
+    # Google's compiled MobileNet carries a package that needs runtime 12: fine for -m 12, not for -m 11.
+    compiler, _ = double
+    run_copy = reference_run(tmp_path, FULL)
+    result = _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "11")
+    assert result.exit_code == 1 and "needs Edge TPU runtime 12, newer than --min-runtime-version 11" in result.output
+    _assert_nothing_compiled(run_copy)
+    assert _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "12").exit_code == 0
+    assert json.loads((run_copy / "edgetpu.json").read_text())["compiled"][0]["min_runtime_version"] == 12
+
+
 def test_unreadable_log_never_passes_full_mapping(tmp_path, double, monkeypatch):
     run_copy = reference_run(tmp_path, FULL)
     compiler, _ = double
