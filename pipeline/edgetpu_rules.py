@@ -63,9 +63,10 @@ REDUCE_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
 SOFTMAX_MAX_ELEMENTS = 16000  # "Supports only 1D input tensor with a max of 16,000 elements" (2c)
 EIGHT_BIT = ("int8", "uint8")
 
-# Graph-following partition (reference pair deeplabv3_mnv2_dm05_pascal_quant in
-# shared/reference/coral/, and EDGETPU.md section 1 "cannot partition the model more than once"):
-# the compiler builds one Edge TPU segment. An op that reads the output of a CPU op which itself
+# Graph-following partition (EDGETPU.md section 1: "cannot partition the model more than once", and
+# #461: supported ops after an unsupported one get MORE_THAN_ONE_SUBGRAPH; the reference pair
+# deeplabv3_mnv2_dm05_pascal_quant keeps exactly the resize and what reads it on the CPU, down to
+# the output): the compiler builds one Edge TPU segment. An op that reads the output of a CPU op which itself
 # runs after mapped ops would need a second segment, so it stays on the CPU with
 # MORE_THAN_ONE_SUBGRAPH; ops on other paths, and CPU ops in front of the segment (a float
 # QUANTIZE at the input, #490/#342), do not end it.

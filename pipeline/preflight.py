@@ -4,10 +4,10 @@
 
 Follows Coral's model requirements and supported-ops table (pipeline/edgetpu_rules.py): 8-bit
 tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
-each op's own limits, and op versions the compiler can parse. The mapping follows the graph, as the
-reference pairs in shared/reference/coral/ show: the compiler builds one Edge TPU segment, so an op
-that reads a CPU op's output after that segment stays on the CPU ("More than one subgraph is not
-supported") while ops on other paths still map.
+each op's own limits, and op versions the compiler can parse. The mapping follows the graph: the
+compiler builds one Edge TPU segment (EDGETPU.md section 1), so an op that reads a CPU op's output
+after that segment stays on the CPU ("More than one subgraph is not supported") while ops on other
+paths still map. The prediction agrees with every reference pair in shared/reference/coral/.
 
 QUANTIZE, decided here:
 - uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8
@@ -104,14 +104,14 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
     first_fallback: Optional[OpPrediction] = None
     for op in info.ops:  # a .tflite file stores ops in execution order: producers come first
         upstream = [producer[t] for t in op.inputs if t in producer]
-        blocker = next((k for k in upstream if after[k]), None)
+        blocker = next((k for k in upstream if after.get(k)), None)
         problem = check_op(op, info, data, runtime)
         if problem is None and blocker is None:
             mapped[op.index], after[op.index] = True, False
             rows.append(OpPrediction(op.index, op.name, op.version, rules.MAPPED, "", True, op.is_custom))
             continue
         mapped[op.index] = False
-        after[op.index] = any(mapped[k] or after[k] for k in upstream)
+        after[op.index] = any(mapped.get(k) or after.get(k) for k in upstream)
         if problem is None:
             b = info.ops[blocker]
             problem = (rules.MORE_THAN_ONE_SUBGRAPH, f"reads the output of op {b.index} {b.name}, which runs on the CPU "
