@@ -96,6 +96,9 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                       else "no 'Model compiled successfully' in its output")
             raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+        if config.num_segments and len(outputs) != config.num_segments:
+            raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
+                                f"{', '.join(out.name for out in outputs)}")
         compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
         compiled_check.check_io(model, compiled)
         tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
@@ -294,6 +297,9 @@ def disagreements(prediction: preflight.Preflight, parsed: compiler_log.Compiler
     lines = []
     predicted_cpu = Counter(r.op for r in prediction.rows if not r.on_edgetpu)
     actual_cpu = Counter(op for c in compiled for op in c.cpu_ops)
+    if parsed.ops_on_cpu is not None and parsed.ops_on_cpu != sum(actual_cpu.values()):
+        lines.append(f"the compiler's output says {parsed.ops_on_cpu} op(s) on the CPU, the compiled file(s) keep "
+                     f"{sum(actual_cpu.values())}")
     for op in sorted(set(predicted_cpu) | set(actual_cpu)):
         if predicted_cpu[op] != actual_cpu[op]:
             lines.append(f"{op} on the CPU: predicted {predicted_cpu[op]}, compiled file {actual_cpu[op]}")
