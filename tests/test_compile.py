@@ -318,3 +318,19 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     assert result.exit_code == 0, result.output
     prediction = preflight.analyze(run_dir / "model_int8.tflite")
     assert prediction.fully_mapped, preflight.table(prediction)
+
+
+def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():
+    from pipeline import compiler_log, preflight
+    from pipeline.compile import disagreements
+    from pipeline.compiled_check import read_compiled
+
+    prediction = preflight.analyze(REFERENCE / f"{PARTIAL}.tflite")
+    twin = [read_compiled(REFERENCE / f"{PARTIAL}_edgetpu.tflite")]
+    console = "Model compiled successfully in 9 ms.\nNumber of operations that will run on CPU: {}\n"
+    assert disagreements(prediction, compiler_log.parse(console.format(8)), twin) == []
+    lines = disagreements(prediction, compiler_log.parse(console.format(3)), twin)
+    assert lines == ["the compiler's output says 3 op(s) on the CPU, the compiled file(s) keep 8"]
+    # A prediction that maps everything disagrees with the real file, op by op.
+    full = prediction._replace(rows=[r._replace(on_edgetpu=True, status=preflight.rules.MAPPED) for r in prediction.rows])
+    assert "ARG_MAX on the CPU: predicted 0, compiled file 1" in disagreements(full, compiler_log.parse(console.format(8)), twin)
