@@ -30,6 +30,7 @@ class TensorInfo(NamedTuple):
     scales: Tuple[float, ...]
     zero_points: Tuple[int, ...]
     buffer_size: int  # bytes of data in the file, 0 for activations
+    is_variable: bool = False  # state an op keeps between invocations (an LSTM's cell and output state)
 
 
 class OpInfo(NamedTuple):
@@ -39,6 +40,7 @@ class OpInfo(NamedTuple):
     inputs: Tuple[int, ...]  # tensor indices; -1 = optional input left out
     outputs: Tuple[int, ...]
     options: Dict[str, Any]  # builtin options as plain values; enums by name
+    is_custom: bool = False  # a CUSTOM op: `name` is its custom code
 
 
 class ModelInfo(NamedTuple):
@@ -172,7 +174,7 @@ def _parse(data: bytes) -> ModelInfo:
         builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
         custom = code.CustomCode()
         name = custom.decode("utf-8", "replace") if builtin_names.get(builtin) == "CUSTOM" and custom else builtin_names.get(builtin, f"BUILTIN_{builtin}")
-        opcodes.append((name, code.Version()))
+        opcodes.append((name, code.Version(), builtin_names.get(builtin) == "CUSTOM"))
     buffer_sizes = [model.Buffers(i).DataLength() for i in range(model.BuffersLength())]
     graph = model.Subgraphs(0)
     tensors = []
@@ -185,16 +187,16 @@ def _parse(data: bytes) -> ModelInfo:
         zeros = tuple(int(x) for x in q.ZeroPointAsNumpy()) if q is not None and q.ZeroPointLength() else ()
         size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
         tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
-                                  signature, size > 0, scales, zeros, size))
+                                  signature, size > 0, scales, zeros, size, bool(t.IsVariable())))
     ops = []
     for i in range(graph.OperatorsLength()):
         op = graph.Operators(i)
         if not 0 <= op.OpcodeIndex() < len(opcodes):
             raise ModelFileError(f"operator {i} names opcode {op.OpcodeIndex()}, the model has {len(opcodes)}")
-        name, version = opcodes[op.OpcodeIndex()]
+        name, version, custom = opcodes[op.OpcodeIndex()]
         inputs = tuple(int(x) for x in op.InputsAsNumpy()) if op.InputsLength() else ()
         outputs = tuple(int(x) for x in op.OutputsAsNumpy()) if op.OutputsLength() else ()
-        ops.append(OpInfo(i, name, version, inputs, outputs, _options(op)))
+        ops.append(OpInfo(i, name, version, inputs, outputs, _options(op), custom))
     graph_inputs = tuple(int(x) for x in graph.InputsAsNumpy()) if graph.InputsLength() else ()
     graph_outputs = tuple(int(x) for x in graph.OutputsAsNumpy()) if graph.OutputsLength() else ()
     return ModelInfo(tensors, ops, graph_inputs, graph_outputs, model.SubgraphsLength(), len(data))
@@ -203,6 +205,63 @@ def _parse(data: bytes) -> ModelInfo:
 def is_edgetpu_compiled(info: ModelInfo) -> bool:
     """True when any op is the Edge TPU's custom op, i.e. edgetpu_compiler has run on the model."""
     return any(op.name == EDGETPU_CUSTOM_OP for op in info.ops)
+
+
+def cpu_ops(info: ModelInfo) -> List[OpInfo]:
+    """The ops of a compiled model outside `edgetpu-custom-op`: what the compiler left on the CPU."""
+    return [op for op in info.ops if op.name != EDGETPU_CUSTOM_OP]
+
+
+class TensorSignature(NamedTuple):
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    scales: Tuple[float, ...]
+    zero_points: Tuple[int, ...]
+
+    def describe(self) -> str:
+        quant = f" scale {list(self.scales)} zero point {list(self.zero_points)}" if self.scales else ""
+        return f"{self.name!r} {self.dtype} {list(self.shape)}{quant}"
+
+
+def io_signatures(info: ModelInfo) -> Tuple[List[TensorSignature], List[TensorSignature]]:
+    """(inputs, outputs) of subgraph 0 as name, dtype, shape and quantization, in the model's order."""
+    def sig(i: int) -> TensorSignature:
+        t = info.tensor(i)
+        return TensorSignature(t.name, t.dtype, t.shape, t.scales, t.zero_points)
+    return [sig(i) for i in info.inputs], [sig(i) for i in info.outputs]
+
+
+def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> List[int]:
+    """The min_runtime_version of each edgetpu-custom-op's DarwiNN package, in op order.
+
+    custom_options is a flexbuffer map whose key "4" holds the package, a flatbuffer with the
+    identifier "DWN1" whose first field is min_runtime_version (libedgetpu custom_op_data.cc and
+    executable.fbs, EDGETPU.md section 5). libedgetpu refuses a package that needs a newer runtime.
+    """
+    import struct
+
+    from flatbuffers import flexbuffers
+    from flatbuffers.table import Table
+
+    data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+    model = _tflite().Model.GetRootAsModel(data, 0)
+    graph, versions = model.Subgraphs(0), []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).CustomCode() != EDGETPU_CUSTOM_OP.encode():
+            continue
+        try:
+            value = flexbuffers.GetRoot(op.CustomOptionsAsNumpy().tobytes()).AsMap["4"]
+            package = bytes(value.AsBlob) if value.IsBlob else bytes(flexbuffers.String(value._Indirect(), value._byte_width).Bytes)
+            if package[4:8] != b"DWN1":
+                raise ValueError(f"identifier {package[4:8]!r}, expected b'DWN1'")
+            table = Table(bytearray(package), struct.unpack_from("<I", package, 0)[0])
+            field = table.Offset(4)  # field 0: min_runtime_version
+            versions.append(struct.unpack_from("<i", package, table.Pos + field)[0] if field else 0)
+        except Exception as err:  # a damaged package fails in many ways alike
+            raise ModelFileError(f"op {i} {EDGETPU_CUSTOM_OP} has no readable Edge TPU package ({type(err).__name__}: {err})") from err
+    return versions
 
 
 def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:

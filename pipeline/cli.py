@@ -175,8 +175,9 @@ def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agr
 
 
 @main.command("compile")
-@click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--check-only", is_flag=True, help="pre-flight analysis only (no compiler needed)")
+@click.argument("target", type=click.Path())
+@click.option("--check-only", is_flag=True, help="pre-flight analysis only (no compiler needed); TARGET may be a .tflite file")
+@click.option("--json", "as_json", is_flag=True, help="print the pre-flight as one JSON object on stdout (messages go to stderr)")
 @click.option("--require-full-mapping", is_flag=True, help="exit non-zero when any op would run on the CPU")
 @click.option("--compiler", type=click.Path(dir_okay=False), help="path to edgetpu_compiler (default: on PATH)")
 @click.option("--timeout", type=int, default=180, show_default=True, help="compile timeout, seconds")
@@ -186,11 +187,16 @@ def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agr
 @click.option("--search-delegate", is_flag=True, help="on failure, retry with an earlier stopping point (-d)")
 @click.option("--delegate-search-step", type=int, help="step in ops for --search-delegate (-k)")
 @reports_errors
-def compile_command(run_dir, **options):
-    """Predict the Edge TPU mapping, then compile with edgetpu_compiler."""
+def compile_command(target, as_json, **options):
+    """Predict the Edge TPU mapping of RUN (or a .tflite file), then compile RUN with edgetpu_compiler."""
+    import json
+
     from pipeline import compile as compile_mod
 
-    result = compile_mod.run(compile_mod.CompileConfig(**options), run_dir, say=click.echo)
+    say = functools.partial(click.echo, err=True)  # stdout carries only the JSON
+    show = (lambda prediction: click.echo(json.dumps(prediction.as_dict()))) if as_json else None
+    result = compile_mod.run(compile_mod.CompileConfig(**options), target, say=say, show=show)
     for model in result.models:
-        click.echo(f"wrote {model}")
-    click.echo(f"report in {result.report_path}")
+        say(f"wrote {model}")
+    if result.report_path:
+        say(f"report in {result.report_path}")

@@ -1,27 +1,33 @@
-"""`pipeline compile`: Edge TPU pre-flight, then Google's edgetpu_compiler.
+"""`pipeline compile`: Edge TPU pre-flight, then Google's edgetpu_compiler, then a check of what it wrote.
 
     pipeline compile runs/digits --check-only     prediction only; works on any machine
+    pipeline compile model.tflite --check-only --json   the same for any .tflite file, as JSON on stdout
     pipeline compile runs/digits                  needs edgetpu_compiler (x86-64 Linux)
 
-Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, and where the two disagree)
-and, when the compiler succeeds, RUN/model_int8_edgetpu.tflite with a sidecar for the device.
-A failed or timed-out compile leaves the run as it was. Each compiled model records the sha256
-of the int8 model it came from (`compiled_from`), so a stale one is refused where it would ship.
+Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, the ops each compiled file
+keeps on the CPU, and where prediction and compiler disagree) and, when the compiler succeeds and
+its output checks out (pipeline/compiled_check.py), RUN/model_int8_edgetpu.tflite with a sidecar
+for the device. A failed, timed-out or refused compile leaves the run as it was; `--check-only`
+never replaces a report that holds a compiler's results. Each compiled model records the sha256 of
+the int8 model it came from (`compiled_from`), so a stale one is refused where it would ship.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional
 
 from edge.integrity import write_sidecar
-from pipeline import compiler_log, preflight
+from edge.tflite_file import ModelFileError
+from pipeline import compiled_check, compiler_log, preflight
 from pipeline import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
 from pipeline.files import write_json_atomic
@@ -49,23 +55,28 @@ class CompileConfig:
 
 class CompileResult(NamedTuple):
     preflight: preflight.Preflight
-    report_path: Path  # RUN/edgetpu.json
+    report_path: Optional[Path]  # RUN/edgetpu.json; None for a bare .tflite file (nothing written)
     models: List[Path]  # compiled models written into RUN (empty with --check-only)
     compiler: Optional[compiler_log.CompilerOutput]
 
 
-def run(config: CompileConfig, run_dir: Path, say=print) -> CompileResult:
-    """Pre-flight always; the compiler unless check_only. Returns what was written."""
-    run_dir = Path(run_dir)
+def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
+    """Pre-flight always; the compiler unless check_only. `target` is a run directory or, with
+    check_only, a .tflite file. `show(prediction)` is called as soon as the prediction exists."""
+    target = Path(target)
+    if target.is_file():
+        return _check_file(config, target, say, show)
+    if not target.exists():
+        raise ConfigError(f"{target} does not exist; expected a run directory or a .tflite file")
+    run_dir = target
     manifest = manifest_mod.load(run_dir)
     model = manifest_mod.artifact_path(manifest, run_dir, "model_int8")
-    prediction = preflight.analyze(model, runtime=config.min_runtime_version or preflight.rules.DEFAULT_RUNTIME)
-    say(preflight.table(prediction))
+    prediction = _predict(config, model, say, show)
     report = {"schema_version": 1, "model": manifest["artifacts"]["model_int8"]["path"],
               "model_sha256": manifest["artifacts"]["model_int8"]["sha256"], "preflight": prediction.as_dict(),
-              "compiler": None, "disagreements": []}
+              "compiler": None, "compiled": None, "disagreements": []}
     if config.check_only:
-        path = _record_report(run_dir, report)
+        path = _record_check_only(run_dir, report, say)
         _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
         return CompileResult(prediction, path, [], None)
 
@@ -79,24 +90,95 @@ def run(config: CompileConfig, run_dir: Path, say=print) -> CompileResult:
         # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
         console = _call(compiler, _arguments(config, work, source), config.timeout)
         outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
-        logs = sorted(work.glob("*_edgetpu.log"))
-        parsed = compiler_log.parse(console, logs[0].read_text() if logs else "")
+        logs = [out.with_suffix(".log") for out in outputs]
+        parsed = compiler_log.parse(console, logs[0].read_text() if logs and logs[0].exists() else "")
         if not parsed.succeeded or not outputs:
             reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                       else "no 'Model compiled successfully' in its output")
             raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+        if config.num_segments and len(outputs) != config.num_segments:
+            raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
+                                f"{', '.join(out.name for out in outputs)}")
+        compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
+        compiled_check.check_io(model, compiled)
+        tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
+        if len(outputs) > 1:  # every segment's log counts, not only the first one's
+            parsed = parsed._replace(operators=[row for table in tables if table for row in table])
         report["compiler"] = {"path": compiler, "command": command, **parsed.as_dict()}
-        report["disagreements"] = disagreements(prediction, parsed)
+        report["compiled"] = [dict(c.as_dict(), log_table_read=t is not None) for c, t in zip(compiled, tables)]
+        report["disagreements"] = disagreements(prediction, parsed, compiled)
+        _require_compiled_full_mapping(config, compiled, tables, [log.name for log in logs])
+        if config.require_full_mapping and parsed.ops_on_cpu:
+            raise PipelineError(f"--require-full-mapping: the compiler says {parsed.ops_on_cpu} op(s) run on the CPU")
         _forget_compiled(run_dir)  # replaced: a previous compile may have had other segments
         manifest = manifest_mod.load(run_dir)
-        written = _install_outputs(run_dir, manifest, outputs, logs)
+        written = _install_outputs(run_dir, manifest, outputs, [log for log in logs if log.exists()])
     report_path = _record_report(run_dir, report)
-    say(f"compiler {parsed.version}: {parsed.ops_on_edgetpu} ops on the Edge TPU, {parsed.ops_on_cpu} on the CPU, "
-        f"{parsed.subgraphs} Edge TPU subgraph(s)")
+    on_cpu = sum(len(c.cpu_ops) for c in compiled)
+    say(f"compiler {parsed.version}: {len(outputs)} Edge TPU model(s) checked; {on_cpu} op(s) left on the CPU "
+        f"({', '.join(op for c in compiled for op in c.cpu_ops) or 'none'}); log: {parsed.ops_on_edgetpu} ops on the "
+        f"Edge TPU, {parsed.ops_on_cpu} on the CPU, {parsed.subgraphs} Edge TPU subgraph(s)")
     for line in report["disagreements"]:
         say(f"pre-flight and compiler disagree: {line}")
-    _require_full_mapping(config, (parsed.ops_on_cpu or 0) == 0, f"compiler: {parsed.ops_on_cpu} ops run on the CPU")
     return CompileResult(prediction, report_path, written, parsed)
+
+
+def _predict(config: CompileConfig, model: Path, say, show) -> preflight.Preflight:
+    try:
+        prediction = preflight.analyze(model, runtime=config.min_runtime_version or preflight.rules.DEFAULT_RUNTIME)
+    except ModelFileError as err:
+        raise PipelineError(f"cannot run the pre-flight on {model}: {err}") from err
+    if show:
+        show(prediction)
+    say(preflight.table(prediction))
+    return prediction
+
+
+def _check_file(config: CompileConfig, model: Path, say, show) -> CompileResult:
+    """Pre-flight of a bare .tflite file: nothing is written."""
+    if not config.check_only:
+        # Outputs of a full compile belong in a run, with the labels and sidecars the device needs.
+        raise ConfigError(f"{model} is a model file: a full compile needs a run directory (made by `pipeline export RUN "
+                          "--int8`); for any .tflite file use --check-only, or run edgetpu_compiler on it yourself")
+    prediction = _predict(config, model, say, show)
+    _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
+    return CompileResult(prediction, None, [], None)
+
+
+def _record_check_only(run_dir: Path, report: dict, say) -> Path:
+    """Record the prediction, unless RUN/edgetpu.json already holds a compiler's report."""
+    path = run_dir / "edgetpu.json"
+    if path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+        except (OSError, ValueError):
+            earlier = None
+        if isinstance(earlier, dict) and earlier.get("compiler"):
+            say(f"kept {path}: it holds the compiler's report of an earlier compile; this pre-flight is not recorded")
+            return path
+    return _record_report(run_dir, report)
+
+
+def _operator_table(log: Path, console: str) -> Optional[List[compiler_log.OperatorRow]]:
+    """The operator table of one output's .log (or, for a single output, of the -s console); None when unreadable."""
+    rows = compiler_log.parse_operator_table(log.read_text(errors="replace")) if log.exists() else []
+    return rows or compiler_log.parse_operator_table(console) or None
+
+
+def _require_compiled_full_mapping(config: CompileConfig, compiled, tables, log_names) -> None:
+    """Every output keeps no op on the CPU, by its file and by its log: missing counts never pass."""
+    if not config.require_full_mapping:
+        return
+    for facts, table, log_name in zip(compiled, tables, log_names):
+        if facts.cpu_ops:
+            raise PipelineError(f"--require-full-mapping: {facts.name} keeps {len(facts.cpu_ops)} op(s) on the CPU "
+                                f"({', '.join(facts.cpu_ops)})")
+        if table is None:
+            raise PipelineError(f"--require-full-mapping: cannot read the op counts for {facts.name}: {log_name} is "
+                                "missing or has no operator table (and the console printed none)")
+        off = sum(r.count for r in table if r.status != preflight.rules.MAPPED)
+        if off:
+            raise PipelineError(f"--require-full-mapping: {log_name} lists {off} op(s) not mapped to the Edge TPU")
 
 
 def _require_full_mapping(config: CompileConfig, fully_mapped: bool, why: str) -> None:
@@ -209,12 +291,24 @@ def _record_report(run_dir: Path, report: dict) -> Path:
     return path
 
 
-def disagreements(prediction: preflight.Preflight, parsed: compiler_log.CompilerOutput) -> List[str]:
-    """Where the compiler's per-op statuses differ from the prediction, one line each."""
-    predicted = compiler_log.status_counts(prediction.rows)
-    actual = compiler_log.status_counts(parsed.operators)
+def disagreements(prediction: preflight.Preflight, parsed: compiler_log.CompilerOutput,
+                  compiled: List[compiled_check.CompiledFacts]) -> List[str]:
+    """Where the prediction differs from the compiled files' CPU ops, then from the log's statuses."""
     lines = []
-    for key in sorted(set(predicted) | set(actual)):
-        if predicted.get(key, 0) != actual.get(key, 0):
-            lines.append(f"{key[0]} '{key[1]}': predicted {predicted.get(key, 0)}, compiler {actual.get(key, 0)}")
+    predicted_cpu = Counter(r.op for r in prediction.rows if not r.on_edgetpu)
+    actual_cpu = Counter(op for c in compiled for op in c.cpu_ops)
+    if parsed.ops_on_cpu is not None and parsed.ops_on_cpu != sum(actual_cpu.values()):
+        lines.append(f"the compiler's output says {parsed.ops_on_cpu} op(s) on the CPU, the compiled file(s) keep "
+                     f"{sum(actual_cpu.values())}")
+    for op in sorted(set(predicted_cpu) | set(actual_cpu)):
+        if predicted_cpu[op] != actual_cpu[op]:
+            lines.append(f"{op} on the CPU: predicted {predicted_cpu[op]}, compiled file {actual_cpu[op]}")
+    if parsed.operators:  # the log's statuses, when it has a table
+        predicted = Counter()
+        for r in prediction.rows:
+            predicted[(r.log_op, r.status)] += 1
+        actual = compiler_log.status_counts(parsed.operators)
+        for key in sorted(set(predicted) | set(actual)):
+            if predicted.get(key, 0) != actual.get(key, 0):
+                lines.append(f"{key[0]} '{key[1]}': predicted {predicted.get(key, 0)}, compiler {actual.get(key, 0)}")
     return lines

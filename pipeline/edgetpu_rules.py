@@ -62,3 +62,29 @@ POOLING_OPS = ("AVERAGE_POOL_2D", "MAX_POOL_2D")
 REDUCE_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
 SOFTMAX_MAX_ELEMENTS = 16000  # "Supports only 1D input tensor with a max of 16,000 elements" (2c)
 EIGHT_BIT = ("int8", "uint8")
+
+# Graph-following partition (EDGETPU.md section 1: "cannot partition the model more than once", and
+# #461: supported ops after an unsupported one get MORE_THAN_ONE_SUBGRAPH; the reference pair
+# deeplabv3_mnv2_dm05_pascal_quant keeps exactly the resize and what reads it on the CPU, down to
+# the output): the compiler builds one Edge TPU segment. An op that reads the output of a CPU op which itself
+# runs after mapped ops would need a second segment, so it stays on the CPU with
+# MORE_THAN_ONE_SUBGRAPH; ops on other paths, and CPU ops in front of the segment (a float
+# QUANTIZE at the input, #490/#342), do not end it.
+
+# Variable tensors (the state an LSTM keeps between invocations) may be int16: TFLite's int8
+# UNIDIRECTIONAL_SEQUENCE_LSTM keeps its cell state in int16, and the reference pair
+# keras_lstm_mnist_ptq shows the compiler mapping such an LSTM with the int16 state as an input of
+# edgetpu-custom-op. Variable tensors arrived with runtime 14 (libedgetpu runtime_version.h,
+# kCoralGrouperRelease = 14 "Support for variable tensors", EDGETPU.md section 2d).
+STATE_DTYPES = ("int8", "uint8", "int16")
+
+# A bilinear resize from a 1x1 image is a broadcast of one pixel. The reference pair
+# deeplabv3_mnv2_dm05_pascal_quant shows the compiler leaving RESIZE_BILINEAR 1x1 -> 33x33 on the
+# CPU (Coral's table: "Depending on input/output size, this operation might not be mapped to the
+# Edge TPU to avoid loss in precision"). Larger inputs are not calibrated: no pair shows one.
+RESIZE_FROM_SINGLE_PIXEL = ("RESIZE_BILINEAR",)
+
+# Custom ops are not in the supported-operations table; the compiler logs them under the name
+# CUSTOM (EDGETPU.md Example A) and leaves them on the CPU (the reference pair
+# posenet_mobilenet_v1_075_353_481_quant_decoder keeps its decoder custom op outside).
+CUSTOM_LOG_NAME = "CUSTOM"

@@ -4,9 +4,10 @@
 
 Follows Coral's model requirements and supported-ops table (pipeline/edgetpu_rules.py): 8-bit
 tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
-each op's own limits, and op versions the compiler can parse. The compiler maps ops in order up to
-the first one it cannot map; that op and everything after it run on the CPU, and every supported
-op after it gets "More than one subgraph is not supported" (no `-a`).
+each op's own limits, and op versions the compiler can parse. The mapping follows the graph: the
+compiler builds one Edge TPU segment (EDGETPU.md section 1), so an op that reads a CPU op's output
+after that segment stays on the CPU ("More than one subgraph is not supported") while ops on other
+paths still map. The prediction agrees with every reference pair in shared/reference/coral/.
 
 QUANTIZE, decided here:
 - uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8
@@ -39,6 +40,12 @@ class OpPrediction(NamedTuple):
     status: str  # the compiler's own status string
     reason: str  # why, in words naming the tensor or option
     on_edgetpu: bool
+    custom: bool = False  # a custom op: `op` is its custom code
+
+    @property
+    def log_op(self) -> str:
+        """The name the compiler's log prints: CUSTOM for every custom op (EDGETPU.md Example A)."""
+        return rules.CUSTOM_LOG_NAME if self.custom else self.op
 
 
 class Preflight(NamedTuple):
@@ -89,23 +96,31 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
     """Predict the compiler's mapping of an int8 .tflite model (path or bytes)."""
     data = source if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
     info = read_model(data)
+    producer = {t: op.index for op in info.ops for t in op.outputs}
+    # after[k]: op k runs on the CPU after the Edge TPU segment (it has a mapped op upstream).
+    mapped: Dict[int, bool] = {}
+    after: Dict[int, bool] = {}
     rows: List[OpPrediction] = []
     first_fallback: Optional[OpPrediction] = None
-    fatal = model_fatal(info)
-    for op in info.ops:
+    for op in info.ops:  # a .tflite file stores ops in execution order: producers come first
+        upstream = [producer[t] for t in op.inputs if t in producer]
+        blocker = next((k for k in upstream if after.get(k)), None)
         problem = check_op(op, info, data, runtime)
-        if problem is None:
-            if first_fallback is None:
-                rows.append(OpPrediction(op.index, op.name, op.version, rules.MAPPED, "", True))
-            else:
-                rows.append(OpPrediction(op.index, op.name, op.version, rules.MORE_THAN_ONE_SUBGRAPH,
-                                         f"after op {first_fallback.index} {first_fallback.op}, which runs on the CPU", False))
+        if problem is None and blocker is None:
+            mapped[op.index], after[op.index] = True, False
+            rows.append(OpPrediction(op.index, op.name, op.version, rules.MAPPED, "", True, op.is_custom))
             continue
-        row = OpPrediction(op.index, op.name, op.version, problem[0], problem[1], False)
+        mapped[op.index] = False
+        after[op.index] = any(mapped.get(k) or after.get(k) for k in upstream)
+        if problem is None:
+            b = info.ops[blocker]
+            problem = (rules.MORE_THAN_ONE_SUBGRAPH, f"reads the output of op {b.index} {b.name}, which runs on the CPU "
+                                                     "after the Edge TPU segment")
+        row = OpPrediction(op.index, op.name, op.version, problem[0], problem[1], False, op.is_custom)
         rows.append(row)
-        if first_fallback is None and not _is_io_wrapper(op, info):
+        if first_fallback is None and problem[0] != rules.MORE_THAN_ONE_SUBGRAPH and not _is_io_wrapper(op, info):
             first_fallback = row
-    return Preflight(rows, first_fallback, fatal, runtime)
+    return Preflight(rows, first_fallback, model_fatal(info), runtime)
 
 
 def model_fatal(info: ModelInfo) -> Optional[str]:
@@ -139,6 +154,8 @@ def check_op(op: OpInfo, info: ModelInfo, data: bytes, runtime: int = rules.DEFA
         return rules.VERSION_NOT_SUPPORTED, f"{op.name} v{op.version} is newer than compiler 16 parses (up to v{limit})"
     if op.name in rules.FLOAT_BY_DESIGN_OPS:
         return rules.UNSUPPORTED_DTYPE, f"{op.name} works on float; the Edge TPU computes in 8 bits only"
+    if op.is_custom:
+        return _check_types(op, info) or (rules.NOT_SUPPORTED, f"custom op {op.name!r} is not an Edge TPU operation")
     if op.name not in rules.SUPPORTED_OPS:
         return rules.NOT_SUPPORTED, f"{op.name} is not in the Edge TPU's supported operations"
     if rules.SUPPORTED_OPS[op.name] > runtime:
@@ -166,6 +183,8 @@ def _activations(op: OpInfo, info: ModelInfo):
 
 def _check_types(op: OpInfo, info: ModelInfo):
     for t in _activations(op, info):
+        if t.is_variable and t.dtype in rules.STATE_DTYPES:
+            continue  # an LSTM's int16 cell state (edgetpu_rules.STATE_DTYPES)
         if t.dtype not in rules.EIGHT_BIT and not (t.dtype == "int32" and op.name in ("RESHAPE",)):
             return rules.UNSUPPORTED_DTYPE, f"tensor {t.name!r} is {t.dtype}, expected int8 or uint8"
     for i in op.inputs:
@@ -311,6 +330,10 @@ def _resize(op: OpInfo, info: ModelInfo, data: bytes):
     for t in (info.tensor(op.inputs[0]), info.tensor(op.outputs[0])):
         if not (len(t.shape) == 3 or (len(t.shape) == 4 and t.shape[0] == 1)):
             return rules.OTHER_LIMITATION, f"{op.name} tensor {t.name!r} shape {list(t.shape)}; the Edge TPU needs a 3-D image (batch 1)"
+    before, after = info.tensor(op.inputs[0]).shape, info.tensor(op.outputs[0]).shape
+    if op.name in rules.RESIZE_FROM_SINGLE_PIXEL and before[-3:-1] == (1, 1) and after[-3:-1] != (1, 1):
+        return rules.OTHER_LIMITATION, (f"{op.name} from a 1x1 image to {after[-3]}x{after[-2]}: the compiler leaves a "
+                                        "resize of a single pixel on the CPU (precision limit, reference pair)")
     return None
 
 
@@ -360,7 +383,7 @@ def table(preflight: Preflight) -> str:
     """The prediction in the compiler's own log layout (Operator, Count, Status), then the headline."""
     counts: Dict[Tuple[str, str], int] = {}
     for r in preflight.rows:
-        counts[(r.op, r.status)] = counts.get((r.op, r.status), 0) + 1
+        counts[(r.log_op, r.status)] = counts.get((r.log_op, r.status), 0) + 1
     lines = [f"{'Operator':<31}{'Count':<11}Status"]
     lines += [f"{op:<31}{n:<11}{status}" for (op, status), n in counts.items()]
     # Then why, for each op that is not mapped for a reason of its own (not just "after the fallback").

@@ -1,8 +1,11 @@
-"""`pipeline compile`: the pre-flight report, the compiler call through a test double, and failures.
+"""`pipeline compile`: the pre-flight report, the compiler call, and the check of what it wrote.
 
-The real edgetpu_compiler is not installable here (x86-64 Linux from Coral's apt repository);
-tests/doubles/edgetpu_compiler_double.py stands in for it to test the call, its timeout and its
-failures. `test_real_compiler` runs only where the real one is on PATH.
+The real edgetpu_compiler is not installable here (x86-64 Linux from Coral's apt repository).
+tests/doubles/edgetpu_compiler_double.py stands in for it and only hands back what the real one
+made: for the CPU models in ../shared/reference/coral/ their real compiled twins, for anything else
+a failure. So the runs compiled here hold a reference CPU model as their int8 model, and the tests
+check what the stage derives from the real compiled files. `test_real_compiler` runs only where
+the real compiler is on PATH.
 """
 from __future__ import annotations
 
@@ -10,19 +13,30 @@ import json
 import shutil
 import stat
 import sys
+from collections import Counter
 
 import pytest
 
+from edge.tflite_file import cpu_ops, io_signatures, is_edgetpu_compiled, read_model
+from pipeline import manifest as manifest_mod
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.host
 DOUBLE = REPO / "tests" / "doubles" / "edgetpu_compiler_double.py"
+REFERENCE = REPO.parent / "shared" / "reference" / "coral"
+FULL = "mobilenet_v1_0.25_128_quant"  # the compiler mapped every op (its twin has only the custom op)
+PARTIAL = "deeplabv3_mnv2_dm05_pascal_quant"  # the compiler left ops on the CPU
 
 
-@pytest.fixture
-def run_copy(exported_run, tmp_path):
-    shutil.copytree(exported_run, tmp_path / "run")
-    return tmp_path / "run"
+def reference_run(tmp_path, name, folder="run"):
+    """A run directory whose int8 model is the reference CPU model `name` (copied into tmp_path only)."""
+    run_dir = tmp_path / folder
+    run_dir.mkdir()
+    shutil.copyfile(REFERENCE / f"{name}.tflite", run_dir / "model_int8.tflite")
+    shape = read_model(run_dir / "model_int8.tflite").tensors[read_model(run_dir / "model_int8.tflite").inputs[0]].shape
+    manifest = manifest_mod.new(labels=["background", "other"], model={"image_size": shape[1]})
+    manifest_mod.record_artifact(manifest, run_dir, "model_int8", run_dir / "model_int8.tflite")
+    manifest_mod.save(run_dir, manifest)
+    return run_dir
 
 
 @pytest.fixture
@@ -35,6 +49,7 @@ def double(tmp_path, monkeypatch):
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     args_file = tmp_path / "args.json"
     monkeypatch.setenv("EDGETPU_DOUBLE_ARGS", str(args_file))
+    monkeypatch.delenv("EDGETPU_DOUBLE_MODE", raising=False)
     return path, args_file
 
 
@@ -51,21 +66,24 @@ def _manifest(run_dir):
 
 
 def _assert_nothing_compiled(run_dir):
-    assert not list(run_dir.glob("*_edgetpu.tflite*"))
+    assert not list(run_dir.glob("*_edgetpu.tflite*")) and not list(run_dir.glob("*_edgetpu.log"))
     assert not [k for k in _manifest(run_dir)["artifacts"] if k.startswith("model_int8_edgetpu")]
     assert not list(run_dir.glob(".compile-*"))
 
 
-def test_check_only_writes_the_prediction(run_copy):
+def test_check_only_writes_the_prediction(tmp_path):
+    run_copy = reference_run(tmp_path, FULL)
     result = _compile(run_copy, "--check-only", "--require-full-mapping")
     assert result.exit_code == 0, result.output
-    assert "Operator" in result.output and "ops predicted on the Edge TPU (100%)" in result.output
+    assert "Operator" in result.stderr and "ops predicted on the Edge TPU (100%)" in result.stderr
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["preflight"]["ops_on_cpu"] == 0 and report["compiler"] is None
+    assert report["preflight"]["total_ops"] == len(read_model(REFERENCE / f"{FULL}.tflite").ops)
     assert _manifest(run_copy)["artifacts"]["edgetpu_report"]["path"] == "edgetpu.json"
 
 
-def test_compiler_missing_says_what_it_knows_and_how_to_get_it(run_copy, tmp_path):
+def test_compiler_missing_says_what_it_knows_and_how_to_get_it(tmp_path):
+    run_copy = reference_run(tmp_path, FULL)
     result = _compile(run_copy, env={"PATH": str(tmp_path / "empty")})
     assert result.exit_code == 2
     assert "edgetpu_compiler not found" in result.output
@@ -74,95 +92,146 @@ def test_compiler_missing_says_what_it_knows_and_how_to_get_it(run_copy, tmp_pat
     _assert_nothing_compiled(run_copy)
 
 
-def test_successful_compile_is_recorded(run_copy, double, monkeypatch):
+def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
+    run_copy = reference_run(tmp_path, FULL)
     compiler, args_file = double
-    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
     result = _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "14", "--search-delegate",
-                      "--delegate-search-step", "3")
+                      "--delegate-search-step", "3", "--require-full-mapping")
     assert result.exit_code == 0, result.output
     args = json.loads(args_file.read_text())
     assert args[:2] == ["-s", "-o"] and args[args.index("-t") + 1] == "180"
     assert args[args.index("-m") + 1] == "14" and "-d" in args and args[args.index("-k") + 1] == "3"
-    from pipeline import manifest as manifest_mod
-
     manifest = manifest_mod.load(run_copy)
     model = manifest_mod.artifact_path(manifest, run_copy, "model_int8_edgetpu")  # sha256 checked
     assert model.name == "model_int8_edgetpu.tflite"
+    assert model.read_bytes() == (REFERENCE / f"{FULL}_edgetpu.tflite").read_bytes()
+    assert is_edgetpu_compiled(read_model(model))
     assert manifest["artifacts"]["model_int8_edgetpu"]["compiled_from"] == manifest["artifacts"]["model_int8"]["sha256"]
     sidecar = json.loads((run_copy / "model_int8_edgetpu.tflite.json").read_text())
     assert sidecar["sha256"] == manifest["artifacts"]["model_int8_edgetpu"]["sha256"]
     assert sidecar["schema_version"] == 1 and sidecar["model"] == "model_int8_edgetpu.tflite"
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == manifest["model"]["image_size"]
-    assert sidecar["input"] == manifest["artifacts"]["model_int8"]["input"]
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["compiler"]["version"] == "16.0.384591198"
-    assert report["compiler"]["ops_on_edgetpu"] == 12 and report["compiler"]["on_chip_used"] == 42752
-    assert report["disagreements"] == []  # the double reports what the pre-flight predicts
+    assert report["compiled"][0]["cpu_ops"] == [] and report["compiled"][0]["log_table_read"]
+    assert report["disagreements"] == []
 
 
-def test_disagreement_is_visible_and_full_mapping_can_be_required(run_copy, double, monkeypatch):
+def test_partial_mapping_is_read_from_the_compiled_file(tmp_path, double):
+    run_copy = reference_run(tmp_path, PARTIAL)
     compiler, _ = double
-    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "partial")
-    result = _compile(run_copy, "--compiler", compiler, "--require-full-mapping")
-    assert result.exit_code == 1
-    assert "pre-flight and compiler disagree: MUL 'Operation not supported': predicted 0, compiler 1" in result.output
-    assert "--require-full-mapping" in result.output
+    result = _compile(run_copy, "--compiler", compiler)
+    assert result.exit_code == 0, result.output
     report = json.loads((run_copy / "edgetpu.json").read_text())
-    assert report["disagreements"]
+    twin_cpu = [op.name for op in cpu_ops(read_model(REFERENCE / f"{PARTIAL}_edgetpu.tflite"))]
+    assert len(twin_cpu) > 0 and report["compiled"][0]["cpu_ops"] == twin_cpu
+    predicted = Counter(r["op"] for r in report["preflight"]["ops"] if not r["on_edgetpu"])
+    assert report["disagreements"] == [] and predicted == Counter(twin_cpu)
+    # Full mapping required: the same compile is refused, and nothing is installed.
+    shutil.rmtree(run_copy)
+    run_copy = reference_run(tmp_path, PARTIAL)
+    result = _compile(run_copy, "--compiler", compiler, "--require-full-mapping")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"keeps {len(twin_cpu)} op(s) on the CPU" in result.output
+    _assert_nothing_compiled(run_copy)
 
 
 @pytest.mark.parametrize("mode, message", [
-    ("invalid", "op CONV_2D version 6 is too new"),
-    ("silent", "compilation failed (the compiler gave no reason)"),
+    ("unchanged", "without an edgetpu-custom-op: it is not an Edge TPU model"),
+    ("mixup", "expected the source model's"),
 ])
-def test_failing_compiler_leaves_the_run_as_it_was(run_copy, double, monkeypatch, mode, message):
+def test_output_that_is_not_the_compiled_model_is_refused(tmp_path, double, monkeypatch, mode, message):
+    run_copy = reference_run(tmp_path, FULL)
     compiler, _ = double
     monkeypatch.setenv("EDGETPU_DOUBLE_MODE", mode)
     before = (run_copy / "manifest.json").read_bytes()
     result = _compile(run_copy, "--compiler", compiler)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert message in result.output and "Traceback" not in result.output
+    _assert_nothing_compiled(run_copy)
+    assert (run_copy / "manifest.json").read_bytes() == before and not (run_copy / "edgetpu.json").exists()
+
+
+def test_output_needing_a_newer_runtime_than_asked_is_refused(tmp_path, double):
+    # Google's compiled MobileNet carries a package that needs runtime 12: fine for -m 12, not for -m 11.
+    compiler, _ = double
+    run_copy = reference_run(tmp_path, FULL)
+    result = _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "11")
+    assert result.exit_code == 1 and "needs Edge TPU runtime 12, newer than --min-runtime-version 11" in result.output
+    _assert_nothing_compiled(run_copy)
+    assert _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "12").exit_code == 0
+    assert json.loads((run_copy / "edgetpu.json").read_text())["compiled"][0]["min_runtime_version"] == 12
+
+
+def test_unreadable_log_never_passes_full_mapping(tmp_path, double, monkeypatch):
+    run_copy = reference_run(tmp_path, FULL)
+    compiler, _ = double
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "cut-log")
+    result = _compile(run_copy, "--compiler", compiler, "--require-full-mapping")
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "cannot read the op counts" in result.output and "model_int8_edgetpu.log" in result.output
+    _assert_nothing_compiled(run_copy)
+    # Without the requirement the same real model is installed; the report says the table was not read.
+    result = _compile(run_copy, "--compiler", compiler)
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_copy / "edgetpu.json").read_text())["compiled"][0]["log_table_read"] is False
+
+
+def test_model_the_compiler_cannot_compile_leaves_the_run_as_it_was(tmp_path, double):
+    # A CPU model with no real compiled twin: the double fails as the real compiler does without a reason.
+    run_copy = reference_run(tmp_path, "model_invoking_error")
+    compiler, _ = double
+    before = (run_copy / "manifest.json").read_bytes()
+    result = _compile(run_copy, "--compiler", compiler)
     assert result.exit_code == 1
-    assert "edgetpu_compiler" in result.output and message in result.output
+    assert "edgetpu_compiler exited with code 1" in result.output and "Compilation failed!" in result.output
     _assert_nothing_compiled(run_copy)
     assert (run_copy / "manifest.json").read_bytes() == before
     assert not (run_copy / "edgetpu.json").exists()
 
 
-def test_failure_keeps_an_earlier_compiled_model(run_copy, double, monkeypatch):
+def test_failure_keeps_an_earlier_compiled_model(tmp_path, double, monkeypatch):
+    run_copy = reference_run(tmp_path, FULL)
     compiler, _ = double
-    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
     assert _compile(run_copy, "--compiler", compiler).exit_code == 0
     kept = {name: (run_copy / name).read_bytes() for name in
             ("model_int8_edgetpu.tflite", "model_int8_edgetpu.tflite.json", "edgetpu.json", "manifest.json")}
-    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "invalid")
+    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "unchanged")
     result = _compile(run_copy, "--compiler", compiler)
-    assert result.exit_code == 1 and "too new" in result.output
+    assert result.exit_code == 1 and "not an Edge TPU model" in result.output
+    # --check-only afterwards does not replace the compiler's report either.
+    result = _compile(run_copy, "--check-only")
+    assert result.exit_code == 0 and "kept" in result.output
     assert {name: (run_copy / name).read_bytes() for name in kept} == kept  # nothing already written is lost
 
 
-def test_segments_are_each_recorded_in_order(run_copy, double, monkeypatch):
-    compiler, args_file = double
-    monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "success")
-    result = _compile(run_copy, "--compiler", compiler, "--num-segments", "3")
-    assert result.exit_code == 0, result.output
-    args = json.loads(args_file.read_text())
-    assert args[args.index("-n") + 1] == "3"
-    from pipeline import manifest as manifest_mod
+def test_real_segments_chain_and_a_wrong_order_is_refused():
+    from pipeline.compiled_check import check_chain, read_compiled
+    from pipeline.errors import PipelineError
 
-    manifest = manifest_mod.load(run_copy)
-    assert "model_int8_edgetpu" not in manifest["artifacts"]
-    for k in range(3):
-        path = manifest_mod.artifact_path(manifest, run_copy, f"model_int8_edgetpu_segment_{k}")
-        assert path.name == f"model_int8_segment_{k}_of_3_edgetpu.tflite"
-        assert path.read_bytes().endswith(f"segment {k} (test double)".encode())
-        sidecar = json.loads(path.with_name(path.name + ".json").read_text())
-        assert sidecar["model"] == path.name and sidecar["labels"] == manifest["labels"]
-    # A later single-model compile replaces the segments rather than leaving them beside it.
-    assert _compile(run_copy, "--compiler", compiler).exit_code == 0
-    keys = [k for k in _manifest(run_copy)["artifacts"] if k.startswith("model_int8_edgetpu")]
-    assert keys == ["model_int8_edgetpu"] and not list(run_copy.glob("*_segment_*"))
+    segments = [read_compiled(REFERENCE / f"ssd_mobilenet_v1_coco_quant_postprocess_segment_{k}_of_2_edgetpu.tflite")
+                for k in range(2)]
+    first_inputs, _ = io_signatures(read_model(REFERENCE / "ssd_mobilenet_v1_coco_quant_postprocess_segment_0_of_2_edgetpu.tflite"))
+    check_chain(segments, first_inputs)  # Google's own two segments chain
+    assert segments[0].cpu_ops == [] and "TFLite_Detection_PostProcess" in segments[1].cpu_ops
+    with pytest.raises(PipelineError, match="segment 0 .* needs input"):
+        check_chain(list(reversed(segments)), first_inputs)
+    other = read_compiled(REFERENCE / f"{FULL}_edgetpu.tflite")
+    with pytest.raises(PipelineError, match="do not chain"):
+        check_chain([segments[0], other], first_inputs)
 
 
-def test_compiler_timing_out_is_killed(run_copy, double, monkeypatch):
+def test_segment_order_is_numeric():
+    from pathlib import Path
+
+    from pipeline.compile import _segment_number
+
+    names = [f"m_segment_{k}_of_12_edgetpu.tflite" for k in (10, 2, 0, 11, 1)]
+    assert [_segment_number(Path(n)) for n in sorted(names, key=lambda n: _segment_number(Path(n)))] == [0, 1, 2, 10, 11]
+
+
+def test_compiler_timing_out_is_killed(tmp_path, double, monkeypatch):
+    run_copy = reference_run(tmp_path, FULL)
     compiler, _ = double
     monkeypatch.setenv("EDGETPU_DOUBLE_MODE", "hang")
     result = _compile(run_copy, "--compiler", compiler, "--timeout", "1")
@@ -171,20 +240,50 @@ def test_compiler_timing_out_is_killed(run_copy, double, monkeypatch):
     _assert_nothing_compiled(run_copy)
 
 
-def test_compiler_that_is_not_executable(run_copy, tmp_path):
+def test_compiler_that_is_not_executable(tmp_path):
+    run_copy = reference_run(tmp_path, FULL)
     fake = tmp_path / "edgetpu_compiler"
     fake.write_text("not a program")
     result = _compile(run_copy, "--compiler", fake)
     assert result.exit_code == 1 and "is not an executable file" in result.output
 
 
-def test_changed_int8_model_is_refused(run_copy):
+def test_changed_int8_model_is_refused(tmp_path):
+    run_copy = reference_run(tmp_path, FULL)
     with open(run_copy / "model_int8.tflite", "ab") as f:
         f.write(b"\0")
     result = _compile(run_copy, "--check-only")
     assert result.exit_code == 1 and "changed after it was recorded" in result.output
 
 
+def test_bare_file_full_compile_is_refused_and_check_only_writes_nothing(tmp_path):
+    model = tmp_path / "m.tflite"
+    shutil.copyfile(REFERENCE / f"{FULL}.tflite", model)
+    result = _compile(model)
+    assert result.exit_code == 1 and "needs a run directory" in result.output and "--check-only" in result.output
+    result = _compile(model, "--check-only", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["total_ops"] == len(read_model(model).ops)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.tflite"]
+
+
+@pytest.mark.parametrize("content, message", [(b"not a model", "not a TFLite model"), (None, "does not exist")])
+def test_bad_bare_file_is_refused_without_traceback(tmp_path, content, message):
+    model = tmp_path / "m.tflite"
+    if content is not None:
+        model.write_bytes(content)
+    result = _compile(model, "--check-only", "--json")
+    assert result.exit_code == 1 and message in result.stderr and result.stdout == ""
+    assert isinstance(result.exception, SystemExit)
+
+
+@pytest.fixture
+def run_copy(exported_run, tmp_path):
+    shutil.copytree(exported_run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.mark.host
 @pytest.mark.compiler
 def test_real_compiler(run_copy):
     result = _compile(run_copy)
@@ -201,6 +300,7 @@ def test_real_compiler(run_copy):
 BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "xception": (71, ())}
 
 
+@pytest.mark.host
 @pytest.mark.parametrize("name", sorted(BUILT_IN))
 def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     """Through the real stages: train (one epoch on a small folder), export --int8, compile --check-only."""
@@ -218,3 +318,19 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     assert result.exit_code == 0, result.output
     prediction = preflight.analyze(run_dir / "model_int8.tflite")
     assert prediction.fully_mapped, preflight.table(prediction)
+
+
+def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():
+    from pipeline import compiler_log, preflight
+    from pipeline.compile import disagreements
+    from pipeline.compiled_check import read_compiled
+
+    prediction = preflight.analyze(REFERENCE / f"{PARTIAL}.tflite")
+    twin = [read_compiled(REFERENCE / f"{PARTIAL}_edgetpu.tflite")]
+    console = "Model compiled successfully in 9 ms.\nNumber of operations that will run on CPU: {}\n"
+    assert disagreements(prediction, compiler_log.parse(console.format(8)), twin) == []
+    lines = disagreements(prediction, compiler_log.parse(console.format(3)), twin)
+    assert lines == ["the compiler's output says 3 op(s) on the CPU, the compiled file(s) keep 8"]
+    # A prediction that maps everything disagrees with the real file, op by op.
+    full = prediction._replace(rows=[r._replace(on_edgetpu=True, status=preflight.rules.MAPPED) for r in prediction.rows])
+    assert "ARG_MAX on the CPU: predicted 0, compiled file 1" in disagreements(full, compiler_log.parse(console.format(8)), twin)

@@ -183,3 +183,10 @@ def test_table_rows_split_on_two_or_more_spaces():
     rows = parse_operator_table("Operator                       Count      Status\n\n"
                                 "RESIZE_NEAREST_NEIGHBOR        12         Mapped to Edge TPU\n")
     assert rows[0] == ("RESIZE_NEAREST_NEIGHBOR", 12, "Mapped to Edge TPU")
+
+
+def test_log_cut_before_its_table_gives_no_counts():
+    # Missing data stays missing (None), never 0 ops on the CPU: --require-full-mapping relies on it.
+    out = parse("", "Edge TPU Compiler version 16.0.384591198\nInput: m.tflite\nOutput: m_edgetpu.tflite\n\n")
+    assert out.operators == [] and out.ops_on_cpu is None and out.ops_on_edgetpu is None
+    assert parse_operator_table("Operator                       Count      Status\n\n") == []

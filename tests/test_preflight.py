@@ -1,13 +1,96 @@
 """Edge TPU pre-flight: each rule flags what it should, with the compiler's status and a reason."""
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
 
+from edge.tflite_file import cpu_ops, read_model
 from pipeline import edgetpu_rules as rules
 from pipeline.preflight import analyze, check_op, model_fatal, table
 from tests.helpers import REPO, int8_tflite
 
 FIXTURES = REPO / "tests" / "fixtures"
+REFERENCE = REPO.parent / "shared" / "reference" / "coral"
+# Every CPU model in the reference folder that has a compiled twin beside it (found, not listed here).
+PAIRS = sorted(t.name[:-len("_edgetpu.tflite")] for t in REFERENCE.glob("*_edgetpu.tflite")
+               if (REFERENCE / t.name.replace("_edgetpu.tflite", ".tflite")).is_file())
+STATUSES = {rules.MAPPED, rules.MORE_THAN_ONE_SUBGRAPH, rules.NOT_SUPPORTED, rules.VERSION_NOT_SUPPORTED,
+            rules.UNSUPPORTED_DTYPE, rules.OTHER_LIMITATION, rules.UNSUPPORTED_RANK, rules.STRIDED_SLICE_STRIDES,
+            rules.NOT_CONSTANT}
+
+
+def _check_only_json(model):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["compile", str(model), "--check-only", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_reference_pairs_are_there():
+    # The README of the reference folder lists five pairs; fewer found means the tests below check less.
+    assert len(PAIRS) >= 5, PAIRS
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_prediction_lists_exactly_what_the_real_compiler_left_on_the_cpu(name):
+    """Ground truth: the ops Google's compiler left outside edgetpu-custom-op in the compiled twin."""
+    expected = Counter(op.name for op in cpu_ops(read_model(REFERENCE / f"{name}_edgetpu.tflite")))
+    report = _check_only_json(REFERENCE / f"{name}.tflite")
+    assert len(report["ops"]) == len(read_model(REFERENCE / f"{name}.tflite").ops)
+    assert Counter(o["op"] for o in report["ops"] if not o["on_edgetpu"]) == expected
+    for o in report["ops"]:  # each op says why, in the compiler's own status words
+        assert o["status"] in STATUSES and (o["on_edgetpu"] == (o["status"] == rules.MAPPED))
+        assert o["on_edgetpu"] or o["reason"]
+    fallback = report["first_fallback"]
+    assert (fallback is None) == (not expected)
+    if fallback:
+        assert fallback["op"] in expected and fallback["status"] != rules.MORE_THAN_ONE_SUBGRAPH and fallback["reason"]
+
+
+def test_ops_downstream_of_a_cpu_op_stay_on_the_cpu_and_say_so():
+    # deeplab's compiled twin: what reads the CPU resize's output is on the CPU too, ARG_MAX for its own reason.
+    twin = read_model(REFERENCE / "deeplabv3_mnv2_dm05_pascal_quant_edgetpu.tflite")
+    result = analyze(REFERENCE / "deeplabv3_mnv2_dm05_pascal_quant.tflite")
+    off = [r for r in result.rows if not r.on_edgetpu]
+    assert [r.op for r in off] == [op.name for op in cpu_ops(twin)]  # same ops, same order
+    assert result.first_fallback == off[0] and "1x1" in off[0].reason
+    assert {r.status for r in off[1:-1]} == {rules.MORE_THAN_ONE_SUBGRAPH}
+    assert off[-1].op == "ARG_MAX" and off[-1].status == rules.NOT_SUPPORTED
+    assert "reads the output of op" in off[1].reason
+
+
+def test_lstm_maps_with_its_int16_state_at_runtime_14_only():
+    model = REFERENCE / "keras_lstm_mnist_ptq.tflite"
+    assert analyze(model).fully_mapped  # what the compiled twin shows: edgetpu-custom-op only
+    lstm = next(r for r in analyze(model, runtime=13).rows if r.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert lstm.status == rules.NOT_SUPPORTED and "runtime 14+" in lstm.reason
+    info = read_model(model)
+    state = [info.tensor(i) for op in info.ops for i in op.inputs if i >= 0 and info.tensor(i).is_variable]
+    assert {t.dtype for t in state} == {"int8", "int16"}  # the int16 cell state is what the old rule refused
+
+
+def test_custom_op_is_logged_as_custom_and_left_on_the_cpu():
+    result = analyze(REFERENCE / "posenet_mobilenet_v1_075_353_481_quant_decoder.tflite")
+    decoder = [r for r in result.rows if not r.on_edgetpu]
+    assert len(decoder) == 1 and decoder[0].custom and decoder[0].log_op == "CUSTOM"
+    assert decoder[0].status == rules.UNSUPPORTED_DTYPE and "float32" in decoder[0].reason
+    assert "CUSTOM" in table(result)
+
+
+def test_json_goes_to_stdout_and_messages_to_stderr():
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["compile", str(FIXTURES / "tiny_int8.tflite"), "--check-only", "--json"])
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)  # one JSON object and nothing else
+    assert report["ops_on_cpu"] == 0 and "pre-flight:" in result.stderr and "pre-flight:" not in result.stdout
 
 
 def test_float_model_is_flagged_as_unsupported_data_type():
@@ -86,7 +169,8 @@ def test_each_version_limit_is_fatal_even_for_ops_outside_the_table(name, versio
     info = read_model(data)
     op = info.ops[1]._replace(name=name, version=version)
     assert check_op(op, info, data)[0] == rules.VERSION_NOT_SUPPORTED
-    assert check_op(op._replace(version=limit), info, data) != (rules.VERSION_NOT_SUPPORTED,)
+    at_limit = check_op(op._replace(version=limit), info, data)
+    assert at_limit is None or at_limit[0] != rules.VERSION_NOT_SUPPORTED  # the limit itself still parses
     fatal = model_fatal(info._replace(ops=[info.ops[0], op] + info.ops[2:]))
     assert f"{name} v{version}" in fatal and f"up to v{limit}" in fatal
 
@@ -196,13 +280,30 @@ def test_batch_8_is_flagged_by_the_rank_rule():
     assert result.first_fallback.status == rules.UNSUPPORTED_RANK and "[8, 16, 16" in result.first_fallback.reason
 
 
-@pytest.mark.host
 def test_pooling_with_fused_activation_is_flagged():
-    # A ReLU right after pooling is fused into the pool op by the converter.
-    pool_relu = keras.Sequential([keras.layers.AveragePooling2D(2), keras.layers.ReLU()])
-    result = analyze(int8_tflite(_cnn(pool_relu), 16))
-    pool = [r for r in result.rows if r.op == "AVERAGE_POOL_2D"]
-    if "fused" in pool[0].reason:
-        assert pool[0].status == rules.OTHER_LIMITATION
-    else:  # the converter kept the ReLU separate: then both map
-        assert pool[0].on_edgetpu
+    # A real AVERAGE_POOL_2D (Google's MobileNet), once as written and once with a fused RELU.
+    data = (REFERENCE / "mobilenet_v1_0.25_128_quant.tflite").read_bytes()
+    info = read_model(data)
+    pool = next(op for op in info.ops if op.name == "AVERAGE_POOL_2D")
+    assert pool.options["fused_activation_function"] == "NONE" and check_op(pool, info, data) is None
+    fused = pool._replace(options=dict(pool.options, fused_activation_function="RELU"))
+    status, reason = check_op(fused, info, data)
+    assert status == rules.OTHER_LIMITATION and "fused RELU" in reason
+
+
+@pytest.mark.host
+def test_unsupported_op_on_one_branch_leaves_the_other_branch_mapped():
+    # Two heads on one trunk: LEAKY_RELU (not supported) on one, a convolution on the other.
+    inputs = keras.Input((16, 16, 3))
+    trunk = keras.layers.Conv2D(8, 3, padding="same")(keras.layers.Rescaling(1 / 127.5, offset=-1)(inputs))
+    leaky = keras.layers.Conv2D(4, 1)(keras.layers.LeakyReLU(0.1)(trunk))
+    plain = keras.layers.Conv2D(4, 1)(trunk)
+    result = analyze(int8_tflite(keras.Model(inputs, [leaky, plain]), 16))
+    fallback = result.first_fallback
+    assert fallback.op == "LEAKY_RELU" and fallback.status == rules.NOT_SUPPORTED
+    downstream = [r for r in result.rows if "reads the output of op" in r.reason]
+    assert [r.op for r in downstream] == ["CONV_2D", "QUANTIZE"]  # the LEAKY_RELU head, to its output
+    assert {r.status for r in downstream} == {rules.MORE_THAN_ONE_SUBGRAPH}
+    # The other head maps although part of it comes after LEAKY_RELU in the file: not file order.
+    later_mapped = [r for r in result.rows if r.index > fallback.index and r.on_edgetpu]
+    assert later_mapped and result.ops_on_cpu == 3

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, ModelInfo, OpInfo, TensorInfo, is_edgetpu_compiled,
-                              op_counts, read_model)
+from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, ModelInfo, OpInfo, TensorInfo, cpu_ops,
+                              edgetpu_min_runtime_versions, io_signatures, is_edgetpu_compiled, op_counts, read_model)
 from tests.helpers import REPO, int8_tflite
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -47,6 +47,46 @@ def test_edgetpu_custom_op_is_recognised():
     assert is_edgetpu_compiled(compiled)
     assert any(op.name == EDGETPU_CUSTOM_OP for op in compiled.ops)
     assert not is_edgetpu_compiled(read_model(FIXTURES / "tiny_int8.tflite"))
+
+
+REFERENCE = REPO.parent / "shared" / "reference" / "coral"
+
+
+def test_compiled_model_cpu_ops_and_custom_codes_from_a_real_compiled_file():
+    # Google's compiled PoseNet: the Edge TPU op, then the decoder custom op it left on the CPU.
+    info = read_model(REFERENCE / "posenet_mobilenet_v1_075_353_481_quant_decoder_edgetpu.tflite")
+    assert [op.name for op in info.ops] == [EDGETPU_CUSTOM_OP, "PosenetDecoderOp"]
+    assert all(op.is_custom for op in info.ops)
+    assert [op.name for op in cpu_ops(info)] == ["PosenetDecoderOp"]
+    assert not any(op.is_custom for op in read_model(FIXTURES / "tiny_int8.tflite").ops)
+
+
+def test_edgetpu_package_min_runtime_version():
+    # Every compiled twin Google made carries a DWN1 package; libedgetpu's oldest valid runtime is 10.
+    twins = sorted(REFERENCE.glob("*_edgetpu.tflite"))
+    assert len(twins) >= 5
+    for twin in twins:
+        versions = edgetpu_min_runtime_versions(twin)
+        assert len(versions) == sum(op.name == EDGETPU_CUSTOM_OP for op in read_model(twin).ops) == 1
+        assert 10 <= versions[0] <= 16
+    # The project's own fixture names its op edgetpu-custom-op but holds no package: not a compiled model.
+    with pytest.raises(ModelFileError, match="no readable Edge TPU package"):
+        edgetpu_min_runtime_versions(FIXTURES / "tiny_edgetpu.tflite")
+    assert edgetpu_min_runtime_versions(FIXTURES / "tiny_int8.tflite") == []
+
+
+def test_variable_tensors_are_read():
+    # TFLite's int8 LSTM keeps its state in two variable tensors: int8 output state, int16 cell state.
+    info = read_model(REFERENCE / "keras_lstm_mnist_ptq.tflite")
+    assert sorted(t.dtype for t in info.tensors if t.is_variable) == ["int16", "int8"]
+    assert not any(t.is_variable for t in read_model(FIXTURES / "tiny_int8.tflite").tensors)
+
+
+def test_io_signatures_carry_dtype_shape_and_quantization():
+    inputs, outputs = io_signatures(read_model(REFERENCE / "mobilenet_v1_0.25_128_quant.tflite"))
+    # The reference README: uint8 input, scale 0.0078125 and zero point 128; 1001 classes.
+    assert [(s.dtype, s.shape, s.scales, s.zero_points) for s in inputs] == [("uint8", (1, 128, 128, 3), (0.0078125,), (128,))]
+    assert outputs[0].shape == (1, 1001) and "uint8 [1, 1001]" in outputs[0].describe()
 
 
 @pytest.mark.parametrize("damage, expected", [
