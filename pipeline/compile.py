@@ -80,6 +80,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
         _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
         return CompileResult(prediction, path, [], None)
 
+    manifest_mod.contract(manifest)  # the compiled model's sidecar needs it: refuse before compiling, not after
     compiler = _find_compiler(config, prediction)
     command = [compiler] + _arguments(config, Path("OUT"), Path(model.name))
     with tempfile.TemporaryDirectory(prefix=".compile-", dir=run_dir) as scratch:
@@ -272,7 +273,7 @@ def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: L
         os.replace(produced, final)
         manifest_mod.record_artifact(manifest, run_dir, key, final,
                                              compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
-        facts = {"image_size": manifest["model"]["image_size"]}
+        facts = {"image_size": manifest["model"]["image_size"], "preprocessing": manifest_mod.contract(manifest)}
         if "input" in manifest["artifacts"]["model_int8"]:  # the device quantizes pixels with it
             facts["input"] = manifest["artifacts"]["model_int8"]["input"]
         write_sidecar(final, labels=manifest["labels"], **facts)

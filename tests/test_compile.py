@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from edge.preprocess import PYCORAL_DEFAULT, contract
 from edge.tflite_file import cpu_ops, io_signatures, is_edgetpu_compiled, read_model
 from pipeline import manifest as manifest_mod
 from tests.helpers import REPO
@@ -33,7 +34,8 @@ def reference_run(tmp_path, name, folder="run"):
     run_dir.mkdir()
     shutil.copyfile(REFERENCE / f"{name}.tflite", run_dir / "model_int8.tflite")
     shape = read_model(run_dir / "model_int8.tflite").tensors[read_model(run_dir / "model_int8.tflite").inputs[0]].shape
-    manifest = manifest_mod.new(labels=["background", "other"], model={"image_size": shape[1]})
+    manifest = manifest_mod.new(labels=["background", "other"], model={"image_size": shape[1]},
+                                preprocessing=contract(PYCORAL_DEFAULT))  # how Coral feeds its models
     manifest_mod.record_artifact(manifest, run_dir, "model_int8", run_dir / "model_int8.tflite")
     manifest_mod.save(run_dir, manifest)
     return run_dir
@@ -111,6 +113,7 @@ def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
     assert sidecar["sha256"] == manifest["artifacts"]["model_int8_edgetpu"]["sha256"]
     assert sidecar["schema_version"] == 1 and sidecar["model"] == "model_int8_edgetpu.tflite"
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == manifest["model"]["image_size"]
+    assert sidecar["preprocessing"] == manifest["preprocessing"]  # the device feeds the compiled model by the same contract
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["compiler"]["version"] == "16.0.384591198"
     assert report["compiled"][0]["cpu_ops"] == [] and report["compiled"][0]["log_table_read"]
