@@ -107,3 +107,9 @@ def int8_tflite(model, image_size: int, batch=1, io_type=None) -> bytes:
     converter.inference_input_type = io_type
     converter.inference_output_type = io_type
     return converter.convert()
+
+
+def tree_snapshot(root: Path) -> dict:
+    """Every file and folder under root (hidden ones too) with its bytes, to assert "byte for byte unchanged"."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}

@@ -8,11 +8,10 @@ import pytest
 
 from pipeline import files
 from pipeline.files import replacing, staged_path
+from tests.helpers import tree_snapshot
 
 
-def snapshot(root: Path) -> dict:
-    """Every file and folder under root (hidden ones too) with its bytes: 'byte for byte unchanged'."""
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+snapshot = tree_snapshot
 
 
 def _fail_on_call(monkeypatch, module, n: int):
