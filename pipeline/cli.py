@@ -156,8 +156,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
 
 @main.command("run")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
-@click.option("--data", "data_spec", default="digits", show_default=True, help="data spec (see `pipeline train --help`)")
-@click.option("--model", default="small_cnn", show_default=True, help="registry model")
+@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits, or the reused run's")
+@click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
 @click.option("--max-drop", type=float, default=1.0, show_default=True, help="parity gate: allowed top-1 drop, pp")
