@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Tuple, Union
 
 from edge.errors import ModelCheckError
 
@@ -223,6 +223,16 @@ def _parse(data: bytes) -> ModelInfo:
 def is_edgetpu_compiled(info: ModelInfo) -> bool:
     """True when any op is the Edge TPU's custom op, i.e. edgetpu_compiler has run on the model."""
     return any(op.name == EDGETPU_CUSTOM_OP for op in info.ops)
+
+
+def dynamic_tensors(info: ModelInfo) -> List[TensorInfo]:
+    """Tensors with a dynamic dimension (-1 in the shape signature): what the Edge TPU and its compiler refuse."""
+    return [t for t in info.tensors if any(d < 0 for d in t.shape_signature)]
+
+
+def ops_over_version(info: ModelInfo, limits: Mapping[str, int]) -> List[Tuple[OpInfo, int]]:
+    """(op, its limit) for each op whose version is above `limits[op.name]`; ops without a limit pass."""
+    return [(op, limits[op.name]) for op in info.ops if op.name in limits and op.version > limits[op.name]]
 
 
 def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:

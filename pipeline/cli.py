@@ -16,17 +16,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import click
 
+from edge.errors import EdgeError
 from pipeline.errors import PipelineError
 
 
 def reports_errors(command):
-    """Turn a PipelineError into its message on stderr and its exit code (no traceback)."""
+    """Turn a PipelineError or EdgeError into its message on stderr and its exit code (no traceback)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except PipelineError as err:
+        except (PipelineError, EdgeError) as err:  # stages read models with edge/'s reader, which raises EdgeErrors
             click.echo(f"error: {err}", err=True)
             sys.exit(err.exit_code)
 

@@ -182,3 +182,15 @@ def test_a_missing_tflite_package_is_not_called_damage(monkeypatch):
     with pytest.raises(BackendUnavailable, match="cannot check m.tflite: .*`tflite` package.*pip install") as err:
         check_model((FIXTURES / "tiny_int8.tflite").read_bytes(), name="m.tflite")
     assert "damaged" not in str(err.value)
+
+
+@pytest.mark.host
+def test_dynamic_tensors_and_ops_over_a_version_limit(converted):
+    from edge.tflite_file import dynamic_tensors, ops_over_version
+
+    static, dynamic = (read_model(m) for m in converted)
+    assert dynamic_tensors(static) == []
+    assert dynamic.inputs[0] in [t.index for t in dynamic_tensors(dynamic)]
+    conv_version = next(op.version for op in static.ops if op.name == "CONV_2D")
+    over = ops_over_version(static, {"CONV_2D": conv_version - 1, "FULLY_CONNECTED": 99})
+    assert [(op.name, limit) for op, limit in over] == [("CONV_2D", conv_version - 1)] * 2
