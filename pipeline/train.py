@@ -179,20 +179,26 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             _check_resumable(state_dir, config)
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
-        model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
-                              _eval_steps(heldout_count, config.batch_size), state_dir)
+        with strategy_mod.peer_failures_explained(chosen, run_dir):
+            model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+                                  _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
         # is left as it was); a run that completed one keeps its state to resume from.
-        if not (state_dir / "history.json").exists():
+        if not chosen.is_chief:
+            # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
+            for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+                _remove_if_empty(path)
+        elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
         raise
 
-    metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
+    with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
+        metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
     print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
     if not chosen.is_chief:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
             _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
         for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
             _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
@@ -235,7 +241,8 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
-    _write_run(run_dir, model, train_source.labels, history, record)
+    with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
+        _write_run(run_dir, model, train_source.labels, history, record)
     shutil.rmtree(state_dir, ignore_errors=True)
     return run_dir
 
