@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
@@ -113,3 +114,10 @@ def tree_snapshot(root: Path) -> dict:
     """Every file and folder under root (hidden ones too) with its bytes, to assert "byte for byte unchanged"."""
     root = Path(root)
     return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def start_worker(index: int, workers: List[str], args: List[str]) -> subprocess.Popen:
+    """`python -m pipeline ARGS` as MultiWorkerMirroredStrategy worker `index` of `workers` (host:port list)."""
+    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=quiet_env(TF_CONFIG=tf_config))

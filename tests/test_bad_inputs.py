@@ -7,7 +7,6 @@ One tiny exported run (conftest's `exported_run`) serves every later-stage case,
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,15 +36,6 @@ def assert_refused(result: subprocess.CompletedProcess, *needles: str) -> None:
 
 
 # --- pipeline train: refused before anything is trained or written ---------------------------------
-
-@pytest.fixture
-def user_folder(tmp_path) -> Path:
-    """A RUN folder that already holds a user's file: a refused train must leave it exactly as it was."""
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("keep me")
-    return folder
-
 
 def _config(tmp_path, **values) -> Path:
     path = tmp_path / "train.json"
@@ -81,14 +71,14 @@ TRAIN_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(TRAIN_CASES))
-def test_train_refuses(case, tmp_path, user_folder):
+def test_train_refuses(case, tmp_path, existing_run_dir):
     args, needles = TRAIN_CASES[case]
     extra = [str(a) for a in args(tmp_path)]
     # A config file brings its own data and epochs; otherwise one epoch, so a case that is not refused fails fast.
     fill = [] if "--config" in extra else ["--data", "digits"] + ([] if "--epochs" in extra else ["--epochs", "1"])
-    result = cli(["train", *fill, "--out", str(user_folder), *extra])
+    result = cli(["train", *fill, "--out", str(existing_run_dir), *extra])
     assert_refused(result, *needles)
-    assert tree_snapshot(user_folder) == {"notes.txt": b"keep me"}  # no manifest, no state, nothing else
+    assert tree_snapshot(existing_run_dir) == {"notes.txt": b"keep me"}  # no manifest, no state, nothing else
 
 
 def test_train_into_a_new_folder_leaves_no_folder(tmp_path):
@@ -99,13 +89,6 @@ def test_train_into_a_new_folder_leaves_no_folder(tmp_path):
 
 # --- later stages on an existing run: refused, and the run byte for byte unchanged ----------------
 
-@pytest.fixture
-def run_copy(exported_run, tmp_path) -> Path:
-    dst = tmp_path / "run"
-    shutil.copytree(exported_run, dst)
-    return dst
-
-
 EXPORT_CASES = {
     "two modes": (["--int8", "--float16"], ["got --int8 and --float16; expected at most one mode"]),
     "int8 option without --int8": (["--per-tensor"], ["--per-tensor apply to --int8 only"]),
@@ -115,11 +98,11 @@ EXPORT_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(EXPORT_CASES))
-def test_export_refuses_bad_options(case, run_copy):
+def test_export_refuses_bad_options(case, exported_copy):
     args, needles = EXPORT_CASES[case]
-    before = tree_snapshot(run_copy)
-    assert_refused(cli(["export", str(run_copy), *args]), *needles)
-    assert tree_snapshot(run_copy) == before
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["export", str(exported_copy), *args]), *needles)
+    assert tree_snapshot(exported_copy) == before
 
 
 def test_export_refuses_a_folder_that_is_not_a_run(tmp_path):
@@ -128,31 +111,31 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path):
     assert list((tmp_path / "empty").iterdir()) == []
 
 
-def test_export_refuses_calibration_data_that_is_not_npy(run_copy, tmp_path):
-    before = tree_snapshot(run_copy)
+def test_export_refuses_calibration_data_that_is_not_npy(exported_copy, tmp_path):
+    before = tree_snapshot(exported_copy)
     junk = _junk(tmp_path, "calib.npy", b"not an array\n")
-    assert_refused(cli(["export", str(run_copy), "--int8", "--calibration-data", str(junk)]), "calib.npy is not a .npy array")
-    assert tree_snapshot(run_copy) == before
+    assert_refused(cli(["export", str(exported_copy), "--int8", "--calibration-data", str(junk)]), "calib.npy is not a .npy array")
+    assert tree_snapshot(exported_copy) == before
 
 
-def test_qat_refuses_a_manifest_without_the_global_batch(run_copy):
-    manifest = json.loads((run_copy / "manifest.json").read_text())
+def test_qat_refuses_a_manifest_without_the_global_batch(exported_copy):
+    manifest = json.loads((exported_copy / "manifest.json").read_text())
     del manifest["training"]["global_batch"]
-    (run_copy / "manifest.json").write_text(json.dumps(manifest))
-    before = tree_snapshot(run_copy)
-    result = cli(["export", str(run_copy), "--int8", "--qat-epochs", "1", "--calibration-samples", "10"])
+    (exported_copy / "manifest.json").write_text(json.dumps(manifest))
+    before = tree_snapshot(exported_copy)
+    result = cli(["export", str(exported_copy), "--int8", "--qat-epochs", "1", "--calibration-samples", "10"])
     assert_refused(result, "training.global_batch None", "expected the positive global batch")
-    assert tree_snapshot(run_copy) == before
+    assert tree_snapshot(exported_copy) == before
 
 
 @pytest.mark.parametrize("args, needles", [
     (["--model", "mobilenet_v2"], ["--model mobilenet_v2 (the run has small_cnn)", "choose a new --out"]),
     (["--epochs", "7", "--image-size", "32"], ["--image-size 32 (the run has 16)", "--epochs 7 (the run has 4)"]),
 ], ids=["other model", "other size and epochs"])
-def test_run_refuses_a_trained_run_that_differs_from_what_was_asked(run_copy, args, needles):
-    before = tree_snapshot(run_copy)
-    assert_refused(cli(["run", "--out", str(run_copy), *args]), *needles)
-    assert tree_snapshot(run_copy) == before
+def test_run_refuses_a_trained_run_that_differs_from_what_was_asked(exported_copy, args, needles):
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["run", "--out", str(exported_copy), *args]), *needles)
+    assert tree_snapshot(exported_copy) == before
 
 
 # --- edge bench: bad models and options ------------------------------------------------------------
@@ -166,13 +149,13 @@ def test_bench_text_file(tmp_path):
     assert_refused(edge_cli(["bench", path]), "notes.tflite is damaged or not a valid .tflite", "expected b'TFL3'")
 
 
-def test_bench_truncated_model(run_copy, tmp_path):
-    path = _junk(tmp_path, "cut.tflite", (run_copy / "model_int8.tflite").read_bytes()[:1000])
+def test_bench_truncated_model(exported_copy, tmp_path):
+    path = _junk(tmp_path, "cut.tflite", (exported_copy / "model_int8.tflite").read_bytes()[:1000])
     assert_refused(edge_cli(["bench", path]), "cut.tflite is damaged")
 
 
-def test_bench_model_changed_after_it_was_recorded(run_copy):
-    model = run_copy / "model_int8.tflite"
+def test_bench_model_changed_after_it_was_recorded(exported_copy):
+    model = exported_copy / "model_int8.tflite"
     data = bytearray(model.read_bytes())
     data[-1] ^= 0xFF
     model.write_bytes(bytes(data))
@@ -180,13 +163,13 @@ def test_bench_model_changed_after_it_was_recorded(run_copy):
 
 
 @pytest.mark.parametrize("option", ["--threads", "--runs"])
-def test_bench_zero_of_a_count(run_copy, option):
-    result = edge_cli(["bench", run_copy / "model_int8.tflite", option, "0"])
+def test_bench_zero_of_a_count(exported_copy, option):
+    result = edge_cli(["bench", exported_copy / "model_int8.tflite", option, "0"])
     assert_refused(result, f"Invalid value for '{option}'")
 
 
-def test_bench_edgetpu_on_an_uncompiled_model(run_copy):
-    assert_refused(edge_cli(["bench", run_copy / "model_int8.tflite", "--edgetpu"]), "is not compiled for the Edge TPU")
+def test_bench_edgetpu_on_an_uncompiled_model(exported_copy):
+    assert_refused(edge_cli(["bench", exported_copy / "model_int8.tflite", "--edgetpu"]), "is not compiled for the Edge TPU")
 
 
 def test_bench_compiled_model_without_an_edge_tpu():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,31 +11,24 @@ from tests.helpers import tree_snapshot
 pytestmark = pytest.mark.host
 
 
-@pytest.fixture
-def run_copy(exported_run, tmp_path) -> Path:
-    dst = tmp_path / "run"
-    shutil.copytree(exported_run, dst)
-    return dst
-
-
-def test_failure_while_building_the_sidecar_keeps_the_old_model(run_copy, monkeypatch):
+def test_failure_while_building_the_sidecar_keeps_the_old_model(exported_copy, monkeypatch):
     from pipeline import export
 
-    before = tree_snapshot(run_copy)
+    before = tree_snapshot(exported_copy)
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected: sidecar")
 
     monkeypatch.setattr(export, "sidecar", broken)
     with pytest.raises(RuntimeError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_copy)
-    assert tree_snapshot(run_copy) == before  # the old code unlinked model_float.tflite, which the manifest records
+        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
+    assert tree_snapshot(exported_copy) == before  # the old code unlinked model_float.tflite, which the manifest records
 
 
-def test_failed_rename_of_the_sidecar_restores_the_model(run_copy, monkeypatch):
+def test_failed_rename_of_the_sidecar_restores_the_model(exported_copy, monkeypatch):
     from pipeline import export, files
 
-    before = tree_snapshot(run_copy)
+    before = tree_snapshot(exported_copy)
     real = os.replace
 
     def flaky(src, dst):
@@ -46,15 +38,15 @@ def test_failed_rename_of_the_sidecar_restores_the_model(run_copy, monkeypatch):
 
     monkeypatch.setattr(files.os, "replace", flaky)
     with pytest.raises(OSError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_copy)
-    assert tree_snapshot(run_copy) == before
+        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
+    assert tree_snapshot(exported_copy) == before
 
 
-def test_failure_saving_the_manifest_puts_the_old_int8_files_back(run_copy, monkeypatch):
+def test_failure_saving_the_manifest_puts_the_old_int8_files_back(exported_copy, monkeypatch):
     from pipeline import export
     from pipeline import manifest as manifest_lib
 
-    before = tree_snapshot(run_copy)
+    before = tree_snapshot(exported_copy)
 
     def broken(*args, **kwargs):
         raise OSError(5, "injected: manifest write failed")
@@ -62,5 +54,5 @@ def test_failure_saving_the_manifest_puts_the_old_int8_files_back(run_copy, monk
     monkeypatch.setattr(manifest_lib, "save", broken)
     # Per-tensor gives different bytes from the recorded per-channel model, so a leftover would show.
     with pytest.raises(OSError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, calibration_samples=20), run_copy)
-    assert tree_snapshot(run_copy) == before
+        export.run(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, calibration_samples=20), exported_copy)
+    assert tree_snapshot(exported_copy) == before

@@ -7,13 +7,10 @@ says, and the run finishes.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.helpers import REPO, free_port, quiet_env
+from tests.helpers import free_port, start_worker
 
 pytestmark = pytest.mark.host
 
@@ -21,14 +18,8 @@ EPOCHS = 6
 
 
 def _start_workers(tmp_path, workers):
-    procs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "train", "--data", "digits", "--out", str(tmp_path / "run"),
-             "--epochs", str(EPOCHS), "--image-size", "16"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=quiet_env(TF_CONFIG=tf_config)))
-    return procs
+    args = ["train", "--data", "digits", "--out", str(tmp_path / "run"), "--epochs", str(EPOCHS), "--image-size", "16"]
+    return [start_worker(index, workers, args) for index in range(2)]
 
 
 def test_lost_peer_is_explained_and_a_restart_resumes(tmp_path):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,29 +11,6 @@ import pytest
 from edge import interpreter as interp
 from edge.errors import BackendUnavailable, EdgeTpuUnavailable, ModelLoadError
 from edge_paths import EDGETPU, INT8
-
-
-@pytest.fixture
-def fake_packages(tmp_path: Path, monkeypatch):
-    """Put packages of our making first on sys.path (and forget them and the cached backend afterwards)."""
-    names = ("pycoral", "tflite_runtime")
-
-    def forget():
-        for name in [m for m in sys.modules if m.split(".")[0] in names]:
-            del sys.modules[name]
-
-    def install(files: dict) -> None:
-        for rel, text in files.items():
-            path = tmp_path / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        importlib.invalidate_caches()
-
-    forget()
-    monkeypatch.setattr(interp, "_backend_cache", None)
-    yield install
-    forget()
 
 
 FAKE_TFLITE_RUNTIME = {
