@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from edge.atomic import write_json_atomic
 from edge.errors import IntegrityError
 
 SCHEMA_VERSION = 1
@@ -134,8 +135,4 @@ def write_sidecar(model: Path, labels: Optional[List[str]] = None, **facts: Any)
     if labels is not None:
         obj["labels"] = list(labels)
     obj.update(facts)
-    path = sidecar_path(model)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_json_atomic(sidecar_path(model), obj)

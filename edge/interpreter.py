@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 from pathlib import Path
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -32,6 +33,7 @@ EDGETPU_INSTALL = (
 class Backend(NamedTuple):
     name: str  # one of BACKEND_ORDER
     module: Any  # the module holding Interpreter and load_delegate
+    skipped: Tuple[str, ...] = ()  # why installed backends earlier in the order were not used
 
 
 class LoadedModel(NamedTuple):
@@ -40,9 +42,12 @@ class LoadedModel(NamedTuple):
     info: Any  # edge.tflite_file.ModelInfo of the checked bytes
     backend: str  # which interpreter module runs it
     edgetpu: bool  # True when the Edge TPU delegate is attached
+    notes: Tuple[str, ...] = ()  # what the user should know (an installed backend that was skipped, and why)
 
 
 _backend_cache: Optional[Backend] = None
+# Library code does not print; a warning on this logger reaches stderr through logging's last-resort handler.
+_log = logging.getLogger("edge.interpreter")
 
 
 def _numpy_major() -> int:
@@ -51,15 +56,24 @@ def _numpy_major() -> int:
     return int(numpy.__version__.split(".")[0])
 
 
-def _import_backend(name: str) -> Optional[Backend]:
-    """The backend's interpreter module, or None when it is not installed (or cannot work here)."""
+class _Skipped(NamedTuple):
+    reason: str  # why an installed backend cannot be used here
+
+
+def _import_backend(name: str) -> Union[Backend, _Skipped, None]:
+    """The backend's interpreter module, None when it is not installed, _Skipped when it cannot work here."""
     if name == "tflite_runtime":
         if importlib.util.find_spec("tflite_runtime") is None:
             return None
-        # tflite-runtime 2.14 fails on numpy 2 at model load (DESIGN.md); skipping it here lets a
-        # host with numpy 2 use ai_edge_litert instead of failing on every model.
+        # tflite-runtime 2.14 fails on numpy 2 at model load (DESIGN.md); skipping it lets a host
+        # with numpy 2 use ai_edge_litert, and the reason is kept so the user is told.
         if _numpy_major() >= 2:
-            return None
+            import numpy
+
+            return _Skipped(
+                f"tflite_runtime is installed but skipped: tflite-runtime 2.14 fails with numpy 2 and this is numpy "
+                f"{numpy.__version__}; to use it, `pip install 'numpy<2'`"
+            )
         return Backend(name, importlib.import_module("tflite_runtime.interpreter"))
     if name == "ai_edge_litert":
         if importlib.util.find_spec("ai_edge_litert") is None:
@@ -74,19 +88,30 @@ def _import_backend(name: str) -> Optional[Backend]:
 
 
 def load_backend(order: Sequence[str] = BACKEND_ORDER) -> Backend:
-    """The first importable interpreter module in `order` (cached for the default order)."""
+    """The first usable interpreter module in `order` (cached for the default order).
+
+    An installed backend that cannot work here is skipped with its reason in `Backend.skipped`
+    (and logged once as a warning); when nothing usable is left the reasons are in the error.
+    """
     global _backend_cache
     if tuple(order) == BACKEND_ORDER and _backend_cache is not None:
         return _backend_cache
+    skipped: List[str] = []
     for name in order:
-        backend = _import_backend(name)
-        if backend is not None:
+        found = _import_backend(name)
+        if isinstance(found, _Skipped):
+            skipped.append(found.reason)
+        elif found is not None:
+            backend = found._replace(skipped=tuple(skipped))
+            for reason in skipped:
+                _log.warning("note: %s; using %s", reason, backend.name)
             if tuple(order) == BACKEND_ORDER:
                 _backend_cache = backend
             return backend
     raise BackendUnavailable(
-        f"no TFLite interpreter found (tried {', '.join(order)}); install one: "
-        "`pip install tflite-runtime 'numpy<2'` on a board, or `pip install ai-edge-litert`"
+        f"no TFLite interpreter found (tried {', '.join(order)})"
+        + "".join(f"; {reason}" for reason in skipped)
+        + "; install one: `pip install tflite-runtime 'numpy<2'` on a board, or `pip install ai-edge-litert`"
     )
 
 
@@ -166,30 +191,54 @@ def open_model(
         raise InputError(f"{name} has batch size {_batch_size(info)}, expected 1: the Edge TPU runs batch 1 only; re-export with batch 1")
 
     backend = load_backend()
+    notes = backend.skipped
     if use_tpu:
-        pycoral = _google_pycoral_edgetpu()
-        if pycoral is None and not hasattr(backend.module, "load_delegate"):
-            raise EdgeTpuUnavailable(f"{name} needs the Edge TPU but {backend.name} cannot load delegates; {EDGETPU_INSTALL}")
-        try:
-            if pycoral is not None:
-                interpreter = pycoral.make_interpreter(data, device=device)
-            else:
-                delegate = _edgetpu_delegate(backend, device)
-                interpreter = backend.module.Interpreter(model_content=data, experimental_delegates=[delegate], num_threads=threads)
-            interpreter.allocate_tensors()
-        except EdgeTpuUnavailable as err:
-            reason = "it is compiled for the Edge TPU" if edgetpu is None else "--edgetpu / edgetpu=True asks for it"
-            raise EdgeTpuUnavailable(f"{name} needs the Edge TPU ({reason}), but {err}") from err
-        except (ValueError, RuntimeError, OSError) as err:
-            raise EdgeTpuUnavailable(f"{name} is compiled for the Edge TPU but no Edge TPU could be opened ({err}); {EDGETPU_INSTALL}") from err
-        return LoadedModel(interpreter, path, info, backend.name if pycoral is None else "tflite_runtime", True)
+        interpreter, via = _edgetpu_interpreter(backend, data, name, edgetpu, device, threads)
+        return LoadedModel(interpreter, path, info, via, True, notes)
 
     try:
         interpreter = backend.module.Interpreter(model_content=data, num_threads=threads)
         interpreter.allocate_tensors()
     except (ValueError, RuntimeError, SystemError) as err:
         raise ModelLoadError(f"{backend.name} cannot load {name}: {str(err).strip()}") from err
-    return LoadedModel(interpreter, path, info, backend.name, False)
+    return LoadedModel(interpreter, path, info, backend.name, False, notes)
+
+
+def _edgetpu_interpreter(backend: Backend, data: bytes, name: str, edgetpu: Optional[bool], device: Optional[str],
+                         threads: Optional[int]) -> Tuple[Any, str]:
+    """(allocated interpreter with the Edge TPU delegate, backend name). Two steps, two errors: opening the
+    Edge TPU (EdgeTpuUnavailable) and loading the model on it (ModelLoadError: the model, not the device)."""
+    reason = "it is compiled for the Edge TPU" if edgetpu is None else "--edgetpu / edgetpu=True asks for it"
+    pycoral = _google_pycoral_edgetpu()
+    if pycoral is None and not hasattr(backend.module, "load_delegate"):
+        raise EdgeTpuUnavailable(f"{name} needs the Edge TPU but {backend.name} cannot load delegates; {EDGETPU_INSTALL}")
+    if pycoral is not None and not hasattr(pycoral, "load_edgetpu_delegate") and threads is not None:
+        raise InputError(f"this pycoral's make_interpreter cannot set a thread count; run {name} without --threads")
+    interpreter = None
+    try:
+        if pycoral is None:
+            delegate, interpreter_class, via = _edgetpu_delegate(backend, device), backend.module.Interpreter, backend.name
+        elif hasattr(pycoral, "load_edgetpu_delegate"):
+            # pycoral's make_interpreter takes no thread count; its delegate with tflite_runtime's
+            # Interpreter (which pycoral itself uses) is the same interpreter with num_threads.
+            delegate = pycoral.load_edgetpu_delegate({"device": device} if device else {})
+            interpreter_class, via = importlib.import_module("tflite_runtime.interpreter").Interpreter, "tflite_runtime"
+        else:
+            interpreter, via = pycoral.make_interpreter(data, device=device), "tflite_runtime"  # loads the delegate
+    except EdgeTpuUnavailable as err:
+        raise EdgeTpuUnavailable(f"{name} needs the Edge TPU ({reason}), but {err}") from err
+    except (ValueError, RuntimeError, OSError, ImportError) as err:
+        raise EdgeTpuUnavailable(f"{name} is compiled for the Edge TPU but no Edge TPU could be opened ({err}); {EDGETPU_INSTALL}") from err
+    try:
+        if interpreter is None:
+            interpreter = interpreter_class(model_content=data, experimental_delegates=[delegate], num_threads=threads)
+        interpreter.allocate_tensors()
+    except (ValueError, RuntimeError, SystemError) as err:
+        raise ModelLoadError(
+            f"the Edge TPU runtime is there, but {name} failed to load on it: {str(err).strip()}; the model is at fault "
+            "(compiled for a newer Edge TPU runtime than this one, or not a model edgetpu_compiler wrote), not the device"
+        ) from err
+    return interpreter, via
 
 
 def make_interpreter(

@@ -18,7 +18,7 @@ import math
 import struct
 from typing import Any, List, Optional
 
-from edge.errors import ModelCheckError
+from edge.errors import BackendUnavailable, ModelCheckError
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -279,11 +279,13 @@ def _check_tensor(r: _Reader, tensor: _Table, at: str, buffer_sizes: List[int]) 
 
 def check_model(data: bytes, name: str = "model") -> Any:
     """Check the bytes of a .tflite model; return its edge.tflite_file.ModelInfo or raise ModelCheckError."""
-    from edge.tflite_file import ModelFileError, read_model
+    from edge.tflite_file import ModelFileError, ReaderUnavailable, read_model
 
     _check_structure(bytes(data), name)
     try:
         info = read_model(bytes(data))
+    except ReaderUnavailable as err:
+        raise BackendUnavailable(f"cannot check {name}: {err}") from err
     except ModelFileError as err:
         raise ModelCheckError(f"{name} is not a readable .tflite: {err}") from err
     except Exception as err:  # noqa: BLE001 - a reader on damaged bytes can fail in any way; report, don't crash

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Tuple, Union
+
+from edge.errors import ModelCheckError
 
 EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
 _IDENTIFIER = b"TFL3"
 
 
-class ModelFileError(ValueError):
-    """The file is not a readable .tflite model."""
+class ModelFileError(ModelCheckError):
+    """The file is not a readable .tflite model (a ValueError, and an EdgeError the CLIs print cleanly)."""
+
+
+class ReaderUnavailable(ImportError):
+    """The `tflite` package (or its `flatbuffers`) is not installed: the reader cannot run, the model may be fine."""
 
 
 class TensorInfo(NamedTuple):
@@ -58,8 +64,11 @@ class ModelInfo(NamedTuple):
 def _tflite():
     try:
         import tflite  # noqa: F401
-    except ImportError as err:  # pragma: no cover - a dependency of the package
-        raise ImportError("reading .tflite files needs the `tflite` package: pip install tflite==2.18.0") from err
+    except ImportError as err:
+        raise ReaderUnavailable(
+            f"reading .tflite files needs the `tflite` package, which cannot be imported here ({err}); "
+            "install it with `pip install tflite==2.18.0 flatbuffers` (it comes with `pip install edgeflow`)"
+        ) from err
     return tflite
 
 
@@ -109,17 +118,25 @@ _ENUM_FIELDS = {
 }
 
 
-def _options(op) -> Dict[str, Any]:
-    """The op's builtin options table as a dict, by reflection over the generated class."""
+def _options(op, index: int, op_name: str) -> Dict[str, Any]:
+    """The op's builtin options table as a dict, by reflection over the generated class.
+
+    Options that cannot be read raise ModelFileError naming the op: a caller that got {} or a
+    partial dict would assume the defaults (stride 1, no activation) and judge the op wrongly.
+    """
     tflite = _tflite()
     kind = op.BuiltinOptionsType()
     if not kind:
         return {}
+    where = f"op {index} {op_name}"
     class_name = _names("BuiltinOptions").get(kind)
-    table = op.BuiltinOptions()
     cls = getattr(tflite, class_name, None) if class_name else None
-    if table is None or cls is None:
-        return {}
+    if cls is None:
+        raise ModelFileError(f"{where}: its options are of type {class_name or kind}, which the `tflite` package's "
+                             "schema does not know (a newer converter?); expected options this reader can read")
+    table = op.BuiltinOptions()
+    if table is None:
+        raise ModelFileError(f"{where}: it declares {class_name} but the options table is missing")
     obj = cls()
     obj.Init(table.Bytes, table.Pos)
     values: Dict[str, Any] = {}
@@ -135,8 +152,9 @@ def _options(op) -> Dict[str, Any]:
                 values[key] = [method(j) for j in range(getattr(obj, attr + "Length")())]
             else:
                 values[key] = method()
-        except TypeError:
-            continue
+        except Exception as err:  # a damaged table fails in struct, index or type errors alike
+            raise ModelFileError(f"{where}: option {key!r} of its {class_name} cannot be read "
+                                 f"({type(err).__name__}: {err})") from err
         if key in _ENUM_FIELDS and isinstance(values[key], int) and hasattr(tflite, _ENUM_FIELDS[key]):
             values[key] = _names(_ENUM_FIELDS[key]).get(values[key], values[key])
     return values
@@ -156,6 +174,8 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
         raise ModelFileError(f"{where} is not a TFLite model: expected the 'TFL3' identifier at bytes 4..8, got {data[4:8]!r}")
     try:
         return _parse(data)
+    except ReaderUnavailable:
+        raise  # the reader is missing, not the model damaged
     except ModelFileError as err:
         raise ModelFileError(f"{where}: {err}") from err
     except Exception as err:  # a damaged flatbuffer fails in struct, index or decode errors alike
@@ -196,7 +216,7 @@ def _parse(data: bytes) -> ModelInfo:
         name, version, custom = opcodes[op.OpcodeIndex()]
         inputs = tuple(int(x) for x in op.InputsAsNumpy()) if op.InputsLength() else ()
         outputs = tuple(int(x) for x in op.OutputsAsNumpy()) if op.OutputsLength() else ()
-        ops.append(OpInfo(i, name, version, inputs, outputs, _options(op), custom))
+        ops.append(OpInfo(i, name, version, inputs, outputs, _options(op, i, name), custom))
     graph_inputs = tuple(int(x) for x in graph.InputsAsNumpy()) if graph.InputsLength() else ()
     graph_outputs = tuple(int(x) for x in graph.OutputsAsNumpy()) if graph.OutputsLength() else ()
     return ModelInfo(tensors, ops, graph_inputs, graph_outputs, model.SubgraphsLength(), len(data))
@@ -262,6 +282,16 @@ def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> 
         except Exception as err:  # a damaged package fails in many ways alike
             raise ModelFileError(f"op {i} {EDGETPU_CUSTOM_OP} has no readable Edge TPU package ({type(err).__name__}: {err})") from err
     return versions
+
+
+def dynamic_tensors(info: ModelInfo) -> List[TensorInfo]:
+    """Tensors with a dynamic dimension (-1 in the shape signature): what the Edge TPU and its compiler refuse."""
+    return [t for t in info.tensors if any(d < 0 for d in t.shape_signature)]
+
+
+def ops_over_version(info: ModelInfo, limits: Mapping[str, int]) -> List[Tuple[OpInfo, int]]:
+    """(op, its limit) for each op whose version is above `limits[op.name]`; ops without a limit pass."""
+    return [(op, limits[op.name]) for op in info.ops if op.name in limits and op.version > limits[op.name]]
 
 
 def op_counts(info: ModelInfo) -> Dict[Tuple[str, int], int]:

@@ -9,7 +9,7 @@ MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, NamedTuple, Optional
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import tf_keras as keras
 
@@ -18,6 +18,7 @@ class _Entry(NamedTuple):
     builder: Callable[..., "keras.Model"]
     default_size: int  # image size used when the user gives none
     min_size: int  # smallest size the architecture accepts
+    options: Tuple[str, ...]  # keyword options the builder takes; anything else is refused, not dropped
 
 
 def _preprocess(inputs):
@@ -34,7 +35,7 @@ def _classifier_head(features, num_classes: int, dropout: float):
     return keras.layers.Activation("softmax", dtype="float32", name="scores")(x)
 
 
-def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1, **_):
+def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1):
     """Three conv blocks: fast enough for tests and CPU runs, and every op maps to the Edge TPU."""
     x = _preprocess(inputs)
     for i, filters in enumerate((width, width * 2, width * 4)):
@@ -45,7 +46,7 @@ def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1, 
     return _classifier_head(x, num_classes, dropout)
 
 
-def _mobilenet_v2(inputs, num_classes: int, alpha: float = 1.0, dropout: float = 0.2, **_):
+def _mobilenet_v2(inputs, num_classes: int, alpha: float = 1.0, dropout: float = 0.2):
     """MobileNetV2, the Edge TPU's reference network, without its ImageNet top."""
     base = keras.applications.MobileNetV2(
         input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=None
@@ -53,16 +54,16 @@ def _mobilenet_v2(inputs, num_classes: int, alpha: float = 1.0, dropout: float =
     return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
 
 
-def _xception(inputs, num_classes: int, dropout: float = 0.2, **_):
+def _xception(inputs, num_classes: int, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
     base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=None)
     return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
 
 
 _REGISTRY: Dict[str, _Entry] = {
-    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8),
-    "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32),
-    "xception": _Entry(_xception, default_size=299, min_size=71),
+    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout")),
+    "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
+    "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)
 
@@ -81,6 +82,46 @@ def min_image_size(name: str) -> int:
     return _entry(name).min_size
 
 
+def model_options(name: str) -> Tuple[str, ...]:
+    """The options model `name` takes (e.g. ('alpha', 'dropout') for mobilenet_v2)."""
+    return _entry(name).options
+
+
+def check_options(name: str, options: Mapping[str, object]) -> None:
+    """Refuse options model `name` does not take, naming the ones it does (ValueError)."""
+    taken = _entry(name).options
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise ValueError(
+            f"model {name} does not take option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"it takes {', '.join(taken) if taken else 'no options'}"
+        )
+    for key, value in options.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"model option {key}={value!r} for {name}, expected a number")
+
+
+def check_weights_file(path) -> Path:
+    """Refuse a weights file that is missing (FileNotFoundError) or not HDF5 (ValueError), naming it."""
+    import h5py  # a dependency of tf-keras
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file {path} not found; expected a local Keras weights file (.h5)")
+    try:
+        is_hdf5 = h5py.is_hdf5(str(path))
+    except OSError as err:
+        raise ValueError(f"weights file {path} cannot be read ({err})") from err
+    if not is_hdf5:
+        with open(path, "rb") as f:
+            head = f.read(8)
+        raise ValueError(
+            f"weights file {path} is not an HDF5 file (it starts with {head!r}); expected Keras weights "
+            "written by model.save_weights('....h5') (for mobilenet_v2/xception: the base network's include_top=False weights)"
+        )
+    return path
+
+
 def build(
     name: str,
     num_classes: int,
@@ -95,6 +136,7 @@ def build(
     Nothing is downloaded. `options` go to the builder (e.g. alpha=0.35 for mobilenet_v2).
     """
     entry = _entry(name)
+    check_options(name, options)
     size = image_size or entry.default_size
     if size < entry.min_size:
         raise ValueError(f"image size {size} is too small for {name}; expected at least {entry.min_size}")
@@ -105,8 +147,12 @@ def build(
     outputs, base = built if isinstance(built, tuple) else (built, None)
     model = keras.Model(inputs, outputs, name=name)
     if weights is not None:
-        weights = Path(weights)
-        if not weights.is_file():
-            raise FileNotFoundError(f"weights file {weights} not found")
-        (base or model).load_weights(str(weights))
+        weights = check_weights_file(weights)
+        target = base or model
+        try:
+            target.load_weights(str(weights))
+        except (ValueError, OSError, KeyError) as err:  # h5py and Keras report a mismatch in these three ways
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+            raise ValueError(f"weights file {weights} does not fit {name} ({'base network' if base else 'whole model'}) "
+                             f"at image size {size}: {first}") from err
     return model

@@ -16,17 +16,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import click
 
+from edge.errors import EdgeError
 from pipeline.errors import PipelineError
 
 
 def reports_errors(command):
-    """Turn a PipelineError into its message on stderr and its exit code (no traceback)."""
+    """Turn a PipelineError or EdgeError into its message on stderr and its exit code (no traceback)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except PipelineError as err:
+        except (PipelineError, EdgeError) as err:  # stages read models with edge/'s reader, which raises EdgeErrors
             click.echo(f"error: {err}", err=True)
             sys.exit(err.exit_code)
 
@@ -156,8 +157,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
 
 @main.command("run")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
-@click.option("--data", "data_spec", default="digits", show_default=True, help="data spec (see `pipeline train --help`)")
-@click.option("--model", default="small_cnn", show_default=True, help="registry model")
+@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits, or the reused run's")
+@click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
 @click.option("--max-drop", type=float, default=1.0, show_default=True, help="parity gate: allowed top-1 drop, pp")

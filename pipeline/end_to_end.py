@@ -4,7 +4,9 @@
 
 train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_compiler is not
 installed, and it says so) -> parity. A run directory that already holds a trained model is
-reused: the later stages run again on it. Ends with a summary; exits 1 when the parity gate fails.
+reused (the later stages run again on it) only when what was asked (--data, --model, --image-size,
+--epochs, each when given) is what the run was trained with; otherwise it is refused, the
+differences named. Ends with a summary; exits 1 when the parity gate fails.
 """
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ from pathlib import Path
 from typing import List, Optional
 
 from pipeline import manifest as manifest_mod
+from pipeline.errors import ConfigError, ManifestError
+
+DEFAULT_DATA = "digits"
+DEFAULT_MODEL = "small_cnn"
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    data: str = "digits"  # data spec for training (and its held-out split for parity)
-    model: str = "small_cnn"  # registry model
+    data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = digits
+    model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
     max_drop: float = 1.0  # parity gate: allowed top-1 drop of int8 vs float, percentage points
@@ -28,8 +34,21 @@ class RunConfig:
 
 
 def default_run_dir(config: RunConfig) -> Path:
-    name = "digits" if config.data == "digits" else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(config.data.rstrip("/*")).name) or "data"
-    return Path("runs") / f"{name}-{config.model}"
+    data, model = config.data or DEFAULT_DATA, config.model or DEFAULT_MODEL
+    name = "digits" if data == "digits" else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(data.rstrip("/*")).name) or "data"
+    return Path("runs") / f"{name}-{model}"
+
+
+def reuse_differences(config: RunConfig, manifest: dict) -> List[str]:
+    """What was asked (options given, None = not given) that the trained run in `manifest` differs in."""
+    try:
+        recorded = {"data": manifest["data"]["train"]["spec"], "model": manifest["model"]["name"],
+                    "image_size": manifest["model"]["image_size"], "epochs": manifest["training"]["epochs"]}
+    except (KeyError, TypeError) as err:
+        raise ManifestError(f"the manifest does not record {err} of its training; expected one written by `pipeline train`") from err
+    asked = {"data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
+    return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
+            for key in asked if asked[key] is not None and asked[key] != recorded[key]]
 
 
 def run(config: RunConfig, run_dir: Path, say=print):
@@ -39,11 +58,20 @@ def run(config: RunConfig, run_dir: Path, say=print):
 
     run_dir = Path(run_dir)
     if (run_dir / manifest_mod.MANIFEST_NAME).exists():
-        say(f"== train: {run_dir} already holds a trained model; reusing it")
+        manifest = manifest_mod.load(run_dir)
+        differences = reuse_differences(config, manifest)
+        if differences:
+            raise ConfigError(
+                f"{run_dir} already holds a trained run that differs from what was asked: {'; '.join(differences)}. "
+                f"Nothing was changed; choose a new --out to train what was asked, or leave those options out to reuse this run"
+            )
+        say(f"== train: {run_dir} already holds a trained {manifest['model']['name']} "
+            f"({manifest['model']['image_size']}px, {manifest['training']['epochs']} epochs on {manifest['data']['train']['spec']}); reusing it")
     else:
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(data=config.data, model=config.model, **{k: v for k, v in options.items() if v}), run_dir)
+        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
+                                    **{k: v for k, v in options.items() if v is not None}), run_dir)
     say("== export float32")
     export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
     say("== export int8")

@@ -23,3 +23,10 @@ class HardwareUnavailable(PipelineError):
     """Asked-for hardware or tool (TPU, Edge TPU, edgetpu_compiler) is not there. Never fall back silently."""
 
     exit_code = 2
+
+
+class PeerLost(PipelineError):
+    """A multi-worker run lost one of its workers; every worker must be restarted to continue."""
+
+    # Exit 3: not bad input (1) nor missing hardware (2); a supervisor can restart on it.
+    exit_code = 3

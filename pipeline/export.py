@@ -25,7 +25,7 @@ import tensorflow as tf
 from pipeline import manifest as manifest_lib
 from pipeline import quant_report, quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
-from pipeline.files import write_bytes_atomic, write_json_atomic
+from pipeline.files import json_bytes, replacing
 
 SIDECAR_SCHEMA_VERSION = 1
 DEFAULT_CALIBRATION_SAMPLES = 300
@@ -292,21 +292,27 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
         report = quant_report.build(info, len(model_bytes), float_bytes, debug, min(config.debug_samples, len(calibration)), facts, notes)
 
     model_path = run_dir / spec.file_name
-    written = _write_all(run_dir, model_path, model_bytes, manifest, image_size, io["input"], report)
-    manifest_lib.record_artifact(manifest, run_dir, spec.key, model_path, **facts, size_bytes=len(model_bytes))
+    side = model_path.with_name(model_path.name + ".json")
+    contents = {model_path: model_bytes,
+                side: json_bytes(sidecar(model_path.name, model_bytes, manifest, image_size, io["input"]))}
     if report is not None:
-        manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, written["report"])
-    manifest_lib.save(run_dir, manifest)
+        contents[run_dir / REPORT_NAME] = json_bytes(report)
+    # All files and the manifest that records them change together, or none of them does.
+    with replacing(contents):
+        manifest_lib.record_artifact(manifest, run_dir, spec.key, model_path, **facts, size_bytes=len(model_bytes))
+        if report is not None:
+            manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, run_dir / REPORT_NAME)
+        manifest_lib.save(run_dir, manifest)
 
     table = quant_report.table(report) if report else f"{spec.file_name}: {len(model_bytes):,} bytes ({spec.summary})"
     return ExportResult(
         mode=config.mode,
         model_path=model_path,
-        sidecar_path=written["sidecar"],
+        sidecar_path=side,
         size_bytes=len(model_bytes),
         input=io["input"],
         output=io["output"],
-        report_path=written.get("report"),
+        report_path=run_dir / REPORT_NAME if report is not None else None,
         notes=tuple(notes),
         table=table,
     )
@@ -358,19 +364,3 @@ def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int
         "input": dict(input_q),
         "preprocessing": manifest_lib.contract(manifest),
     }
-
-
-def _write_all(run_dir, model_path, model_bytes, manifest, image_size, input_q, report) -> Dict[str, Path]:
-    """Write model, sidecar and report each atomically; if one fails, remove the ones already written."""
-    written: Dict[str, Path] = {}
-    try:
-        written["model"] = write_bytes_atomic(model_path, model_bytes)
-        side = model_path.with_name(model_path.name + ".json")
-        written["sidecar"] = write_json_atomic(side, sidecar(model_path.name, model_bytes, manifest, image_size, input_q))
-        if report is not None:
-            written["report"] = write_json_atomic(run_dir / REPORT_NAME, report)
-    except BaseException:
-        for path in written.values():
-            path.unlink(missing_ok=True)
-        raise
-    return written

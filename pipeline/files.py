@@ -1,14 +1,22 @@
-"""Atomic file writes and content hashes, so a failed stage never leaves half a file behind."""
+"""Atomic file writes and content hashes, so a failed stage never leaves half a file behind.
+
+The writers are edge.atomic's (one implementation for both sides, with fsync); this module adds
+what only the host needs: hashes of files and folders, and `staged_path` for whole directories.
+"""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import secrets
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator, List, Tuple
+
+from edge.atomic import fsync_dir, json_bytes, write_bytes_atomic, write_json_atomic, write_temp_sibling, write_text_atomic
+
+__all__ = ["json_bytes", "replacing", "sha256_of", "staged_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def sha256_of(path: Path) -> str:
@@ -27,43 +35,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> Path:
-    """Write to a temporary file beside `path`, then rename over it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are for sharing
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    return write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: Path, obj) -> Path:
-    return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @contextmanager
 def staged_path(final: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of `final` to fill (file or directory); rename it into place on success.
+    """Yield a temporary sibling of `final` to fill (file or directory); move it into place on success.
 
-    On an exception the temporary is removed and whatever was at `final` stays untouched.
+    A directory already at `final` is renamed aside first and deleted only once the new one is in
+    place; if moving the new one in fails, the old one is renamed back. On any exception whatever
+    was at `final` stays as it was.
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +49,67 @@ def staged_path(final: Path) -> Iterator[Path]:
     staging = tmp / final.name
     try:
         yield staging
-        if final.is_dir():
-            shutil.rmtree(final)
-        os.replace(staging, final)
+        aside = None
+        if final.is_dir() and not final.is_symlink():
+            # os.replace cannot overwrite a non-empty directory; a file it replaces atomically.
+            aside = tmp / f"{final.name}.old"
+            os.replace(final, aside)
+        try:
+            os.replace(staging, final)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, final)
+            raise
+        fsync_dir(final.parent)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # the staging leftovers, or the old directory
+
+
+@contextmanager
+def replacing(contents: Dict[Path, bytes]) -> Iterator[None]:
+    """Put several files in place together; the body records them (e.g. saves the manifest).
+
+    Each new file is written to a temporary sibling first; each old one keeps a second name (a hard
+    link, or a copy) until the body has finished. If anything fails, while writing, while renaming
+    or in the body, every path is put back as it was: the old file, or no file.
+    """
+    staged: List[Tuple[Path, Path]] = []  # (final, temporary)
+    done: List[Tuple[Path, Path]] = []  # (final, backup of the old file or None)
+    try:
+        for final, data in contents.items():
+            staged.append((Path(final), write_temp_sibling(final, data)))
+        for final, tmp in staged:
+            backup = _keep_old(final)
+            try:
+                os.replace(tmp, final)
+            except BaseException:
+                if backup is not None:
+                    backup.unlink()  # `final` is still the old file: the backup is only its second name
+                raise
+            done.append((final, backup))
+            fsync_dir(final.parent)
+        yield
+    except BaseException:
+        for final, backup in reversed(done):
+            if backup is not None:
+                os.replace(backup, final)
+            else:
+                final.unlink(missing_ok=True)
+        for _, tmp in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for _, backup in done:
+        if backup is not None:
+            backup.unlink(missing_ok=True)
+
+
+def _keep_old(final: Path):
+    """A second name for the file at `final` (None when there is none), so it can be put back."""
+    if not final.exists():
+        return None
+    backup = final.with_name(f".{final.name}.{secrets.token_hex(6)}.old")
+    try:
+        os.link(final, backup)  # same bytes, no copy; the rename of the new file leaves this name intact
+    except OSError:
+        shutil.copy2(final, backup)  # file systems without hard links
+    return backup

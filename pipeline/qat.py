@@ -19,10 +19,9 @@ import numpy as np
 import tf_keras as keras
 
 from pipeline import manifest as manifest_lib
-from pipeline.errors import PipelineError
+from pipeline.errors import ManifestError, PipelineError
 
 LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains
-DEFAULT_BATCH = 64
 
 
 def _tfmot():
@@ -79,15 +78,26 @@ def quantize_aware(model: "keras.Model") -> "keras.Model":
             raise PipelineError(f"quantization-aware training cannot wrap {model.name}: {err}") from err
 
 
+def training_batch(manifest: dict, run_dir: Path) -> int:
+    """The global batch `pipeline train` recorded (training.global_batch); refused when absent or not a positive whole number."""
+    batch = manifest.get("training", {}).get("global_batch") if isinstance(manifest.get("training"), dict) else None
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ManifestError(
+            f"{Path(run_dir) / manifest_lib.MANIFEST_NAME} records training.global_batch {batch!r}; expected the positive "
+            "global batch `pipeline train` writes (QAT fine-tunes at the batch the model was trained with)"
+        )
+    return batch
+
+
 def fine_tune(manifest: dict, run_dir: Path, epochs: int, seed: int = 0) -> "keras.Model":
     """Load RUN's Keras model, make it quantization-aware, and fine-tune it `epochs` epochs on the training split."""
     from pipeline.data import load_split
 
+    batch = training_batch(manifest, run_dir)
     path = manifest_lib.artifact_path(manifest, run_dir, "keras_model")
     model = keras.models.load_model(str(path), compile=False)
     qat_model = quantize_aware(model)
     images, labels = load_split(manifest, "train")
-    batch = int(manifest.get("training", {}).get("batch_size") or DEFAULT_BATCH)
     keras.utils.set_random_seed(seed)
     # Default strategy: a few epochs on one machine; the run's distributed setup is not needed here.
     qat_model.compile(

@@ -59,10 +59,10 @@ def integer_only_problems(info) -> List[str]:
 
 def shape_problems(info) -> List[str]:
     """Dynamic dimensions anywhere, or a batch other than 1 on an input or output (the Edge TPU needs batch 1)."""
-    problems: List[str] = []
-    for tensor in info.tensors:
-        if any(d == -1 for d in (tensor.shape_signature or ())):
-            problems.append(f"{_tensor_label(info, tensor.index)} has dynamic shape {list(tensor.shape_signature)}, expected static shapes")
+    from edge.tflite_file import dynamic_tensors
+
+    problems = [f"{_tensor_label(info, t.index)} has dynamic shape {list(t.shape_signature)}, expected static shapes"
+                for t in dynamic_tensors(info)]
     for role, indices in (("input", info.inputs), ("output", info.outputs)):
         for t in indices:
             shape = list(info.tensors[t].shape)
@@ -73,15 +73,12 @@ def shape_problems(info) -> List[str]:
 
 def edgetpu_version_problems(info) -> List[str]:
     """Ops whose version edgetpu_compiler 16 refuses to parse, with the layer (output tensor) they came from."""
-    limits = edgetpu_rules.MAX_PARSED_VERSION  # one table, owned by the compile stage's rules
+    from edge.tflite_file import ops_over_version
+
     problems = []
-    for op in info.ops:
-        limit = limits.get(op.name)
-        if limit is not None and op.version > limit:
-            layer = info.tensors[op.outputs[0]].name if op.outputs else "?"
-            problems.append(
-                f"op {op.index} {op.name} v{op.version} (layer {layer!r}): edgetpu_compiler 16 accepts {op.name} up to v{limit}"
-            )
+    for op, limit in ops_over_version(info, edgetpu_rules.MAX_PARSED_VERSION):  # one table, owned by the compile stage's rules
+        layer = info.tensors[op.outputs[0]].name if op.outputs else "?"
+        problems.append(f"op {op.index} {op.name} v{op.version} (layer {layer!r}): edgetpu_compiler 16 accepts {op.name} up to v{limit}")
     return problems
 
 

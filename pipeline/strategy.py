@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import os
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Iterator, Optional
 from urllib.parse import urlparse
 
 import tensorflow as tf
 
-from pipeline.errors import ConfigError, HardwareUnavailable
+from pipeline.errors import ConfigError, HardwareUnavailable, PeerLost
 
 # How long to wait for a TPU worker's gRPC port before calling it unreachable: TensorFlow itself
 # waits forever on a closed port.
@@ -114,3 +116,28 @@ def _mirrored_cpu(replicas: int) -> Chosen:
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     strategy = tf.distribute.MirroredStrategy(devices)
     return Chosen(strategy, "mirrored", replicas, f"MirroredStrategy over {replicas} logical CPU devices", True, False)
+
+
+# How a MultiWorkerMirroredStrategy collective fails when a peer dies or becomes unreachable: the gRPC
+# connection is reset (Unavailable), the health check times out (DeadlineExceeded), or the
+# collective is aborted or cancelled because of one of those.
+PEER_FAILURES = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+                 tf.errors.CancelledError)
+
+
+@contextmanager
+def peer_failures_explained(chosen: Chosen, run_dir: Path) -> Iterator[None]:
+    """Under MultiWorkerMirroredStrategy, turn a lost peer's gRPC failure into PeerLost saying how to resume."""
+    try:
+        yield
+    except PEER_FAILURES as err:
+        if chosen.kind != "multi_worker_mirrored":
+            raise
+        detail = " ".join(str(getattr(err, "message", err)).split())[:240]
+        raise PeerLost(
+            f"{chosen.description}: lost contact with another worker ({type(err).__name__}: {detail}). "
+            f"A worker stopped or became unreachable, and MultiWorkerMirroredStrategy cannot continue without it. "
+            f"To resume, restart every worker with the same command and the same --out {run_dir} "
+            f"(storage all workers see: a shared disk or gs://); they continue from the last completed epoch "
+            f"saved in {Path(run_dir) / '.train_state'}, or from the start if none completed"
+        ) from err

@@ -61,6 +61,10 @@ class TrainConfig:
     resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
 
     def validate(self) -> "TrainConfig":
+        for name, kind in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
+                raise ConfigError(f"{name} {value!r}, expected {_KIND_NAMES[kind]}")
         if self.model not in models.MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
         size = self.image_size or models.default_image_size(self.model)
@@ -73,8 +77,12 @@ class TrainConfig:
             raise ConfigError(f"steps_per_execution {self.steps_per_execution}, expected at least 1")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
-        if self.weights and not Path(self.weights).is_file():
-            raise ConfigError(f"weights file {self.weights} not found; expected a local Keras weights file")
+        try:
+            models.check_options(self.model, dict(self.model_options))
+            if self.weights:
+                models.check_weights_file(self.weights)
+        except (ValueError, OSError) as err:
+            raise ConfigError(str(err)) from err
         return self
 
     @property
@@ -88,21 +96,40 @@ class TrainConfig:
         return d
 
 
+# What each field must hold: a config file can put any JSON value anywhere ("epochs": "ten").
+_FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
+                "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
+                "heldout_fraction": (int, float), "resume": bool}
+_KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
+
+
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
     """A TrainConfig from a JSON file of TrainConfig fields, with command-line values on top."""
     try:
         values = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {path}: {err}; expected a JSON object of train options") from err
+    if not isinstance(values, dict):
+        raise ConfigError(f"config {path} holds a JSON {type(values).__name__}; expected a JSON object of train options")
     known = {f.name for f in fields(TrainConfig)}
     unknown = set(values) - known
     if unknown:
         raise ConfigError(f"config {path} has unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
+    for key in ("schedule", "model_options"):
+        if key in values and not isinstance(values[key], dict):
+            raise ConfigError(f"config {path}: {key!r} is {values[key]!r}; expected a JSON object")
     if "schedule" in values:
+        known_schedule = {f.name for f in fields(WarmupSchedule)}
+        if set(values["schedule"]) - known_schedule:
+            raise ConfigError(f"config {path}: schedule has unknown keys {sorted(set(values['schedule']) - known_schedule)}; "
+                              f"expected some of {sorted(known_schedule)}")
         values["schedule"] = WarmupSchedule(**values["schedule"])
-    if "model_options" in values:
-        values["model_options"] = tuple(sorted(values["model_options"].items()))
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    # --alpha adds to the file's model options rather than replacing all of them.
+    options = {**values.get("model_options", {}), **dict(overrides.pop("model_options", ()))}
+    if options:
+        values["model_options"] = tuple(sorted(options.items()))
+    values.update(overrides)
     if "data" not in values:
         raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
     return TrainConfig(**values)
@@ -152,20 +179,26 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             _check_resumable(state_dir, config)
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
-        model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
-                              _eval_steps(heldout_count, config.batch_size), state_dir)
+        with strategy_mod.peer_failures_explained(chosen, run_dir):
+            model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+                                  _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
         # is left as it was); a run that completed one keeps its state to resume from.
-        if not (state_dir / "history.json").exists():
+        if not chosen.is_chief:
+            # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
+            for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+                _remove_if_empty(path)
+        elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
         raise
 
-    metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
+    with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
+        metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
     print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
     if not chosen.is_chief:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
             _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
         for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
             _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
@@ -207,7 +240,8 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
-    _write_run(run_dir, model, train_source.labels, history, record)
+    with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
+        _write_run(run_dir, model, train_source.labels, history, record)
     shutil.rmtree(state_dir, ignore_errors=True)
     return run_dir
 
@@ -234,8 +268,11 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, val
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with chosen.strategy.scope():
-        model = models.build(config.model, num_classes, config.size,
-                             weights=config.weights, **dict(config.model_options))
+        try:
+            model = models.build(config.model, num_classes, config.size,
+                                 weights=config.weights, **dict(config.model_options))
+        except ValueError as err:  # weights that do not fit the model; options were checked in validate()
+            raise ConfigError(str(err)) from err
         model.compile(
             optimizer=keras.optimizers.Adam(config.schedule.start),
             loss=keras.losses.SparseCategoricalCrossentropy(),

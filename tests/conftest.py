@@ -57,3 +57,20 @@ def exported_run(tmp_path_factory):
     export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
     export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
     return run_dir
+
+
+@pytest.fixture
+def exported_copy(exported_run, tmp_path):
+    """A copy of `exported_run` that a test may change (or check is left unchanged)."""
+    dst = tmp_path / "exported_copy"
+    shutil.copytree(exported_run, dst)
+    return dst
+
+
+@pytest.fixture
+def existing_run_dir(tmp_path):
+    """A RUN folder that already holds a user's file, which a failed train must leave alone."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("keep me")
+    return run_dir

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
@@ -136,3 +137,16 @@ def write_camera_jpegs(root: Path, per_class: int = 20, size=(640, 480), seed: i
             pixels = np.clip(np.asarray(crop, np.float32) * rng.uniform(0.7, 1.2), 0, 255).astype(np.uint8)
             Image.fromarray(pixels).save(root / name / f"IMG_{i:04d}.jpg", quality=int(rng.integers(80, 96)))
     return root
+
+
+def tree_snapshot(root: Path) -> dict:
+    """Every file and folder under root (hidden ones too) with its bytes, to assert "byte for byte unchanged"."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def start_worker(index: int, workers: List[str], args: List[str]) -> subprocess.Popen:
+    """`python -m pipeline ARGS` as MultiWorkerMirroredStrategy worker `index` of `workers` (host:port list)."""
+    tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=quiet_env(TF_CONFIG=tf_config))

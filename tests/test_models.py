@@ -54,3 +54,41 @@ def test_bad_requests_are_named():
         models.build("xception", 3, 40)
     with pytest.raises(FileNotFoundError, match="weights file"):
         models.build("small_cnn", 3, 16, weights="/nonexistent/w.h5")
+
+
+@pytest.mark.parametrize("name, options, named", [
+    ("small_cnn", {"alpha": 0.5}, "takes width, dropout"),
+    ("mobilenet_v2", {"alhpa": 0.5}, "takes alpha, dropout"),
+    ("xception", {"alpha": 0.5, "width": 8}, "options 'alpha', 'width'; it takes dropout"),
+])
+def test_options_a_model_does_not_take_are_refused(name, options, named):
+    import models
+
+    with pytest.raises(ValueError, match=f"model {name} does not take .*{named}"):
+        models.build(name, 3, 75, **options)
+
+
+def test_option_values_must_be_numbers():
+    import models
+
+    with pytest.raises(ValueError, match="alpha='wide' for mobilenet_v2, expected a number"):
+        models.check_options("mobilenet_v2", {"alpha": "wide"})
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01junk" * 100, b"not weights, just a text file\n"])
+def test_junk_weights_file_is_named(tmp_path, content):
+    import models
+
+    path = tmp_path / "w.h5"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"weights file .*w\.h5 is not an HDF5 file .*expected Keras weights"):
+        models.build("small_cnn", 3, 16, weights=path)
+
+
+def test_weights_of_another_model_are_named(tmp_path):
+    import models
+
+    path = tmp_path / "other.weights.h5"
+    models.build("small_cnn", 4, 16, width=8).save_weights(str(path))
+    with pytest.raises(ValueError, match=r"weights file .*other\.weights\.h5 does not fit small_cnn"):
+        models.build("small_cnn", 4, 16, weights=path)

@@ -174,3 +174,63 @@ def test_agrees_with_the_tensorflow_interpreter(converted):
             assert details[t.index]["name"] == t.name
             assert tuple(details[t.index]["shape"]) == t.shape
             assert np.dtype(details[t.index]["dtype"]).name == t.dtype
+
+
+# --- options that cannot be read are an error naming the op, never {} (which reads as "defaults") --
+
+def _conv_options_type_at(data: bytes) -> int:
+    """Byte position of op 1's (CONV_2D) builtin_options_type in the fixture."""
+    import tflite
+
+    op = tflite.Model.GetRootAsModel(data, 0).Subgraphs(0).Operators(1)
+    return op._tab.Pos + op._tab.Offset(10)  # vtable slot of field 3, builtin_options_type
+
+
+def test_options_of_an_unknown_type_are_an_error_naming_the_op():
+    data = bytearray((FIXTURES / "tiny_int8.tflite").read_bytes())
+    at = _conv_options_type_at(bytes(data))
+    assert data[at] == 1  # Conv2DOptions
+    data[at] = 250  # a type code this schema does not know
+    with pytest.raises(ModelFileError, match="op 1 CONV_2D: its options are of type 250") as err:
+        read_model(bytes(data))
+    from edge.errors import EdgeError, ModelCheckError
+
+    assert isinstance(err.value, ModelCheckError) and isinstance(err.value, EdgeError)  # the CLIs print it cleanly
+
+
+def test_an_option_field_that_cannot_be_read_is_an_error_not_a_default(monkeypatch):
+    import tflite
+
+    def unreadable(self):
+        raise TypeError("unpack_from requires a buffer of at least 4 bytes")
+
+    monkeypatch.setattr(tflite.Conv2DOptions, "StrideW", unreadable)
+    with pytest.raises(ModelFileError, match=r"op 1 CONV_2D: option 'stride_w' of its Conv2DOptions cannot be read \(TypeError"):
+        read_model(FIXTURES / "tiny_int8.tflite")
+
+
+def test_a_missing_tflite_package_is_not_called_damage(monkeypatch):
+    import sys
+
+    from edge.errors import BackendUnavailable
+    from edge.model_check import check_model
+    from edge.tflite_file import ReaderUnavailable
+
+    monkeypatch.setitem(sys.modules, "tflite", None)  # `import tflite` now raises ImportError
+    with pytest.raises(ReaderUnavailable, match="needs the `tflite` package.*pip install tflite==2.18.0"):
+        read_model(FIXTURES / "tiny_int8.tflite")
+    with pytest.raises(BackendUnavailable, match="cannot check m.tflite: .*`tflite` package.*pip install") as err:
+        check_model((FIXTURES / "tiny_int8.tflite").read_bytes(), name="m.tflite")
+    assert "damaged" not in str(err.value)
+
+
+@pytest.mark.host
+def test_dynamic_tensors_and_ops_over_a_version_limit(converted):
+    from edge.tflite_file import dynamic_tensors, ops_over_version
+
+    static, dynamic = (read_model(m) for m in converted)
+    assert dynamic_tensors(static) == []
+    assert dynamic.inputs[0] in [t.index for t in dynamic_tensors(dynamic)]
+    conv_version = next(op.version for op in static.ops if op.name == "CONV_2D")
+    over = ops_over_version(static, {"CONV_2D": conv_version - 1, "FULLY_CONNECTED": 99})
+    assert [(op.name, limit) for op, limit in over] == [("CONV_2D", conv_version - 1)] * 2

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, cli, free_port, quiet_env, write_class_folders, write_kaggle_tfrecords
+from tests.helpers import REPO, cli, free_port, quiet_env, start_worker, write_class_folders, write_kaggle_tfrecords
 
 pytestmark = pytest.mark.host
 
@@ -87,12 +87,7 @@ def test_mirrored_strategy_two_cpu_devices_with_steps_per_execution(tmp_path):
 def test_multi_worker_mirrored_two_processes(tmp_path):
     ports = [free_port(), free_port()]
     workers = [f"127.0.0.1:{p}" for p in ports]
-    procs = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "train", "--data", "digits", "--out", str(tmp_path / f"w{index}"), *FAST],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=quiet_env(TF_CONFIG=tf_config)))
+    procs = [start_worker(i, workers, ["train", "--data", "digits", "--out", str(tmp_path / f"w{i}"), *FAST]) for i in range(2)]
     outputs = []
     try:
         for proc in procs:
@@ -180,15 +175,6 @@ def _train_in_process(args):
 
 def _assert_untouched(run_dir, before):
     assert sorted(p.name for p in run_dir.iterdir()) == before if run_dir.exists() else before == []
-
-
-@pytest.fixture
-def existing_run_dir(tmp_path):
-    """A RUN folder that already holds a user's file, which a failed train must leave alone."""
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "notes.txt").write_text("keep me")
-    return run_dir
 
 
 def test_glob_matching_nothing(tmp_path, existing_run_dir):

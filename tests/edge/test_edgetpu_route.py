@@ -1,10 +1,6 @@
 """Which Edge TPU route is taken: Google's pycoral when it is really Google's, else load_delegate, else a clear error."""
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
 from edge import EdgeTpuUnavailable, make_interpreter
@@ -12,27 +8,10 @@ from edge.interpreter import _google_pycoral_edgetpu
 from edge_paths import EDGETPU
 
 
-def _package(root: Path, files: dict) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 @pytest.fixture
-def fake_pycoral(tmp_path: Path, monkeypatch):
+def fake_pycoral(fake_packages):
     """Put a `pycoral` package of our making first on sys.path, and forget it afterwards."""
-
-    def install(files: dict) -> None:
-        _package(tmp_path, files)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        importlib.invalidate_caches()
-
-    for name in [m for m in sys.modules if m == "pycoral" or m.startswith("pycoral.")]:
-        monkeypatch.delitem(sys.modules, name)
-    yield install
-    for name in [m for m in sys.modules if m == "pycoral" or m.startswith("pycoral.")]:
-        del sys.modules[name]
+    return fake_packages
 
 
 def test_pypi_pycoral_is_not_mistaken_for_googles(fake_pycoral):

@@ -1,0 +1,80 @@
+"""The one atomic file writer of the project: a temporary sibling, fsync, rename, fsync of the folder.
+
+    from edge.atomic import write_bytes_atomic, write_json_atomic
+    write_json_atomic(Path("predictions.json"), {"top1": 0.93})
+
+A reader sees the old file or the new one, never half of one, and after a power cut the rename is
+on disk too (the folder's fsync). Used by the device side and, through pipeline.files, by every stage.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Union
+
+PathLike = Union[str, Path]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(folder: PathLike) -> None:
+    """Make a rename inside `folder` durable (no-op where folders cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(str(folder), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a folder; the rename itself is still atomic
+    finally:
+        os.close(fd)
+
+
+def write_temp_sibling(path: PathLike, data: bytes) -> Path:
+    """Write `data` to a new, fsynced temporary file beside `path` (same folder, so a rename is atomic)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are for sharing
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
+    """Write `data` to `path` atomically and durably; returns the path. Nothing is left behind on failure."""
+    path = Path(path)
+    tmp = write_temp_sibling(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def write_text_atomic(path: PathLike, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def json_bytes(obj: Any, indent: int = 2) -> bytes:
+    """The bytes every JSON file of the project is written as (indented, UTF-8, final newline)."""
+    return (json.dumps(obj, indent=indent) + "\n").encode("utf-8")
+
+
+def write_json_atomic(path: PathLike, obj: Any, indent: int = 2) -> Path:
+    return write_bytes_atomic(path, json_bytes(obj, indent))

@@ -1,0 +1,178 @@
+"""Bad input across the command lines, each run as a real subprocess: a clear message naming the problem,
+an exit code in 1..127, no traceback, no manifest from a failed train, and an existing run left byte for
+byte as it was after a failed later stage.
+
+One tiny exported run (conftest's `exported_run`) serves every later-stage case, each on its own copy.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import REPO, cli, quiet_env, tree_snapshot
+
+pytestmark = pytest.mark.host
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def edge_cli(args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edge.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=60, env=quiet_env(), cwd=REPO)
+
+
+def assert_refused(result: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit code 1..127, no traceback, and every needle in stderr."""
+    shown = f"exit {result.returncode}\nstdout:\n{result.stdout[-1500:]}\nstderr:\n{result.stderr[-3000:]}"
+    assert 1 <= result.returncode <= 127, shown
+    assert "Traceback" not in result.stderr, shown
+    for needle in needles:
+        assert needle in result.stderr, f"{needle!r} not in stderr\n{shown}"
+
+
+# --- pipeline train: refused before anything is trained or written ---------------------------------
+
+def _config(tmp_path, **values) -> Path:
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"data": "digits", **values}))
+    return path
+
+
+def _junk(tmp_path, name, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+TRAIN_CASES = {
+    "alpha on small_cnn": (lambda t: ["--alpha", "0.5"], ["model small_cnn does not take option 'alpha'; it takes width, dropout"]),
+    "misspelled model option in a config": (
+        lambda t: ["--config", _config(t, model="mobilenet_v2", image_size=32, model_options={"alhpa": 0.35})],
+        ["model mobilenet_v2 does not take option 'alhpa'; it takes alpha, dropout"]),
+    "random bytes as weights": (
+        lambda t: ["--weights", _junk(t, "w.h5", np.random.default_rng(0).bytes(4096))],
+        ["w.h5 is not an HDF5 file", "expected Keras weights"]),
+    "a text file as weights": (
+        lambda t: ["--weights", _junk(t, "weights.h5", b"these are not weights\n")],
+        ["weights.h5 is not an HDF5 file"]),
+    "missing weights file": (lambda t: ["--weights", t / "nowhere.h5"], ["nowhere.h5 not found"]),
+    "config value of the wrong type": (lambda t: ["--config", _config(t, epochs="ten")], ["epochs 'ten', expected a whole number"]),
+    "config that is not JSON": (lambda t: ["--config", _junk(t, "c.json", b"{epochs: 3")], ["cannot read config", "c.json"]),
+    "config holding a list": (lambda t: ["--config", _junk(t, "c.json", b"[1, 2]")], ["holds a JSON list; expected a JSON object"]),
+    "config with an unknown key": (lambda t: ["--config", _config(t, epoch=3)], ["unknown keys ['epoch']"]),
+    "zero epochs": (lambda t: ["--epochs", "0"], ["epochs 0, expected at least 1"]),
+    "image too small for the model": (lambda t: ["--image-size", "4"], ["image size 4 is too small for small_cnn; expected at least 8"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRAIN_CASES))
+def test_train_refuses(case, tmp_path, existing_run_dir):
+    args, needles = TRAIN_CASES[case]
+    extra = [str(a) for a in args(tmp_path)]
+    # A config file brings its own data and epochs; otherwise one epoch, so a case that is not refused fails fast.
+    fill = [] if "--config" in extra else ["--data", "digits"] + ([] if "--epochs" in extra else ["--epochs", "1"])
+    result = cli(["train", *fill, "--out", str(existing_run_dir), *extra])
+    assert_refused(result, *needles)
+    assert tree_snapshot(existing_run_dir) == {"notes.txt": b"keep me"}  # no manifest, no state, nothing else
+
+
+def test_train_into_a_new_folder_leaves_no_folder(tmp_path):
+    result = cli(["train", "--data", "digits", "--out", str(tmp_path / "new"), "--alpha", "0.5"])
+    assert_refused(result, "does not take option 'alpha'")
+    assert not (tmp_path / "new").exists()
+
+
+# --- later stages on an existing run: refused, and the run byte for byte unchanged ----------------
+
+EXPORT_CASES = {
+    "two modes": (["--int8", "--float16"], ["got --int8 and --float16; expected at most one mode"]),
+    "int8 option without --int8": (["--per-tensor"], ["--per-tensor apply to --int8 only"]),
+    "no calibration samples": (["--int8", "--calibration-samples", "0"], ["--calibration-samples 0, expected at least 1"]),
+    "negative QAT epochs": (["--int8", "--qat-epochs", "-1"], ["--qat-epochs -1, expected 0 or more"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPORT_CASES))
+def test_export_refuses_bad_options(case, exported_copy):
+    args, needles = EXPORT_CASES[case]
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["export", str(exported_copy), *args]), *needles)
+    assert tree_snapshot(exported_copy) == before
+
+
+def test_export_refuses_a_folder_that_is_not_a_run(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert_refused(cli(["export", str(tmp_path / "empty"), "--int8"]), "not a run directory")
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_export_refuses_calibration_data_that_is_not_npy(exported_copy, tmp_path):
+    before = tree_snapshot(exported_copy)
+    junk = _junk(tmp_path, "calib.npy", b"not an array\n")
+    assert_refused(cli(["export", str(exported_copy), "--int8", "--calibration-data", str(junk)]), "calib.npy is not a .npy array")
+    assert tree_snapshot(exported_copy) == before
+
+
+def test_qat_refuses_a_manifest_without_the_global_batch(exported_copy):
+    manifest = json.loads((exported_copy / "manifest.json").read_text())
+    del manifest["training"]["global_batch"]
+    (exported_copy / "manifest.json").write_text(json.dumps(manifest))
+    before = tree_snapshot(exported_copy)
+    result = cli(["export", str(exported_copy), "--int8", "--qat-epochs", "1", "--calibration-samples", "10"])
+    assert_refused(result, "training.global_batch None", "expected the positive global batch")
+    assert tree_snapshot(exported_copy) == before
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--model", "mobilenet_v2"], ["--model mobilenet_v2 (the run has small_cnn)", "choose a new --out"]),
+    (["--epochs", "7", "--image-size", "32"], ["--image-size 32 (the run has 16)", "--epochs 7 (the run has 4)"]),
+], ids=["other model", "other size and epochs"])
+def test_run_refuses_a_trained_run_that_differs_from_what_was_asked(exported_copy, args, needles):
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["run", "--out", str(exported_copy), *args]), *needles)
+    assert tree_snapshot(exported_copy) == before
+
+
+# --- edge bench: bad models and options ------------------------------------------------------------
+
+def test_bench_missing_model(tmp_path):
+    assert_refused(edge_cli(["bench", tmp_path / "none.tflite"]), "none.tflite not found, expected a .tflite file")
+
+
+def test_bench_text_file(tmp_path):
+    path = _junk(tmp_path, "notes.tflite", b"a text file with a model's name, long enough to read\n")
+    assert_refused(edge_cli(["bench", path]), "notes.tflite is damaged or not a valid .tflite", "expected b'TFL3'")
+
+
+def test_bench_truncated_model(exported_copy, tmp_path):
+    path = _junk(tmp_path, "cut.tflite", (exported_copy / "model_int8.tflite").read_bytes()[:1000])
+    assert_refused(edge_cli(["bench", path]), "cut.tflite is damaged")
+
+
+def test_bench_model_changed_after_it_was_recorded(exported_copy):
+    model = exported_copy / "model_int8.tflite"
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF
+    model.write_bytes(bytes(data))
+    assert_refused(edge_cli(["bench", model]), "this is not the model that was recorded")
+
+
+@pytest.mark.parametrize("option", ["--threads", "--runs"])
+def test_bench_zero_of_a_count(exported_copy, option):
+    result = edge_cli(["bench", exported_copy / "model_int8.tflite", option, "0"])
+    assert_refused(result, f"Invalid value for '{option}'")
+
+
+def test_bench_edgetpu_on_an_uncompiled_model(exported_copy):
+    assert_refused(edge_cli(["bench", exported_copy / "model_int8.tflite", "--edgetpu"]), "is not compiled for the Edge TPU")
+
+
+def test_bench_compiled_model_without_an_edge_tpu():
+    result = edge_cli(["bench", FIXTURES / "tiny_edgetpu.tflite", "--no-verify"])
+    assert_refused(result, "needs the Edge TPU", "libedgetpu1-std")
+    assert result.returncode == 2  # the asked-for hardware is missing, not bad input

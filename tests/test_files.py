@@ -1,0 +1,105 @@
+"""pipeline.files: directories and groups of files replaced so that a failure at any point leaves the old state."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline import files
+from pipeline.files import replacing, staged_path
+from tests.helpers import tree_snapshot
+
+
+snapshot = tree_snapshot
+
+
+def _fail_on_call(monkeypatch, module, n: int):
+    """Make the n-th os.replace made through `module` fail."""
+    real, count = os.replace, {"n": 0}
+
+    def flaky(src, dst):
+        count["n"] += 1
+        if count["n"] == n:
+            raise OSError(5, f"injected failure of rename {n}")
+        return real(src, dst)
+
+    monkeypatch.setattr(module.os, "replace", flaky)
+
+
+def _fail_moving_in(monkeypatch, staged_name: str):
+    """Make the first rename of the staged `staged_name` (inside its .tmp folder) onto its final place fail."""
+    real, failed = os.replace, []
+
+    def flaky(src, dst):
+        src = Path(src)
+        if not failed and src.name == staged_name and src.parent.name.endswith(".tmp"):
+            failed.append(src)
+            raise OSError(5, "injected failure of the rename into place")
+        return real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", flaky)
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    run = tmp_path / "run"
+    (run / "saved_model" / "variables").mkdir(parents=True)
+    (run / "saved_model" / "saved_model.pb").write_bytes(b"old graph")
+    (run / "saved_model" / "variables" / "v.data").write_bytes(b"old weights")
+    (run / "model.tflite").write_bytes(b"old model")
+    (run / "model.tflite.json").write_text('{"old": true}')
+    return run
+
+
+def test_staged_directory_replaces_the_old_one(run):
+    with staged_path(run / "saved_model") as new:
+        new.mkdir()
+        (new / "saved_model.pb").write_bytes(b"new graph")
+    assert snapshot(run / "saved_model") == {"saved_model.pb": b"new graph"}
+    assert sorted(p.name for p in run.iterdir()) == ["model.tflite", "model.tflite.json", "saved_model"]
+
+
+def test_failed_rename_of_a_staged_directory_keeps_the_old_one(run, monkeypatch):
+    before = snapshot(run)
+    _fail_moving_in(monkeypatch, "saved_model")
+    with pytest.raises(OSError, match="injected"):
+        with staged_path(run / "saved_model") as new:
+            new.mkdir()
+            (new / "saved_model.pb").write_bytes(b"new graph")
+    assert snapshot(run) == before  # the old directory used to be deleted before the rename
+
+
+def test_failure_while_filling_keeps_the_old_directory(run):
+    before = snapshot(run)
+    with pytest.raises(RuntimeError):
+        with staged_path(run / "saved_model") as new:
+            new.mkdir()
+            raise RuntimeError("save failed")
+    assert snapshot(run) == before
+
+
+def test_replacing_puts_every_file_in_place(run):
+    with replacing({run / "model.tflite": b"new model", run / "report.json": b"{}"}):
+        pass
+    assert snapshot(run)["model.tflite"] == b"new model" and snapshot(run)["report.json"] == b"{}"
+    assert not [p for p in run.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_a_failed_rename_restores_every_file(run, monkeypatch, fail_at):
+    before = snapshot(run)
+    _fail_on_call(monkeypatch, files, fail_at)
+    with pytest.raises(OSError, match="injected"):
+        with replacing({run / "model.tflite": b"new", run / "model.tflite.json": b"{}", run / "report.json": b"{}"}):
+            pass
+    assert snapshot(run) == before
+
+
+def test_a_failure_in_the_body_restores_every_file(run):
+    before = snapshot(run)
+    with pytest.raises(RuntimeError, match="manifest"):
+        with replacing({run / "model.tflite": b"new", run / "report.json": b"{}"}):
+            assert (run / "model.tflite").read_bytes() == b"new"  # in place while the body records it
+            raise RuntimeError("manifest could not be saved")
+    assert snapshot(run) == before
