@@ -8,9 +8,10 @@ host-side packages (pipeline/, models/).
 """
 from __future__ import annotations
 
-from edge.classify import Class, classify, dequantize, get_scores, input_details, input_size, quantize, set_input, top_k
+from edge.classify import Class, classify, get_scores, input_details, input_size, set_input, top_k
 from edge.errors import EdgeError, EdgeTpuUnavailable, InputError, IntegrityError, ModelCheckError, ModelLoadError
 from edge.interpreter import BACKEND_ORDER, backend_name, load_backend, make_interpreter, open_model
+from edge.preprocess import dequantize, quantize
 
 __all__ = [
     "BACKEND_ORDER", "Class", "EdgeError", "EdgeTpuUnavailable", "InputError", "IntegrityError", "ModelCheckError",

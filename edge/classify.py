@@ -18,7 +18,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from edge.errors import InputError
-from edge.preprocess import RAW_PIXELS, Normalization, dequantize, quantize, resize, to_input  # noqa: F401 (quantize: public API)
+from edge.preprocess import RAW_PIXELS, Normalization, dequantize, resize, to_input
 
 
 class Class(NamedTuple):

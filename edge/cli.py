@@ -11,27 +11,25 @@ line on stderr: exit 2 when the asked-for hardware (Edge TPU) is missing, 1 othe
 from __future__ import annotations
 
 import functools
-import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import click
 import numpy as np
 
+from edge.atomic import write_json_atomic
 from edge.classify import get_scores, input_details, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
-from edge.integrity import ModelRecord, find_records, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.image_files import IMAGE_SUFFIXES
+from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import LoadedModel, open_model
 from edge.labels import choose_labels, labels_from_model
 from edge.model_metadata import read_metadata
 from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_image, normalization, normalization_from_contract
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 BUNDLE_NAME = "bundle.json"
 
 
@@ -200,12 +198,7 @@ def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
 
 def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:
     path = data / BUNDLE_NAME
-    try:
-        bundle = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path} is not readable JSON ({err}), expected an evaluation bundle") from err
-    if not isinstance(bundle, dict) or bundle.get("schema_version") != 1:
-        raise InputError(f"{path} has schema_version {bundle.get('schema_version') if isinstance(bundle, dict) else None!r}, expected 1")
+    bundle = load_record(path, "evaluation bundle", InputError)
     bundle_labels = [str(x) for x in bundle.get("labels") or []]
     if labels is not None and bundle_labels and labels != bundle_labels:
         raise InputError(f"{path} labels {bundle_labels} differ from the model's labels {labels}; expected the same classes in the same order")
@@ -221,19 +214,6 @@ def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
     if not samples:
         raise InputError(f"{path} lists no images")
     return samples, labels
-
-
-def _write_json_atomic(path: Path, obj: Dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @main.command()
@@ -280,7 +260,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
         "top_k": k,
         "top_k_accuracy": correct_k / labelled if labelled else None,
     }
-    _write_json_atomic(Path(out), result)
+    write_json_atomic(Path(out), result, indent=1)
     accuracy = "n/a (no labels)" if not labelled else f"{correct / labelled:.4f}"
     click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "") + f"; wrote {out}")
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Type
 
 from edge.atomic import write_json_atomic
-from edge.errors import IntegrityError
+from edge.errors import EdgeError, IntegrityError
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -46,14 +46,15 @@ def sidecar_path(model: Path) -> Path:
     return model.with_name(model.name + ".json")
 
 
-def _load_json(path: Path, what: str) -> Dict[str, Any]:
+def load_record(path: Path, what: str, error: Type[EdgeError] = IntegrityError) -> Dict[str, Any]:
+    """A JSON object the pipeline wrote (sidecar, manifest, bundle), refusing unreadable or other-schema files."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise IntegrityError(f"{what} {path} is not readable JSON ({err}); expected the file the pipeline wrote") from err
+        raise error(f"{what} {path} is not readable JSON ({err}); expected the file the pipeline wrote") from err
     if not isinstance(obj, dict) or obj.get("schema_version") != SCHEMA_VERSION:
         got = obj.get("schema_version") if isinstance(obj, dict) else type(obj).__name__
-        raise IntegrityError(f"{what} {path} has schema_version {got!r}, expected {SCHEMA_VERSION}")
+        raise error(f"{what} {path} has schema_version {got!r}, expected {SCHEMA_VERSION}")
     return obj
 
 
@@ -67,7 +68,7 @@ def _sidecar_record(model: Path) -> Optional[ModelRecord]:
     path = sidecar_path(model)
     if not path.is_file():
         return None
-    obj = _load_json(path, "sidecar")
+    obj = load_record(path, "sidecar")
     if obj.get("model") != model.name:
         raise IntegrityError(f"sidecar {path} describes model {obj.get('model')!r}, expected {model.name!r}")
     return ModelRecord(path, "sidecar", _hex(obj.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
@@ -79,7 +80,7 @@ def _manifest_record(model: Path) -> Optional[ModelRecord]:
     path = model.parent / MANIFEST_NAME
     if not path.is_file():
         return None
-    obj = _load_json(path, "manifest")
+    obj = load_record(path, "manifest")
     artifacts = obj.get("artifacts")
     if not isinstance(artifacts, dict):
         raise IntegrityError(f"manifest {path} has no artifacts table, expected {{\"artifacts\": {{key: {{path, sha256}}}}}}")

@@ -38,6 +38,11 @@ class TensorInfo(NamedTuple):
     buffer_size: int  # bytes of data in the file, 0 for activations
     is_variable: bool = False  # state an op keeps between invocations (an LSTM's cell and output state)
 
+    @property
+    def is_dynamic(self) -> bool:
+        """A dimension left to run time: what the Edge TPU and its compiler refuse."""
+        return any(d < 0 for d in self.shape_signature)
+
 
 class OpInfo(NamedTuple):
     index: int  # position in execution order (subgraph 0)
@@ -286,7 +291,7 @@ def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> 
 
 def dynamic_tensors(info: ModelInfo) -> List[TensorInfo]:
     """Tensors with a dynamic dimension (-1 in the shape signature): what the Edge TPU and its compiler refuse."""
-    return [t for t in info.tensors if any(d < 0 for d in t.shape_signature)]
+    return [t for t in info.tensors if t.is_dynamic]
 
 
 def ops_over_version(info: ModelInfo, limits: Mapping[str, int]) -> List[Tuple[OpInfo, int]]:

@@ -29,11 +29,11 @@ import numpy as np
 import tensorflow as tf
 
 from edge.errors import InputError
+from edge.image_files import IMAGE_SUFFIXES
 from edge.preprocess import load_image
 from pipeline.errors import DataError
 
 AUTOTUNE = tf.data.AUTOTUNE
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 TFRECORD_FEATURES = {
     "image": tf.io.FixedLenFeature([], tf.string),
     "class": tf.io.FixedLenFeature([], tf.int64),
@@ -281,9 +281,9 @@ def _folder(root: Path, classes: Optional[Sequence[str]]) -> Source:
     paths: List[str] = []
     examples: List[Example] = []
     for class_dir in class_dirs:
-        images = sorted(p for p in class_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+        images = sorted(p for p in class_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not images:
-            raise DataError(f"class folder {class_dir} holds no images; expected files ending in {', '.join(IMAGE_EXTENSIONS)}")
+            raise DataError(f"class folder {class_dir} holds no images; expected files ending in {', '.join(IMAGE_SUFFIXES)}")
         for image in images:
             data = image.read_bytes()
             _check_image(data, str(image))

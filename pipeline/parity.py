@@ -24,6 +24,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 
 from edge import preprocess
+from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
@@ -363,7 +364,7 @@ def _suffix(example_id: str, data: bytes) -> str:
     from PIL import Image
 
     own = Path(example_id).suffix.lower()
-    if own in data_mod.IMAGE_EXTENSIONS:
+    if own in IMAGE_SUFFIXES:
         return own
     with Image.open(io.BytesIO(data)) as image:
         return _FORMAT_SUFFIX.get(image.format or "", ".img")

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from edge.tflite_file import ModelInfo, OpInfo, constant_data, read_model
+from edge.tflite_file import ModelInfo, OpInfo, constant_data, dynamic_tensors, ops_over_version, read_model
 from pipeline import edgetpu_rules as rules
 
 
@@ -125,15 +125,12 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
 
 def model_fatal(info: ModelInfo) -> Optional[str]:
     """Why the compiler would refuse the whole model (no output at all), or None."""
-    for op in info.ops:
-        limit = rules.MAX_PARSED_VERSION.get(op.name)
-        if limit is not None and op.version > limit:
-            return (f"Model could not be parsed: op {op.index} {op.name} v{op.version} is newer than compiler 16 "
-                    f"parses (up to v{limit}); convert with an older op set")
-    for t in info.tensors:
-        if any(d < 0 for d in t.shape_signature):
-            return (f"dynamic-sized tensor {t.name!r} {list(t.shape_signature)}: the compiler refuses graphs with "
-                    "dynamic-sized tensors; export at a fixed batch of 1")
+    for op, limit in ops_over_version(info, rules.MAX_PARSED_VERSION)[:1]:
+        return (f"Model could not be parsed: op {op.index} {op.name} v{op.version} is newer than compiler 16 "
+                f"parses (up to v{limit}); convert with an older op set")
+    for t in dynamic_tensors(info)[:1]:
+        return (f"dynamic-sized tensor {t.name!r} {list(t.shape_signature)}: the compiler refuses graphs with "
+                "dynamic-sized tensors; export at a fixed batch of 1")
     if not any(t.dtype in rules.EIGHT_BIT for t in info.tensors):
         return "Model not quantized: no int8/uint8 tensor; export with full-integer quantization (--int8)"
     return None
@@ -195,7 +192,7 @@ def _check_types(op: OpInfo, info: ModelInfo):
 
 def _check_static(op: OpInfo, info: ModelInfo):
     for t in _activations(op, info):
-        if any(d < 0 for d in t.shape_signature):
+        if t.is_dynamic:
             return rules.OTHER_LIMITATION, f"tensor {t.name!r} has a dynamic size {list(t.shape_signature)}; the Edge TPU needs sizes fixed at compile time (export at batch 1)"
     return None
 

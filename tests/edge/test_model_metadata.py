@@ -5,7 +5,6 @@ import io
 import random
 import struct
 import zipfile
-from pathlib import Path
 
 import pytest
 
