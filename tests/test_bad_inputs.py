@@ -176,3 +176,91 @@ def test_bench_compiled_model_without_an_edge_tpu():
     result = edge_cli(["bench", FIXTURES / "tiny_edgetpu.tflite", "--no-verify"])
     assert_refused(result, "needs the Edge TPU", "libedgetpu1-std")
     assert result.returncode == 2  # the asked-for hardware is missing, not bad input
+
+
+# --- pipeline compile and parity: refused, the run unchanged --------------------------------------
+
+def test_compile_check_only_on_a_file_that_is_not_a_model(tmp_path):
+    path = _junk(tmp_path, "model.tflite", b"not a flatbuffer at all, but long enough to be read as one\n")
+    assert_refused(cli(["compile", str(path), "--check-only", "--json"]), "model.tflite", "expected the 'TFL3' identifier")
+
+
+def test_compile_refuses_a_full_compile_of_a_bare_file(exported_copy):
+    assert_refused(cli(["compile", str(exported_copy / "model_int8.tflite")]), "--check-only")
+
+
+def test_compile_require_full_mapping_on_a_float_model(exported_copy):
+    before = tree_snapshot(exported_copy)
+    result = cli(["compile", str(exported_copy / "model_float.tflite"), "--check-only", "--require-full-mapping"])
+    assert_refused(result, "Model not quantized")
+    assert tree_snapshot(exported_copy) == before
+
+
+PARITY_CASES = {
+    "negative max drop": (["--max-drop", "-1"], ["--max-drop -1.0, expected percentage points >= 0"]),
+    "agreement above 1": (["--min-agreement", "2"], ["--min-agreement 2.0, expected a share between 0 and 1"]),
+    "device results that are not JSON": (["--device-results", "{junk}"], ["cannot read device results", "expected the JSON written by `edge evaluate`"]),
+    "a bundle folder that is not empty": (["--bundle", "{full}"], ["is not empty; expected a new or empty folder"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARITY_CASES))
+def test_parity_refuses(case, exported_copy, tmp_path):
+    args, needles = PARITY_CASES[case]
+    _junk(tmp_path, "junk.json", b"{not json")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    args = [a.format(junk=tmp_path / "junk.json", full=tmp_path / "full") for a in args]
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["parity", str(exported_copy), *args]), *needles)
+    assert tree_snapshot(exported_copy) == before
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+
+
+# --- edge classify and evaluate: bad images, options, labels and bundles -------------------------
+
+def _image(tmp_path, name, mode, fmt) -> Path:
+    from PIL import Image
+
+    path = tmp_path / name
+    Image.new(mode, (20, 20)).save(path, format=fmt)
+    return path
+
+
+def test_classify_names_a_cmyk_image(exported_copy, tmp_path):
+    path = _image(tmp_path, "print.jpg", "CMYK", "JPEG")
+    assert_refused(edge_cli(["classify", exported_copy / "model_int8.tflite", path]), "print.jpg has mode CMYK")
+
+
+def test_classify_refuses_input_mean_for_a_model_with_a_recorded_contract(exported_copy, tmp_path):
+    path = _image(tmp_path, "ok.png", "RGB", "PNG")
+    result = edge_cli(["classify", exported_copy / "model_int8.tflite", path, "--input-mean", "128"])
+    assert_refused(result, "--input-mean/--input-std do not apply")
+
+
+def test_classify_refuses_a_zero_input_std(tmp_path):
+    path = _image(tmp_path, "ok.png", "RGB", "PNG")
+    result = edge_cli(["classify", FIXTURES / "tiny_int8.tflite", path, "--input-std", "0"])
+    assert_refused(result, "input std [0.0, 0.0, 0.0]", "expected positive numbers")
+
+
+def test_classify_refuses_labels_with_a_repeated_id(exported_copy, tmp_path):
+    labels = _junk(tmp_path, "labels.txt", b"0 cat\n1 dog\n1 bird\n")
+    path = _image(tmp_path, "ok.png", "RGB", "PNG")
+    result = edge_cli(["classify", exported_copy / "model_int8.tflite", path, "--labels", labels])
+    assert_refused(result, "labels.txt line 3 gives class 1 ('bird') again, first given on line 2 ('dog')")
+
+
+def test_evaluate_refuses_data_that_is_not_a_folder(exported_copy, tmp_path):
+    out = tmp_path / "predictions.json"
+    result = edge_cli(["evaluate", exported_copy / "model_int8.tflite", "--data", tmp_path / "nowhere", "--out", out])
+    assert_refused(result, "is not a directory, expected class folders or an evaluation bundle")
+    assert not out.exists()
+
+
+def test_evaluate_refuses_a_bundle_of_another_schema(exported_copy, tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "bundle.json").write_text(json.dumps({"schema_version": 9, "images": []}))
+    result = edge_cli(["evaluate", exported_copy / "model_int8.tflite", "--data", bundle, "--out", tmp_path / "p.json"])
+    assert_refused(result, "schema_version 9, expected 1")

@@ -263,13 +263,13 @@ def test_int8_options_without_int8_are_refused(run_copy):
 
 
 def test_integer_only_names_int16_and_mid_graph_quantize():
+    from edge.tflite_file import TensorInfo
     from pipeline.quant_verify import integer_only_problems
 
-    def tensor(i, dtype, shape=(1, 4)):
-        return SimpleNamespace(index=i, name=f"t{i}", dtype=dtype, shape=shape, shape_signature=shape)
+    def tensor(i, dtype, signature=(1, 4)):
+        return TensorInfo(i, f"t{i}", dtype, (1, 4), signature, False, (), (), 0)
 
-    tensors = [tensor(0, "uint8"), tensor(1, "int8"), tensor(2, "int8"), tensor(3, "int16"), tensor(4, "int8", (1, 4))]
-    tensors[4] = SimpleNamespace(index=4, name="t4", dtype="int8", shape=(1, 4), shape_signature=(-1, 4))
+    tensors = [tensor(0, "uint8"), tensor(1, "int8"), tensor(2, "int8"), tensor(3, "int16"), tensor(4, "int8", (-1, 4))]
     ops = [
         SimpleNamespace(index=0, name="QUANTIZE", version=1, inputs=(0,), outputs=(1,)),  # uint8 input -> int8: allowed
         SimpleNamespace(index=1, name="QUANTIZE", version=1, inputs=(1,), outputs=(2,)),  # int8 -> int8 mid-graph
