@@ -168,26 +168,36 @@ def dequantize(values: Any, scale: float, zero_point: int) -> np.ndarray:
     return ((np.asarray(values).astype(np.int64) - int(zero_point)) * scale).astype(np.float32)
 
 
-_TABLES: Dict[Tuple[Normalization, float, int, str], np.ndarray] = {}
+class _Table(NamedTuple):
+    values: np.ndarray  # [3, 256]: the input value of each pixel value, per channel
+    identity: bool  # every pixel value maps to itself: pixels can go in unchanged
 
 
-def pixel_table(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
-    """[3, 256] table: the quantized input value of each pixel value, per channel (one lookup per pixel)."""
+_TABLES: Dict[Tuple[Normalization, float, int, str], _Table] = {}
+
+
+def _table(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> _Table:
     dtype = np.dtype(dtype)
     key = (norm, float(scale), int(zero_point), dtype.str)
     table = _TABLES.get(key)
     if table is None:
         levels = np.arange(256, dtype=np.float64)
-        table = np.stack([quantize((levels - m) / s, scale, zero_point, dtype) for m, s in zip(norm.mean, norm.std)])
-        _TABLES[key] = table
+        values = np.stack([quantize((levels - m) / s, scale, zero_point, dtype) for m, s in zip(norm.mean, norm.std)])
+        identity = dtype == np.uint8 and bool((values == levels.astype(np.uint8)).all())
+        table = _TABLES[key] = _Table(values, identity)
     return table
+
+
+def pixel_table(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> np.ndarray:
+    """[3, 256] table: the quantized input value of each pixel value, per channel (one lookup per pixel)."""
+    return _table(norm, scale, zero_point, dtype).values
 
 
 def passes_raw(norm: Normalization, scale: float, zero_point: int, dtype: Any) -> bool:
     """True when the input's quantization already encodes `norm`: pixel values go in unchanged."""
     if np.dtype(dtype) != np.uint8 or not scale > 0:
         return False
-    return bool(np.array_equal(pixel_table(norm, scale, zero_point, dtype), np.tile(np.arange(256, dtype=np.uint8), (3, 1))))
+    return _table(norm, scale, zero_point, dtype).identity
 
 
 def to_input(pixels: np.ndarray, norm: Normalization, details: Dict[str, Any]) -> np.ndarray:
