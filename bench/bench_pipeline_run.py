@@ -1,6 +1,6 @@
 """Time `pipeline run` with its defaults (the README's main command) and check its accuracy target.
 
-    /work/venv/bin/python bench/bench_pipeline_run.py        writes bench/results/pipeline_run.md
+    .venv/bin/python bench/bench_pipeline_run.py        writes bench/results/pipeline_run.md
 
 Targets (issue 5): under 3 minutes on a 2-core CPU, TensorFlow's import included; int8 held-out
 accuracy within 1 percentage point of the float model. Each run is a fresh subprocess into a new
@@ -39,7 +39,7 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         "# `pipeline run` with defaults (small_cnn on digits)", "",
-        "Command: `/work/venv/bin/python bench/bench_pipeline_run.py`  ",
+        "Command: `.venv/bin/python bench/bench_pipeline_run.py`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), load average {load[0]:.1f} at the end, "
         f"Python {platform.python_version()}", "",
         "| run | wall time (s) | target | float top-1 | int8 top-1 | drop (pp) | target | agreement |",
