@@ -25,7 +25,7 @@ from edge.classify import get_scores, input_details, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
-from edge.interpreter import LoadedModel, open_model
+from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels, labels_from_model
 from edge.model_metadata import read_metadata
 from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_image, normalization, normalization_from_contract
@@ -104,7 +104,7 @@ def _labels(labels_file: Optional[str], records: List[ModelRecord], data: bytes)
 
 
 def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], labels_file: Optional[str] = None,
-          mean: Optional[str] = None, std: Optional[str] = None) -> Opened:
+          mean: Optional[str] = None, std: Optional[str] = None, backend: Optional[str] = None) -> Opened:
     path = Path(model)
     if not path.is_file():
         raise InputError(f"model {path} not found, expected a .tflite file")
@@ -122,13 +122,19 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], la
             click.echo(f"note: no {sidecar_path(path).name} or manifest.json next to {path}; its sha256 is not checked", err=True)
         sha = verify(path, data, records)
     # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
-    loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data)
+    loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data, backend=backend)
+    click.echo(f"interpreter: {loaded.backend} ({loaded.why})", err=True)
     norm = _normalization(records, data, mean, std)
     labels, labels_from = _labels(labels_file, records, data)
     # Say how pixels and class names were chosen: a wrong guess here is the usual cause of noise.
     click.echo(describe(norm, input_details(loaded.interpreter)), err=True)
     click.echo(labels_from, err=True)
     return Opened(loaded, sha, norm, labels)
+
+
+BACKEND_OPTION = click.option(
+    "--backend", default=None, metavar="NAME",
+    help=f"Force the interpreter: {', '.join(CPU_ORDER)} (default: tflite_runtime for Edge TPU models, else the fastest installed).")
 
 
 def _running_options(command):
@@ -138,6 +144,7 @@ def _running_options(command):
         click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing)."),
         click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning)."),
         click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter."),
+        BACKEND_OPTION,
         click.option("--input-mean", "mean", default=None,
                      help="For a model with no record or metadata: pixel mean, one number or R,G,B (default 128)."),
         click.option("--input-std", "std", default=None,
@@ -159,9 +166,9 @@ def main() -> None:
 @_running_options
 @_fail_cleanly
 def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
     """Print the top-k classes of each IMAGE."""
-    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     labels = opened.labels
     interpreter = opened.model.interpreter
     for image_path in images:
@@ -224,12 +231,12 @@ def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
 @_running_options
 @_fail_cleanly
 def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
     """Score every image under --data and write all scores to --out."""
     data = Path(data_dir)
     if not data.is_dir():
         raise InputError(f"--data {data} is not a directory, expected class folders or an evaluation bundle")
-    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     labels = opened.labels
     samples, labels = (_bundle_samples if (data / BUNDLE_NAME).is_file() else _folder_samples)(data, labels)
     interpreter = opened.model.interpreter
@@ -275,11 +282,12 @@ def _percentile(values: List[float], q: float) -> float:
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
 @click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
 @click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
+@BACKEND_OPTION
 @_fail_cleanly
-def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool) -> None:
+def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool, backend: Optional[str]) -> None:
     """Time the first invoke (load included) apart from the steady state (median, p90)."""
     start = time.perf_counter()
-    opened = _open(model, edgetpu, no_verify, threads)
+    opened = _open(model, edgetpu, no_verify, threads, backend=backend)
     interpreter = opened.model.interpreter
     details = interpreter.get_input_details()[0]
     # A fixed seeded input: latency does not depend on pixel values, and runs stay comparable.
