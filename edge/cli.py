@@ -15,20 +15,21 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import click
 import numpy as np
 
 from edge.atomic import write_json_atomic
-from edge.classify import get_scores, input_details, set_input, top_k
+from edge.classify import get_scores, input_details, input_size, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels, labels_from_model
 from edge.model_metadata import read_metadata
-from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_image, normalization, normalization_from_contract
+from edge.prefetch import prefetch
+from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_pixels, normalization, normalization_from_contract
 
 BUNDLE_NAME = "bundle.json"
 
@@ -171,12 +172,26 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
     opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     labels = opened.labels
     interpreter = opened.model.interpreter
-    for image_path in images:
-        set_input(interpreter, load_image(image_path), opened.norm)
+    failed = []
+    for image_path, pixels, error in prefetch(images, _pixel_loader(interpreter, lambda path: path)):
+        if error is not None:
+            click.echo(f"error: {error}", err=True)
+            failed.append(image_path)
+            continue
+        set_input(interpreter, pixels, opened.norm)
         _invoke(interpreter, image_path)
         click.echo(f"{image_path}:")
         for c in top_k(get_scores(interpreter), k=k, labels=labels):
             click.echo(f"  {c.score:.4f}  {c.label}  (id {c.id})")
+    if failed:
+        raise InputError(f"{len(failed)} of {len(images)} images could not be read ({', '.join(failed)}, each named above); "
+                         "the others are classified")
+
+
+def _pixel_loader(interpreter: Any, path_of: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
+    """What the decode worker runs per item: the pixel contract's pixels at the model's input size."""
+    size = input_size(interpreter)
+    return lambda item: load_pixels(path_of(item), size, name=str(path_of(item)))
 
 
 class Sample(NamedTuple):
@@ -242,9 +257,14 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     interpreter = opened.model.interpreter
     predictions = []
     correct = correct_k = labelled = 0
-    with click.progressbar(samples, label="evaluating", file=sys.stderr) as bar:
-        for sample in bar:
-            set_input(interpreter, load_image(sample.path), opened.norm)
+    errors = []
+    loader = _pixel_loader(interpreter, lambda sample: sample.path)
+    with click.progressbar(prefetch(samples, loader), length=len(samples), label="evaluating", file=sys.stderr) as bar:
+        for sample, pixels, error in bar:
+            if error is not None:
+                errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
+                continue
+            set_input(interpreter, pixels, opened.norm)
             _invoke(interpreter, sample.rel)
             scores = get_scores(interpreter)
             if labels is not None and len(labels) != scores.size:
@@ -267,9 +287,16 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
         "top_k": k,
         "top_k_accuracy": correct_k / labelled if labelled else None,
     }
+    if errors:  # the files left out of predictions, each with why: parity refuses a short list, naming the count
+        result["errors"] = errors
     write_json_atomic(Path(out), result, indent=1)
     accuracy = "n/a (no labels)" if not labelled else f"{correct / labelled:.4f}"
     click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "") + f"; wrote {out}")
+    if errors:
+        for entry in errors:
+            click.echo(f"error: {entry['error']}", err=True)
+        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
+                         "the others are scored")
 
 
 def _percentile(values: List[float], q: float) -> float:
