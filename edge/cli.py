@@ -29,7 +29,8 @@ from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels, labels_from_model
 from edge.model_metadata import read_metadata
 from edge.prefetch import prefetch
-from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_pixels, normalization, normalization_from_contract
+from edge.preprocess import (PYCORAL_DEFAULT, Normalization, decode_scaled, describe, load_pixels, normalization,
+                             normalization_from_contract)
 
 BUNDLE_NAME = "bundle.json"
 
@@ -60,6 +61,7 @@ class Opened(NamedTuple):
     model: LoadedModel
     sha256: str
     norm: Normalization  # how pixels become this model's input (the pixel contract's last step)
+    scaled: bool  # JPEGs decoded at reduced scale (contract version 2 on), as the model was trained
     labels: Optional[List[str]]  # class names, None = print class ids
 
 
@@ -126,11 +128,14 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], la
     loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data, backend=backend)
     click.echo(f"interpreter: {loaded.backend} ({loaded.why})", err=True)
     norm = _normalization(records, data, mean, std)
+    scaled = decode_scaled(next((r.preprocessing for r in records if r.preprocessing is not None), None))
     labels, labels_from = _labels(labels_file, records, data)
     # Say how pixels and class names were chosen: a wrong guess here is the usual cause of noise.
     click.echo(describe(norm, input_details(loaded.interpreter)), err=True)
+    click.echo("decode: JPEGs at reduced scale (the recorded pixel contract)" if scaled else
+               "decode: JPEGs at full size (" + ("pixel contract version 1)" if records else "no recorded pixel contract)"), err=True)
     click.echo(labels_from, err=True)
-    return Opened(loaded, sha, norm, labels)
+    return Opened(loaded, sha, norm, scaled, labels)
 
 
 BACKEND_OPTION = click.option(
@@ -173,7 +178,7 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
     labels = opened.labels
     interpreter = opened.model.interpreter
     failed = []
-    for image_path, pixels, error in prefetch(images, _pixel_loader(interpreter, lambda path: path)):
+    for image_path, pixels, error in prefetch(images, _pixel_loader(opened, lambda path: path)):
         if error is not None:
             click.echo(f"error: {error}", err=True)
             failed.append(image_path)
@@ -188,10 +193,10 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
                          "the others are classified")
 
 
-def _pixel_loader(interpreter: Any, path_of: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
+def _pixel_loader(opened: Opened, path_of: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
     """What the decode worker runs per item: the pixel contract's pixels at the model's input size."""
-    size = input_size(interpreter)
-    return lambda item: load_pixels(path_of(item), size, name=str(path_of(item)))
+    size = input_size(opened.model.interpreter)
+    return lambda item: load_pixels(path_of(item), size, name=str(path_of(item)), scaled=opened.scaled)
 
 
 class Sample(NamedTuple):
@@ -258,7 +263,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     predictions = []
     correct = correct_k = labelled = 0
     errors = []
-    loader = _pixel_loader(interpreter, lambda sample: sample.path)
+    loader = _pixel_loader(opened, lambda sample: sample.path)
     with click.progressbar(prefetch(samples, loader), length=len(samples), label="evaluating", file=sys.stderr) as bar:
         for sample, pixels, error in bar:
             if error is not None:
@@ -343,7 +348,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
     click.echo(f"steady state over {runs} runs: median {statistics.median(ms):.3f} ms, p90 {_percentile(ms, 90):.3f} ms"
                f" ({1000 / statistics.median(ms):.1f} invokes/s)")
     if files:
-        rate = end_to_end_rate(interpreter, files, opened.norm)
+        rate = end_to_end_rate(opened, files)
         click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, invoke, scores): {rate:.1f} images/s, "
                    f"{rate / (1000 / statistics.median(ms)):.2f} of the bare invoke rate")
 
@@ -357,14 +362,15 @@ def _bench_images(folder: Path) -> List[Path]:
     return files
 
 
-def end_to_end_rate(interpreter: Any, files: Sequence[Path], norm: Normalization) -> float:
+def end_to_end_rate(opened: Opened, files: Sequence[Path]) -> float:
     """Images per second through what `edge evaluate` does per image: prefetched decode and resize, set_input,
     invoke, get_scores. A file that cannot be read is an error here: a benchmark must not skip work."""
+    interpreter = opened.model.interpreter
     start = time.perf_counter()
-    for path, pixels, error in prefetch(files, _pixel_loader(interpreter, lambda f: f)):
+    for path, pixels, error in prefetch(files, _pixel_loader(opened, lambda f: f)):
         if error is not None:
             raise error
-        set_input(interpreter, pixels, norm)
+        set_input(interpreter, pixels, opened.norm)
         _invoke(interpreter, str(path))
         get_scores(interpreter)
     return len(files) / (time.perf_counter() - start)

@@ -209,3 +209,17 @@ def test_bench_images_that_are_not_a_folder_is_refused(int8_copy: Path, tmp_path
     assert result.exit_code == 1 and "--images" in result.stderr and "is not a directory" in result.stderr
     _no_traceback(result)
 
+
+
+def test_the_recorded_contract_version_decides_the_jpeg_decode(int8_copy: Path, tmp_path: Path):
+    from PIL import Image
+
+    photo = tmp_path / "red.jpg"
+    Image.open(IMAGES / "red.png").convert("RGB").resize((64, 48)).save(photo)
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    result = _run("classify", int8_copy, photo)
+    assert result.exit_code == 0 and "decode: JPEGs at reduced scale (the recorded pixel contract)" in result.stderr
+    v1 = {k: v for k, v in contract().items() if k != "jpeg_scale"}
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(v1, version=1))
+    result = _run("classify", int8_copy, photo)
+    assert result.exit_code == 0 and "decode: JPEGs at full size (pixel contract version 1)" in result.stderr
