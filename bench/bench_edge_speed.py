@@ -104,7 +104,7 @@ def end_to_end(model: Path, files, rounds: int):
         rates.append(end_to_end_rate(opened, files))
         # Above 1: decoding and invoking overlapped on two cores; 1.0: this process got one core's worth.
         cpu_share.append((_cpu_seconds() - cpu) / (time.perf_counter() - wall))
-    return loaded.backend, loaded.why, 1 / statistics.median(bare), statistics.median(rates), statistics.median(cpu_share)
+    return loaded.backend, loaded.why, 1 / statistics.median(bare), rates, cpu_share
 
 
 def _cpu_seconds() -> float:
@@ -139,7 +139,8 @@ def run(folder: Path, rounds: int, write: bool) -> int:
     invokes = invoke_times(modules, data, rounds, 20)
     fastest = min(ms for ms, _ in invokes.values())
     load_before = os.getloadavg()
-    backend, why, bare_rate, rate, cpu_share = end_to_end(model, files, max(3, rounds // 5))
+    backend, why, bare_rate, round_rates, round_shares = end_to_end(model, files, max(3, rounds // 5))
+    rate, cpu_share = statistics.median(round_rates), statistics.median(round_shares)
     full_ms, scaled_ms, mad, mad_max, decoded = decode_costs(files)
     versions = {name: getattr(sys.modules.get(name.split(".")[0]), "__version__", "?") for name, _ in modules}
     invoke_ratio, e2e_ratio = invokes[backend][0] / fastest, rate / bare_rate
@@ -177,6 +178,8 @@ def run(folder: Path, rounds: int, write: bool) -> int:
         "",
         f"**end to end / bare: {e2e_ratio:.2f}** (target >= {END_TO_END_TARGET}). Process CPU time / wall time during the "
         f"end-to-end passes: {cpu_share:.2f} (above 1 = decoding overlapped the invokes on the second core).",
+        "",
+        "Per round (end to end / bare, CPU / wall): " + ", ".join(f"{r / bare_rate:.2f} ({c:.2f})" for r, c in zip(round_rates, round_shares)) + ".",
         "",
         "## Decode and resize to 224x224, one thread, best of two passes",
         "",
