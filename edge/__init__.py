@@ -2,8 +2,8 @@
 
     edge classify model_int8_edgetpu.tflite cat.png --top-k 3
 
-Imports numpy, Pillow and one TFLite interpreter (tflite_runtime, else ai_edge_litert, else
-tensorflow.lite), the interpreter only when a model is loaded. Nothing here imports the
+Imports numpy, Pillow and one TFLite interpreter (for Edge TPU models tflite_runtime first, for
+CPU models ai_edge_litert first; edge.interpreter), the interpreter only when a model is loaded. Nothing here imports the
 host-side packages (pipeline/, models/).
 """
 from __future__ import annotations

@@ -15,20 +15,22 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import click
 import numpy as np
 
 from edge.atomic import write_json_atomic
-from edge.classify import get_scores, input_details, set_input, top_k
+from edge.classify import get_scores, input_details, input_size, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
-from edge.interpreter import LoadedModel, open_model
+from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels, labels_from_model
 from edge.model_metadata import read_metadata
-from edge.preprocess import PYCORAL_DEFAULT, Normalization, describe, load_image, normalization, normalization_from_contract
+from edge.prefetch import prefetch
+from edge.preprocess import (PYCORAL_DEFAULT, Normalization, decode_scaled, describe, load_pixels, normalization,
+                             normalization_from_contract)
 
 BUNDLE_NAME = "bundle.json"
 
@@ -59,6 +61,7 @@ class Opened(NamedTuple):
     model: LoadedModel
     sha256: str
     norm: Normalization  # how pixels become this model's input (the pixel contract's last step)
+    scaled: bool  # JPEGs decoded at reduced scale (contract version 2 on), as the model was trained
     labels: Optional[List[str]]  # class names, None = print class ids
 
 
@@ -104,7 +107,7 @@ def _labels(labels_file: Optional[str], records: List[ModelRecord], data: bytes)
 
 
 def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], labels_file: Optional[str] = None,
-          mean: Optional[str] = None, std: Optional[str] = None) -> Opened:
+          mean: Optional[str] = None, std: Optional[str] = None, backend: Optional[str] = None) -> Opened:
     path = Path(model)
     if not path.is_file():
         raise InputError(f"model {path} not found, expected a .tflite file")
@@ -122,13 +125,22 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], la
             click.echo(f"note: no {sidecar_path(path).name} or manifest.json next to {path}; its sha256 is not checked", err=True)
         sha = verify(path, data, records)
     # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
-    loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data)
+    loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data, backend=backend)
+    click.echo(f"interpreter: {loaded.backend} ({loaded.why})", err=True)
     norm = _normalization(records, data, mean, std)
+    scaled = decode_scaled(next((r.preprocessing for r in records if r.preprocessing is not None), None))
     labels, labels_from = _labels(labels_file, records, data)
     # Say how pixels and class names were chosen: a wrong guess here is the usual cause of noise.
     click.echo(describe(norm, input_details(loaded.interpreter)), err=True)
+    click.echo("decode: JPEGs at reduced scale (the recorded pixel contract)" if scaled else
+               "decode: JPEGs at full size (" + ("pixel contract version 1)" if records else "no recorded pixel contract)"), err=True)
     click.echo(labels_from, err=True)
-    return Opened(loaded, sha, norm, labels)
+    return Opened(loaded, sha, norm, scaled, labels)
+
+
+BACKEND_OPTION = click.option(
+    "--backend", default=None, metavar="NAME",
+    help=f"Force the interpreter: {', '.join(CPU_ORDER)} (default: tflite_runtime for Edge TPU models, else the fastest installed).")
 
 
 def _running_options(command):
@@ -138,6 +150,7 @@ def _running_options(command):
         click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing)."),
         click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning)."),
         click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter."),
+        BACKEND_OPTION,
         click.option("--input-mean", "mean", default=None,
                      help="For a model with no record or metadata: pixel mean, one number or R,G,B (default 128)."),
         click.option("--input-std", "std", default=None,
@@ -159,17 +172,31 @@ def main() -> None:
 @_running_options
 @_fail_cleanly
 def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
     """Print the top-k classes of each IMAGE."""
-    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     labels = opened.labels
     interpreter = opened.model.interpreter
-    for image_path in images:
-        set_input(interpreter, load_image(image_path), opened.norm)
+    failed = []
+    for image_path, pixels, error in prefetch(images, _pixel_loader(opened, lambda path: path)):
+        if error is not None:
+            click.echo(f"error: {error}", err=True)
+            failed.append(image_path)
+            continue
+        set_input(interpreter, pixels, opened.norm)
         _invoke(interpreter, image_path)
         click.echo(f"{image_path}:")
         for c in top_k(get_scores(interpreter), k=k, labels=labels):
             click.echo(f"  {c.score:.4f}  {c.label}  (id {c.id})")
+    if failed:
+        raise InputError(f"{len(failed)} of {len(images)} images could not be read ({', '.join(failed)}, each named above); "
+                         "the others are classified")
+
+
+def _pixel_loader(opened: Opened, path_of: Callable[[Any], Any]) -> Callable[[Any], np.ndarray]:
+    """What the decode worker runs per item: the pixel contract's pixels at the model's input size."""
+    size = input_size(opened.model.interpreter)
+    return lambda item: load_pixels(path_of(item), size, name=str(path_of(item)), scaled=opened.scaled)
 
 
 class Sample(NamedTuple):
@@ -224,20 +251,25 @@ def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
 @_running_options
 @_fail_cleanly
 def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], mean: Optional[str], std: Optional[str]) -> None:
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
     """Score every image under --data and write all scores to --out."""
     data = Path(data_dir)
     if not data.is_dir():
         raise InputError(f"--data {data} is not a directory, expected class folders or an evaluation bundle")
-    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std)
+    opened = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     labels = opened.labels
     samples, labels = (_bundle_samples if (data / BUNDLE_NAME).is_file() else _folder_samples)(data, labels)
     interpreter = opened.model.interpreter
     predictions = []
     correct = correct_k = labelled = 0
-    with click.progressbar(samples, label="evaluating", file=sys.stderr) as bar:
-        for sample in bar:
-            set_input(interpreter, load_image(sample.path), opened.norm)
+    errors = []
+    loader = _pixel_loader(opened, lambda sample: sample.path)
+    with click.progressbar(prefetch(samples, loader), length=len(samples), label="evaluating", file=sys.stderr) as bar:
+        for sample, pixels, error in bar:
+            if error is not None:
+                errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
+                continue
+            set_input(interpreter, pixels, opened.norm)
             _invoke(interpreter, sample.rel)
             scores = get_scores(interpreter)
             if labels is not None and len(labels) != scores.size:
@@ -260,9 +292,16 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
         "top_k": k,
         "top_k_accuracy": correct_k / labelled if labelled else None,
     }
+    if errors:  # the files left out of predictions, each with why: parity refuses a short list, naming the count
+        result["errors"] = errors
     write_json_atomic(Path(out), result, indent=1)
     accuracy = "n/a (no labels)" if not labelled else f"{correct / labelled:.4f}"
     click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "") + f"; wrote {out}")
+    if errors:
+        for entry in errors:
+            click.echo(f"error: {entry['error']}", err=True)
+        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
+                         "the others are scored")
 
 
 def _percentile(values: List[float], q: float) -> float:
@@ -275,11 +314,16 @@ def _percentile(values: List[float], q: float) -> float:
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter.")
 @click.option("--edgetpu", is_flag=True, help="Require the Edge TPU (exit 2 when it is missing).")
 @click.option("--no-verify", is_flag=True, help="Skip the sha256 check against the sidecar/manifest (prints a warning).")
+@BACKEND_OPTION
+@click.option("--images", "images_dir", default=None, metavar="DIR",
+              help="Also time the whole path (decode, resize, invoke, scores) over every image under DIR, in images/s.")
 @_fail_cleanly
-def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool) -> None:
-    """Time the first invoke (load included) apart from the steady state (median, p90)."""
+def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool, backend: Optional[str],
+          images_dir: Optional[str]) -> None:
+    """Time the first invoke (load included) apart from the steady state (median, p90); with --images, end to end too."""
+    files = _bench_images(Path(images_dir)) if images_dir is not None else []
     start = time.perf_counter()
-    opened = _open(model, edgetpu, no_verify, threads)
+    opened = _open(model, edgetpu, no_verify, threads, backend=backend)
     interpreter = opened.model.interpreter
     details = interpreter.get_input_details()[0]
     # A fixed seeded input: latency does not depend on pixel values, and runs stay comparable.
@@ -301,7 +345,35 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
     ms = [t * 1000 for t in times]
     click.echo(f"model {Path(model).name}  backend {opened.model.backend}  edgetpu {opened.model.edgetpu}  threads {threads or 'default'}")
     click.echo(f"first invoke (load + first run): {first * 1000:.2f} ms")
-    click.echo(f"steady state over {runs} runs: median {statistics.median(ms):.3f} ms, p90 {_percentile(ms, 90):.3f} ms")
+    click.echo(f"steady state over {runs} runs: median {statistics.median(ms):.3f} ms, p90 {_percentile(ms, 90):.3f} ms"
+               f" ({1000 / statistics.median(ms):.1f} invokes/s)")
+    if files:
+        rate = end_to_end_rate(opened, files)
+        click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, invoke, scores): {rate:.1f} images/s, "
+                   f"{rate / (1000 / statistics.median(ms)):.2f} of the bare invoke rate")
+
+
+def _bench_images(folder: Path) -> List[Path]:
+    if not folder.is_dir():
+        raise InputError(f"--images {folder} is not a directory, expected a folder of images")
+    files = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise InputError(f"--images {folder} holds no images, expected files ending in {', '.join(IMAGE_SUFFIXES)}")
+    return files
+
+
+def end_to_end_rate(opened: Opened, files: Sequence[Path]) -> float:
+    """Images per second through what `edge evaluate` does per image: prefetched decode and resize, set_input,
+    invoke, get_scores. A file that cannot be read is an error here: a benchmark must not skip work."""
+    interpreter = opened.model.interpreter
+    start = time.perf_counter()
+    for path, pixels, error in prefetch(files, _pixel_loader(opened, lambda f: f)):
+        if error is not None:
+            raise error
+        set_input(interpreter, pixels, opened.norm)
+        _invoke(interpreter, str(path))
+        get_scores(interpreter)
+    return len(files) / (time.perf_counter() - start)
 
 
 if __name__ == "__main__":

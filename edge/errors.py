@@ -9,7 +9,10 @@ class EdgeError(Exception):
 
 
 class BackendUnavailable(EdgeError):
-    """No TFLite interpreter is importable."""
+    """No TFLite interpreter is importable, or the one asked for (--backend) is not installed."""
+
+    # Exit 2: software to install is missing, as with the Edge TPU runtime.
+    exit_code = 2
 
 
 class EdgeTpuUnavailable(EdgeError):

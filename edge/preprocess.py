@@ -9,9 +9,14 @@ pixels a board computes from a camera JPEG are the pixels the parity report meas
 tf.data pipeline (pipeline/data.py) cannot call Pillow on a TPU; it mirrors each step below in
 TensorFlow and the remaining difference is measured (bench/bench_pixel_contract.py).
 
-The contract, step by step:
+The contract, step by step (version 2; version 1 is the same without the JPEG scale):
   decode     Pillow; JPEG through libjpeg's accurate integer DCT (Pillow's default, and
              TensorFlow's `dct_method="INTEGER_ACCURATE"`). EXIF orientation is not applied.
+             A JPEG is decoded at the largest scale 1/k (k = 8, 4, 2 or 1) that keeps it at least
+             as large as the model's input in both dimensions: k <= width // input width and
+             k <= height // input height (libjpeg's scaled IDCT: Pillow's `draft`, TensorFlow's
+             `decode_jpeg(ratio=k)`; both give the same decoded pixels, bench/results/edge_speed.md).
+             A 640x480 photo for a 224x224 model is decoded at 320x240, in half the time.
   colour     RGB. 8-bit greyscale is repeated into three channels, a palette is expanded, alpha
              is dropped. CMYK, 16-bit and float images are refused: their conversions differ
              between Pillow and TensorFlow.
@@ -32,7 +37,10 @@ import numpy as np
 
 from edge.errors import InputError
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
+# Version 1 models (full-size JPEG decoding) still run, decoded as they were trained: see decode_scaled.
+HONOURED_VERSIONS = (1, 2)
+JPEG_SCALE = "largest 1/k (k in 8, 4, 2, 1) with k <= width // input width and k <= height // input height"
 RESIZE = "bilinear_antialias"
 CROP = "stretch"
 # Modes whose conversion to RGB Pillow and TensorFlow's decoders agree on.
@@ -78,6 +86,7 @@ def contract(norm: Normalization = RAW_PIXELS) -> Dict[str, Any]:
     return {
         "version": CONTRACT_VERSION,
         "decode": "Pillow (JPEG: libjpeg accurate integer DCT); EXIF orientation not applied",
+        "jpeg_scale": JPEG_SCALE,
         "color": "RGB (grey repeated, palette expanded, alpha dropped; CMYK, 16-bit and float refused)",
         "resize": RESIZE,
         "crop": CROP,
@@ -90,7 +99,13 @@ def normalization_from_contract(recorded: Any, where: str) -> Normalization:
     """The Normalization a recorded contract asks for; a contract this code cannot honour is refused."""
     if not isinstance(recorded, dict):
         raise InputError(f"{where} records preprocessing {recorded!r}, expected a pixel contract object")
-    expected = {"version": CONTRACT_VERSION, "resize": RESIZE, "crop": CROP}
+    if recorded.get("version") not in HONOURED_VERSIONS:
+        raise InputError(f"{where} records preprocessing version {recorded.get('version')!r}, expected one of "
+                         f"{', '.join(map(str, HONOURED_VERSIONS))}: this model was made for another pixel contract "
+                         "(update edgeflow on this device)")
+    expected = {"resize": RESIZE, "crop": CROP}
+    if recorded.get("version") >= 2:
+        expected["jpeg_scale"] = JPEG_SCALE
     for key, value in expected.items():
         if recorded.get(key) != value:
             raise InputError(f"{where} records preprocessing {key} {recorded.get(key)!r}, expected {value!r}: "
@@ -98,13 +113,20 @@ def normalization_from_contract(recorded: Any, where: str) -> Normalization:
     return normalization(recorded.get("mean", []), recorded.get("std", []), f"recorded in {where}")
 
 
+def decode_scaled(recorded: Any) -> bool:
+    """Whether a recorded contract decodes JPEGs at reduced scale (version 2 on); None (no record, a model from
+    elsewhere) decodes at full size, as pycoral's examples and the model's own trainers did."""
+    return isinstance(recorded, dict) and isinstance(recorded.get("version"), int) and recorded["version"] >= 2
+
+
 # ---------------------------------------------------------------------------------------------
 # Decode and resize
 
 
-def load_image(source: Union[str, Path, bytes], name: Optional[str] = None) -> Any:
+def load_image(source: Union[str, Path, bytes], name: Optional[str] = None, size: Optional[Tuple[int, int]] = None) -> Any:
     """An RGB PIL image from a file or encoded bytes, fully decoded; InputError naming the file if the
-    contract cannot take it (unreadable, truncated, CMYK, 16-bit, float)."""
+    contract cannot take it (unreadable, truncated, CMYK, 16-bit, float). With `size` (the model's
+    (width, height)), a JPEG is decoded at the contract's reduced scale for that size."""
     from PIL import Image, UnidentifiedImageError
 
     name = name or (str(source) if not isinstance(source, bytes) else "image bytes")
@@ -113,6 +135,9 @@ def load_image(source: Union[str, Path, bytes], name: Optional[str] = None) -> A
             if image.mode not in ACCEPTED_MODES:
                 raise InputError(f"image {name} has mode {image.mode}, expected 8-bit greyscale, palette or RGB(A): "
                                  "convert it to 8-bit RGB first")
+            if size is not None and image.format == "JPEG":
+                # Pillow's draft picks exactly JPEG_SCALE: min(width // w, height // h), rounded down to 8, 4, 2, 1.
+                image.draft(image.mode, tuple(size))
             image.load()  # decode now: a truncated file fails here, named, not inside the interpreter call
             return image.convert("RGB")
     except FileNotFoundError as err:
@@ -142,11 +167,13 @@ def resize(image: Any, size: Tuple[int, int]) -> np.ndarray:
     return np.asarray(image)
 
 
-def load_pixels(source: Union[str, Path, bytes, np.ndarray], size: Tuple[int, int], name: Optional[str] = None) -> np.ndarray:
-    """Decode (unless already pixels) and resize: the contract's pixels for one image."""
+def load_pixels(source: Union[str, Path, bytes, np.ndarray], size: Tuple[int, int], name: Optional[str] = None,
+                scaled: bool = True) -> np.ndarray:
+    """Decode (unless already pixels) and resize: the contract's pixels for one image.
+    scaled=False decodes JPEGs at full size (contract version 1, and models with no recorded contract)."""
     if isinstance(source, np.ndarray):
         return resize(source, size)
-    return resize(load_image(source, name), size)
+    return resize(load_image(source, name, tuple(size) if scaled else None), size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,7 +49,9 @@ def test_device_accuracy_on_original_jpegs_matches_the_parity_report(tmp_path: P
     device = subprocess.run([str(device_env), "evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle),
                              "--out", str(predictions)], capture_output=True, text=True, timeout=300)
     assert device.returncode == 0, device.stderr[-3000:]
-    assert json.loads(predictions.read_text())["backend"] == "tflite_runtime"  # the board's interpreter, not the host's
+    # The device env's CPU interpreter (the `edge` extra's ai-edge-litert, chosen over its tflite-runtime), not the host's TF.
+    assert json.loads(predictions.read_text())["backend"] == "ai_edge_litert"
+    assert "interpreter: ai_edge_litert (the faster CPU interpreter of those installed" in device.stderr
     assert "recorded in" in device.stderr  # the pixel contract came from the bundle's records
 
     # Limits wide open: this test is about what the report says, the gate has tests of its own.

@@ -188,3 +188,38 @@ def test_classify_on_a_real_edgetpu(tmp_path: Path):  # pragma: no cover - needs
     result = _run("bench", model, "--edgetpu", "--no-verify", "--runs", "3")
     assert result.exit_code == 0, result.stderr
     assert "edgetpu True" in result.stdout
+
+
+def test_bench_with_images_reports_end_to_end_rate_against_bare_invokes(int8_copy: Path, tmp_path: Path):
+    folder = tmp_path / "photos"
+    (folder / "sub").mkdir(parents=True)
+    for name in LABELS:
+        shutil.copy(IMAGES / f"{name}.png", folder / "sub" / f"{name}.png")
+    (folder / "notes.txt").write_text("not an image")
+    result = _run("bench", int8_copy, "--runs", "3", "--images", folder)
+    assert result.exit_code == 0, result.stderr
+    assert "invokes/s)" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if x.startswith("end to end over 3 images"))
+    assert "images/s" in line and "of the bare invoke rate" in line
+    assert result.stdout.splitlines()[0].split()[3] in ("tflite_runtime", "ai_edge_litert", "tensorflow.lite")  # named
+
+
+def test_bench_images_that_are_not_a_folder_is_refused(int8_copy: Path, tmp_path: Path):
+    result = _run("bench", int8_copy, "--images", tmp_path / "none")
+    assert result.exit_code == 1 and "--images" in result.stderr and "is not a directory" in result.stderr
+    _no_traceback(result)
+
+
+
+def test_the_recorded_contract_version_decides_the_jpeg_decode(int8_copy: Path, tmp_path: Path):
+    from PIL import Image
+
+    photo = tmp_path / "red.jpg"
+    Image.open(IMAGES / "red.png").convert("RGB").resize((64, 48)).save(photo)
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    result = _run("classify", int8_copy, photo)
+    assert result.exit_code == 0 and "decode: JPEGs at reduced scale (the recorded pixel contract)" in result.stderr
+    v1 = {k: v for k, v in contract().items() if k != "jpeg_scale"}
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(v1, version=1))
+    result = _run("classify", int8_copy, photo)
+    assert result.exit_code == 0 and "decode: JPEGs at full size (pixel contract version 1)" in result.stderr

@@ -74,6 +74,8 @@ try:
     print("ran")
 except edge.EdgeError as err:
     print("refused:", type(err).__name__)
+except RuntimeError as err:  # ai_edge_litert's XNNPACK may refuse a damaged graph at the first invoke; edge's CLI says so
+    print("refused by invoke:", err)
 """
 
 FUZZ_COPIES = 60

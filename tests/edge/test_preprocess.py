@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from edge.errors import InputError
-from edge.preprocess import (PYCORAL_DEFAULT, RAW_PIXELS, contract, load_image, load_pixels, normalization,
+from edge.preprocess import (PYCORAL_DEFAULT, RAW_PIXELS, contract, decode_scaled, load_image, load_pixels, normalization,
                              normalization_from_contract, passes_raw, to_input)
 from edge_paths import CORAL
 
@@ -93,8 +93,38 @@ def test_bad_normalizations_and_contracts_are_refused():
         normalization(0, 0, "test")
     with pytest.raises(InputError, match="one number or three"):
         normalization([1, 2], 1, "test")
-    with pytest.raises(InputError, match="version 2, expected 1"):
-        normalization_from_contract(dict(contract(), version=2), "sidecar x.json")
+    with pytest.raises(InputError, match="version 9, expected one of 1, 2"):
+        normalization_from_contract(dict(contract(), version=9), "sidecar x.json")
     with pytest.raises(InputError, match="crop 'center', expected 'stretch'"):
         normalization_from_contract(dict(contract(), crop="center"), "sidecar x.json")
     assert normalization_from_contract(contract(PYCORAL_DEFAULT), "x").mean == (128.0, 128.0, 128.0)
+
+
+def _jpeg(path: Path, size) -> Path:
+    rng = np.random.default_rng(0)
+    from PIL import Image
+
+    Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(path, quality=90)
+    return path
+
+
+@pytest.mark.parametrize("model_size, decoded", [((224, 224), (320, 240)), ((32, 32), (80, 60)), ((300, 300), (640, 480)),
+                                                 ((160, 240), (320, 240))])
+def test_jpegs_decode_at_the_largest_scale_that_keeps_the_model_size(tmp_path: Path, model_size, decoded):
+    path = _jpeg(tmp_path / "photo.jpg", (640, 480))
+    assert load_image(path, size=model_size).size == decoded
+    assert load_image(path).size == (640, 480)  # no size: full decode
+
+
+def test_scaled_decoding_is_version_2_and_other_formats_are_untouched(tmp_path: Path):
+    from PIL import Image
+
+    png = tmp_path / "photo.png"
+    Image.open(_jpeg(tmp_path / "photo.jpg", (640, 480))).save(png)
+    assert load_image(png, size=(32, 32)).size == (640, 480)
+    assert contract()["version"] == 2 and decode_scaled(contract())
+    assert not decode_scaled(dict(contract(), version=1)) and not decode_scaled(None)
+    v1 = {k: v for k, v in contract().items() if k != "jpeg_scale"}
+    assert normalization_from_contract(dict(v1, version=1), "x").mean == (0.0, 0.0, 0.0)  # version 1 models still run
+    with pytest.raises(InputError, match="jpeg_scale None, expected 'largest 1/k"):
+        normalization_from_contract(v1, "sidecar x.json")
