@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_pixel_contract.py > bench/results/pixel_contract.md
 
-Photos: scikit-learn's two 640x427 JPEGs, and 640x480 camera-style JPEG crops made from them
+Photos (contract version 2, reduced-scale JPEG decoding on both sides): scikit-learn's two 640x427 JPEGs, and 640x480 camera-style JPEG crops made from them
 (tests/helpers.write_camera_jpegs). For each, at the model sizes 32, 128 and 224: the mean and
 the largest absolute difference in grey levels between the contract's pixels (Pillow, what the
 device computes) and (a) training's pipeline as it is (pipeline.data.training_pixels), (b) the

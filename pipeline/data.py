@@ -13,8 +13,8 @@ so adding a file moves no other file between splits; train records the identitie
 `data.identity`) and every later stage refuses data whose classes or examples changed.
 
 Decoding and resizing mirror the pixel contract (edge/preprocess.py) in pure TensorFlow, so the
-pipeline still runs on a TPU: JPEG with the accurate integer DCT, bilinear resize with
-antialiasing. The difference that remains is measured in bench/results/pixel_contract.md.
+pipeline still runs on a TPU: JPEG with the accurate integer DCT at the contract's reduced scale,
+bilinear resize with antialiasing. The difference that remains is measured in bench/results/pixel_contract.md.
 """
 from __future__ import annotations
 
@@ -140,12 +140,20 @@ def _decode_pixels(raw, image_size):
 
 
 def _decode_encoded(raw, image_size):
-    # JPEG through the accurate integer DCT, as Pillow decodes it (TensorFlow's default is the fast one).
-    image = tf.cond(
-        tf.io.is_jpeg(raw),
-        lambda: tf.io.decode_jpeg(raw, channels=3, dct_method="INTEGER_ACCURATE"),
-        lambda: tf.io.decode_image(raw, channels=3, expand_animations=False),
-    )
+    # Pixel contract v2: JPEG through the accurate integer DCT (TensorFlow's default is the fast one), at the
+    # largest scale 1/k (k = 8, 4, 2, 1) with k <= height // size and k <= width // size: libjpeg's scaled
+    # IDCT, as Pillow's draft decodes it on the device.
+    def jpeg(ratio):
+        return lambda: tf.io.decode_jpeg(raw, channels=3, dct_method="INTEGER_ACCURATE", ratio=ratio)
+
+    def scaled_jpeg():
+        shape = tf.io.extract_jpeg_shape(raw)  # [height, width, channels]
+        k = tf.minimum(shape[0] // image_size, shape[1] // image_size)
+        branch = tf.cast(k >= 2, tf.int32) + tf.cast(k >= 4, tf.int32) + tf.cast(k >= 8, tf.int32)
+        return tf.switch_case(branch, [jpeg(1), jpeg(2), jpeg(4), jpeg(8)])  # `ratio` must be a Python int
+
+    image = tf.cond(tf.io.is_jpeg(raw), scaled_jpeg,
+                    lambda: tf.io.decode_image(raw, channels=3, expand_animations=False))
     return _to_size(image, image_size)
 
 
