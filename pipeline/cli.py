@@ -1,4 +1,4 @@
-"""Command line of the host side: `pipeline train | export | compile | parity | run`.
+"""Command line of the host side: `pipeline prepare | train | export | compile | parity | run`.
 
 Thin by design: each command parses options, builds its stage's config and calls the stage.
 
@@ -92,6 +92,23 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     out = train.run(config, run_dir)
     if (out / "manifest.json").exists():  # a non-chief worker writes nothing
         click.echo(f"run written to {out}")
+
+
+@main.command("prepare")
+@click.argument("folder", type=click.Path())
+@click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
+@click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
+@click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
+@click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
+@reports_errors
+def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
+    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt."""
+    from pipeline import prepare
+
+    result = prepare.run(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
+    click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
+               + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
+    click.echo(f"train on them with: pipeline train --data '{prepare.join_path(out, '*' + prepare.SHARD_SUFFIX)}' --out RUN")
 
 
 @main.command("export")

@@ -3,7 +3,8 @@
 A data spec is one of:
   digits                      scikit-learn's 8x8 digits, shipped with the package (no download)
   'data/train-*.tfrec'        TFRecords in the Kaggle TPU flowers schema (image: JPEG bytes,
-                              class: int64, id: bytes); local paths or gs:// via tf.io.gfile
+                              class: int64, id: bytes); local paths or gs:// via tf.io.gfile;
+                              class names from a labels.txt beside them, else "0".."N-1"
   data/flowers/               a folder with one sub-folder of images per class
 
 Every source becomes the same stream: (uint8 RGB image [S, S, 3], int32 label) in a fixed order.
@@ -40,6 +41,7 @@ TFRECORD_FEATURES = {
     "id": tf.io.FixedLenFeature([], tf.string),
 }
 SPLITS = ("train", "heldout", "all")
+LABELS_NAME = "labels.txt"  # class names, one a line, beside TFRecord shards (written by `pipeline prepare`)
 
 
 @dataclass(frozen=True)
@@ -214,13 +216,44 @@ def _tfrecords(pattern: str, classes: Optional[Sequence[str]]) -> Source:
         return [found[i] for i in indices]
 
     examples = _check_tfrecords(files)
-    names = [str(i) for i in range(max(e.label for e in examples) + 1)]
+    named = _labels_beside(files)
+    names = named or [str(i) for i in range(max(e.label for e in examples) + 1)]
+    unknown = sorted({e.label for e in examples if e.label >= len(names)})
+    if named and unknown:
+        raise DataError(f"{pattern} has class ids {unknown[:5]}, but its {LABELS_NAME} names {len(named)} classes "
+                        f"(ids 0..{len(named) - 1}); expected one name per class id")
     if classes is not None:
         unknown = sorted({e.label for e in examples if e.label >= len(classes)})
         if unknown:
             raise DataError(f"{pattern} has class ids {unknown[:5]}, the run knows {len(classes)} classes (ids 0..{len(classes) - 1})")
+        if named and named != list(classes):
+            raise DataError(f"the {LABELS_NAME} beside {pattern} names classes {named}, the run's are {list(classes)}; "
+                            "expected the same classes in the same order")
         names = list(classes)
     return Source(pattern, "tfrecord", names, examples, records, original)
+
+
+def _labels_beside(files: List[str]) -> Optional[List[str]]:
+    """Class names from the labels.txt next to the shards, or None when there is none. Shards from
+    several folders must agree: one set of names, or none at all."""
+    found = {}
+    for folder in sorted({os.path.dirname(f) for f in files}):
+        path = f"{folder}/{LABELS_NAME}" if folder else LABELS_NAME
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "r") as f:
+                names = [line.strip() for line in f.read().splitlines()]
+            while names and not names[-1]:
+                names.pop()
+            if not names or "" in names or len(set(names)) != len(names):
+                raise DataError(f"{path} is not a list of class names (empty, blank or repeated lines); "
+                                "expected one distinct name a line, line N naming class id N")
+            found[path] = names
+        else:
+            found[path] = None
+    if len({json.dumps(v) for v in found.values()}) > 1:
+        raise DataError(f"the TFRecord folders disagree on class names: {', '.join(f'{p}: {v}' for p, v in found.items())}; "
+                        f"expected the same {LABELS_NAME} beside every shard, or none")
+    return next(iter(found.values()))
 
 
 def _check_tfrecords(files: List[str]) -> List[Example]:
