@@ -49,7 +49,7 @@ def main():
 @click.option("--model", help="small_cnn (default) | mobilenet_v2 | xception")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
-@click.option("--weights", type=click.Path(dir_okay=False), help="local pretrained weights file (nothing downloads)")
+@click.option("--weights", type=click.Path(dir_okay=False), help="'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file")
 @click.option("--epochs", type=int, help="total epochs (default 10)")
 @click.option("--batch-size", type=int, help="global batch, split across replicas (default 32)")
 @click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 4e-3)")

@@ -49,7 +49,7 @@ class TrainConfig:
     model: str = "small_cnn"  # a name from models.MODEL_NAMES
     image_size: Optional[int] = None  # square input size; None = the model's default
     model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
-    weights: Optional[str] = None  # local weights file for transfer learning; nothing downloads
+    weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
     epochs: int = 10  # total epochs, resumed runs included
     batch_size: int = 32  # global batch, split evenly across replicas
     schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
@@ -79,7 +79,7 @@ class TrainConfig:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
         try:
             models.check_options(self.model, dict(self.model_options))
-            if self.weights:
+            if self.weights and self.weights != models.IMAGENET:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
@@ -180,7 +180,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
                                   _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
@@ -211,6 +211,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "num_classes": len(train_source.labels),
             "options": dict(config.model_options),
             "parameters": int(model.count_params()),
+            "weights": weights,  # starting weights: source (imagenet | file), path, url, sha256; None = random
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
         },
         # How an image becomes the model's input, for every later stage and the device.
@@ -269,8 +270,9 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, val
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with chosen.strategy.scope():
         try:
-            model = models.build(config.model, num_classes, config.size,
-                                 weights=config.weights, **dict(config.model_options))
+            built = models.build_recorded(config.model, num_classes, config.size,
+                                          weights=config.weights, **dict(config.model_options))
+            model = built.model
         except ValueError as err:  # weights that do not fit the model; options were checked in validate()
             raise ConfigError(str(err)) from err
         model.compile(
@@ -295,7 +297,7 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, val
                   callbacks=callbacks, verbose=1 if on_terminal else 0)
     except tf.errors.InvalidArgumentError as err:
         raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
-    return model, epoch_log.history()
+    return model, epoch_log.history(), built.weights
 
 
 class EpochLog(keras.callbacks.Callback):
