@@ -57,6 +57,21 @@ def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, 
     return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
 
 
+def _mobilenet_v3(kind: str):
+    """MobileNetV3 Small or Large, Keras' minimalistic variant: ReLU and 3x3 kernels, no hard-swish and
+    no squeeze-excite (Keras' MobileNetV3 docs); tests/test_compile.py checks that every op maps."""
+    application = keras.applications.MobileNetV3Small if kind == "small" else keras.applications.MobileNetV3Large
+
+    def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
+        # include_preprocessing=False: our own Rescaling layer is the model's first, as in every model.
+        base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=_keras_weights(imagenet),
+                           minimalistic=True, include_preprocessing=False)
+        return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+
+    builder.__doc__ = _mobilenet_v3.__doc__
+    return builder
+
+
 def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
     base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False,
@@ -71,6 +86,8 @@ def _keras_weights(imagenet: bool):
 _REGISTRY: Dict[str, _Entry] = {
     "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout"), imagenet=False),
     "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
+    "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout",)),
+    "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout",)),
     "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)

@@ -46,7 +46,7 @@ def main():
 @click.option("--data", "data_spec", help="digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
 @click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
-@click.option("--model", help="small_cnn (default) | mobilenet_v2 | xception")
+@click.option("--model", help="small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
 @click.option("--weights", type=click.Path(dir_okay=False), help="'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file")
