@@ -21,7 +21,7 @@ class _Entry(NamedTuple):
     default_size: int  # image size used when the user gives none
     min_size: int  # smallest size the architecture accepts
     options: Tuple[str, ...]  # keyword options the builder takes; anything else is refused, not dropped
-    imagenet: bool = True  # Keras has ImageNet weights for it (--weights imagenet)
+    pretrained_base: bool = True  # a Keras application base with ImageNet weights (--weights imagenet, --frozen-epochs)
 
 
 def _preprocess(inputs):
@@ -84,7 +84,7 @@ def _keras_weights(imagenet: bool):
 
 
 _REGISTRY: Dict[str, _Entry] = {
-    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout"), imagenet=False),
+    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout"), pretrained_base=False),
     "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
     "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout",)),
     "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout",)),
@@ -110,6 +110,11 @@ def min_image_size(name: str) -> int:
 def model_options(name: str) -> Tuple[str, ...]:
     """The options model `name` takes (e.g. ('alpha', 'dropout') for mobilenet_v2)."""
     return _entry(name).options
+
+
+def has_base(name: str) -> bool:
+    """Whether model `name` is a base network plus a head (what --frozen-epochs freezes)."""
+    return _entry(name).pretrained_base
 
 
 def check_options(name: str, options: Mapping[str, object]) -> None:
@@ -149,6 +154,7 @@ def check_weights_file(path) -> Path:
 
 class Built(NamedTuple):
     model: "keras.Model"
+    base: Optional["keras.Model"]  # the pretrained-able base network inside `model`; None for small_cnn
     weights: Optional[Dict[str, Optional[str]]]  # source, path, url, sha256 of the starting weights; None = random
 
 
@@ -180,9 +186,9 @@ def build_recorded(
     if num_classes < 2:
         raise ValueError(f"num_classes {num_classes}, expected at least 2")
     imagenet = weights == pretrained.IMAGENET
-    if imagenet and not entry.imagenet:
+    if imagenet and not entry.pretrained_base:
         raise ValueError(f"{name} has no ImageNet weights; expected a local weights file, or one of "
-                         f"{', '.join(n for n, e in _REGISTRY.items() if e.imagenet)}")
+                         f"{', '.join(n for n, e in _REGISTRY.items() if e.pretrained_base)}")
     inputs = keras.Input(shape=(size, size, 3), name="image")
     with pretrained.keras_downloads() as fetched:
         built = entry.builder(inputs, num_classes, imagenet, **options)
@@ -197,4 +203,4 @@ def build_recorded(
             first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
             raise ValueError(f"weights file {weights} does not fit {name} ({'base network' if base else 'whole model'}) "
                              f"at image size {size}: {first}") from err
-    return Built(model, pretrained.record(weights, fetched))
+    return Built(model, base, pretrained.record(weights, fetched))

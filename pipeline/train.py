@@ -31,13 +31,15 @@ from edge import preprocess
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
 from pipeline import strategy as strategy_mod
+from pipeline import transfer
 from pipeline.errors import ConfigError, DataError
 from pipeline.files import staged_path, write_json_atomic, write_text_atomic
 from pipeline.schedule import WarmupSchedule
 
 STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
-_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction")
+_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
+                "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
 # Kaggle's TPU tutorial runs several steps per host round trip; elsewhere one is as fast.
 TPU_STEPS_PER_EXECUTION = 8
 
@@ -50,6 +52,9 @@ class TrainConfig:
     image_size: Optional[int] = None  # square input size; None = the model's default
     model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
     weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
+    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/transfer.py)
+    unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
+    fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses
     epochs: int = 10  # total epochs, resumed runs included
     batch_size: int = 32  # global batch, split evenly across replicas
     schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
@@ -75,6 +80,18 @@ class TrainConfig:
                 raise ConfigError(f"{name} {getattr(self, name)}, expected at least 1")
         if self.steps_per_execution is not None and self.steps_per_execution < 1:
             raise ConfigError(f"steps_per_execution {self.steps_per_execution}, expected at least 1")
+        if not 0 <= self.frozen_epochs <= self.epochs:
+            raise ConfigError(f"frozen_epochs {self.frozen_epochs}, expected 0..epochs ({self.epochs})")
+        if (self.frozen_epochs or self.unfreeze_from) and not self.weights:
+            raise ConfigError("--frozen-epochs and --unfreeze-from fine-tune pretrained weights; give --weights "
+                              "(imagenet or a local file)")
+        if self.unfreeze_from and not self.frozen_epochs:
+            raise ConfigError("--unfreeze-from says where to unfreeze after the frozen epochs; give --frozen-epochs N too")
+        if self.frozen_epochs and not models.has_base(self.model):
+            raise ConfigError(f"{self.model} has no pretrained base network to freeze; expected one of "
+                              f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
+        if not self.fine_tune_learning_rate > 0:
+            raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
         try:
@@ -99,7 +116,8 @@ class TrainConfig:
 # What each field must hold: a config file can put any JSON value anywhere ("epochs": "ten").
 _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
-                "heldout_fraction": (int, float), "resume": bool}
+                "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
+                "fine_tune_learning_rate": (int, float)}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 
@@ -187,7 +205,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         # is left as it was); a run that completed one keeps its state to resume from.
         if not chosen.is_chief:
             # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
-            for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+            for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
                 _remove_if_empty(path)
         elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
@@ -200,7 +218,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
         with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
             _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
-        for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+        for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
             _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
         print("this worker is done; the chief writes the run directory", flush=True)
         return run_dir
@@ -275,29 +293,48 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, val
             model = built.model
         except ValueError as err:  # weights that do not fit the model; options were checked in validate()
             raise ConfigError(str(err)) from err
-        model.compile(
-            optimizer=keras.optimizers.Adam(config.schedule.start),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=["accuracy"],
-            steps_per_execution=_steps_per_execution(config, chosen),
-        )
+        if config.unfreeze_from:
+            transfer.check_layer(built.base, config.unfreeze_from)
+        _compile(model, config, chosen)
     train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
     epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
-    callbacks = [
-        # First, so an epoch's checkpoint is on disk before its line is printed.
-        keras.callbacks.BackupAndRestore(str(state_dir / "backup")),
-        keras.callbacks.LearningRateScheduler(config.schedule),
-        epoch_log,
-    ]
     on_terminal = sys.stdout.isatty()
-    try:
-        model.fit(train, epochs=config.epochs, steps_per_epoch=steps_per_epoch, validation_data=val,
-                  validation_steps=validation_steps,
-                  callbacks=callbacks, verbose=1 if on_terminal else 0)
-    except tf.errors.InvalidArgumentError as err:
-        raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
+    for phase in transfer.phases(config.epochs, config.frozen_epochs):
+        if phase.name == "frozen":
+            transfer.freeze(built.base)
+        elif phase.name == "fine_tune":
+            transfer.unfreeze(built.base, config.unfreeze_from)
+            print(f"epoch {phase.first_epoch + 1}: base unfrozen "
+                  f"{'from ' + config.unfreeze_from if config.unfreeze_from else 'whole'} (BatchNorm stays in inference mode), "
+                  f"learning rate {config.fine_tune_learning_rate:g}", flush=True)
+        if phase.name != "all":
+            with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
+                _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
+        callbacks = [
+            # First, so an epoch's checkpoint is on disk before its line is printed. The frozen phase
+            # keeps its last checkpoint: a run resumed after the switch gets the head it trained.
+            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=phase.name != "frozen"),
+            *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
+            epoch_log,
+        ]
+        try:
+            model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
+                      validation_data=val, validation_steps=validation_steps,
+                      callbacks=callbacks, verbose=1 if on_terminal else 0)
+        except tf.errors.InvalidArgumentError as err:
+            raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
     return model, epoch_log.history(), built.weights
+
+
+def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> None:
+    """A fresh Adam at `learning_rate` (None: the schedule's start, which the scheduler then sets)."""
+    model.compile(
+        optimizer=keras.optimizers.Adam(config.schedule.start if learning_rate is None else learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=["accuracy"],
+        steps_per_execution=_steps_per_execution(config, chosen),
+    )
 
 
 class EpochLog(keras.callbacks.Callback):
