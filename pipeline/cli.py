@@ -61,6 +61,7 @@ def main():
 @click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
 @click.option("--sustain-epochs", type=int, help="epochs at the peak rate before decay")
 @click.option("--lr-decay", type=float, help="per-epoch decay factor after sustain")
+@click.option("--cache-mb", type=int, help="keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)")
 @click.option("--steps-per-execution", type=int, help="steps per host round trip (default 8 on TPU, else 1)")
 @click.option("--tpu", help="TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="split the CPU into N devices under MirroredStrategy (testing)")

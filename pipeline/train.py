@@ -54,6 +54,7 @@ class TrainConfig:
     weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
     frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/transfer.py)
     unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
+    cache_mb: int = data_mod.DEFAULT_CACHE_MB  # memory budget for keeping the decoded training set after epoch 1
     fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses
     epochs: int = 10  # total epochs, resumed runs included
     batch_size: int = 32  # global batch, split evenly across replicas
@@ -90,6 +91,8 @@ class TrainConfig:
         if self.frozen_epochs and not models.has_base(self.model):
             raise ConfigError(f"{self.model} has no pretrained base network to freeze; expected one of "
                               f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
+        if self.cache_mb < 0:
+            raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
         if not self.fine_tune_learning_rate > 0:
             raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
         if not 0 < self.heldout_fraction < 1:
@@ -117,7 +120,7 @@ class TrainConfig:
 _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
                 "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
-                "fine_tune_learning_rate": (int, float)}
+                "fine_tune_learning_rate": (int, float), "cache_mb": int}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 
@@ -180,11 +183,14 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
     split = data_mod.Split(config.heldout_fraction, config.seed)
     if val_source:
-        train_ds, train_count = train_source.dataset(config.size), train_source.num_examples
+        train_indices = train_source.indices("all")
         heldout_ds, heldout_count = val_source.dataset(config.size), val_source.num_examples
     else:
-        train_ds, train_count = train_source.dataset(config.size, "train", split), train_source.count("train", split)
+        train_indices = train_source.indices("train", split)
         heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
+    train_ds, train_count = train_source.training_dataset(config.size, train_indices), len(train_indices)
+    decoded = data_mod.decoded_mb(train_count, config.size)
+    feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
     steps_per_epoch = train_count // config.batch_size
     if steps_per_epoch < 1:
         raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
@@ -198,7 +204,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, feed["cached"], heldout_ds, steps_per_epoch,
                                   _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
@@ -249,6 +255,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "global_batch": config.batch_size,
             "per_replica_batch": config.batch_size // chosen.replicas,
             "steps_per_epoch": steps_per_epoch,
+            "feed": feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
             "steps_per_execution": _steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
@@ -282,7 +289,7 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
+def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
     keras.utils.set_random_seed(config.seed)
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -296,7 +303,7 @@ def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, val
         if config.unfreeze_from:
             transfer.check_layer(built.base, config.unfreeze_from)
         _compile(model, config, chosen)
-    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
+    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
     epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
