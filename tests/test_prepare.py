@@ -34,7 +34,7 @@ def photos(tmp_path_factory):
 
 
 def test_240_jpegs_read_back_and_train_as_the_folder_does(photos, tmp_path):
-    from pipeline import cli, train
+    from pipeline import cli, data, train
 
     out = tmp_path / "shards"
     result = CliRunner().invoke(cli.main, ["prepare", str(photos), "--out", str(out), "--shard-mb", "0.5"])
@@ -55,17 +55,18 @@ def test_240_jpegs_read_back_and_train_as_the_folder_does(photos, tmp_path):
         assert 0.35 < np.mean(labels) < 0.65, (shard, labels)
     assert [r[1] for r in rows] != sorted(r[1] for r in rows)  # shuffled
 
-    runs = {}
-    for name, spec in (("folder", str(photos)), ("tfrecord", str(out / "*.tfrec"))):
-        runs[name] = train.run(train.TrainConfig(data=spec, image_size=16, epochs=1, batch_size=32), tmp_path / name)
-    folder, records = (json.loads((runs[k] / "manifest.json").read_text()) for k in ("folder", "tfrecord"))
-    assert records["data"]["train"]["kind"] == "tfrecord" and records["data"]["train"]["num_examples"] == 240
-    assert records["labels"] == folder["labels"] == ["china", "flower"]
-    # The same examples, held out the same way, with the same bytes.
-    for key in ("classes",):
-        assert records["data"]["identity"][key] == folder["data"]["identity"][key]
-    assert sorted(records["data"]["identity"]["heldout"]["examples"]) == sorted(folder["data"]["identity"]["heldout"]["examples"])
-    assert records["data"]["split"]["train_examples"] == folder["data"]["split"]["train_examples"]
+    run_dir = train.run(train.TrainConfig(data=str(out / "*.tfrec"), image_size=16, epochs=1, batch_size=32), tmp_path / "run")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["data"]["train"]["kind"] == "tfrecord" and manifest["data"]["train"]["num_examples"] == 240
+    # What training on the folder would record: the same classes, split and examples (ids and bytes).
+    folder = data.open_source(str(photos))
+    split = data.Split(manifest["data"]["split"]["heldout_fraction"], manifest["data"]["split"]["seed"])
+    expected = data.identity_record(folder, None, split)
+    assert manifest["labels"] == folder.labels == ["china", "flower"]
+    assert manifest["data"]["identity"]["classes"] == expected["classes"]
+    assert sorted(manifest["data"]["identity"]["heldout"]["examples"]) == sorted(expected["heldout"]["examples"])
+    assert manifest["data"]["split"]["train_examples"] == expected["train"]["count"]
+    assert manifest["data"]["identity"]["train"]["per_class"] == expected["train"]["per_class"]
 
 
 def test_same_seed_same_shards_and_other_images_are_reencoded(tmp_path):
