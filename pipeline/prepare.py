@@ -67,27 +67,28 @@ def run(config: PrepareConfig, folder: str, out: str) -> PrepareResult:
         raise ConfigError(f"{out} already holds {', '.join(posixpath.basename(p) for p in existing[:3])}"
                           f"{' and more' if len(existing) > 3 else ''}; choose an empty --out (nothing was overwritten)")
     order = spread_order(np.array([e.label for e in source.examples]), config.seed)
-    records, reencoded = [], 0
-    for index, data in zip(order, source.originals(order)):
-        example = source.examples[index]
-        if not data.startswith(_JPEG_MAGIC):
-            data = _to_jpeg(data, example.id, config.jpeg_quality)
-            reencoded += 1
-        records.append(_record(data, example.label, example.id))
-    total = sum(len(r) for r in records)
-    shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
-    chunks = np.array_split(np.arange(len(records)), shards)
+    # The shard count from the files' sizes (re-encoded images change size a little); records are then
+    # written one at a time, so a folder larger than memory can be prepared.
+    total = sum((Path(folder) / e.id).stat().st_size for e in source.examples)
+    chunks = np.array_split(order, max(1, int(np.ceil(total / (config.shard_mb * 1e6)))))
+    created = not tf.io.gfile.exists(out)
     tf.io.gfile.makedirs(out)
     names = [join_path(out, f"{config.prefix}-{k:02d}-{len(chunk)}{SHARD_SUFFIX}") for k, chunk in enumerate(chunks)]
     written: List[str] = []
+    reencoded = 0
     try:
         for name, chunk in zip(names, chunks):
             temporary = name + ".partial"
             written.append(temporary)
             with tf.io.TFRecordWriter(temporary) as writer:
-                for i in chunk:
-                    writer.write(records[i])
-            _check_written(temporary, [source.examples[order[i]].id for i in chunk])
+                for index in chunk:
+                    example = source.examples[index]
+                    (data,) = source.originals([index])  # checked against the digest taken when it was opened
+                    if not data.startswith(_JPEG_MAGIC):
+                        data = _to_jpeg(data, example.id, config.jpeg_quality)
+                        reencoded += 1
+                    writer.write(_record(data, example.label, example.id))
+            _check_written(temporary, [source.examples[i].id for i in chunk])
         for name in names:
             tf.io.gfile.rename(name + ".partial", name)
             written.append(name)
@@ -98,8 +99,10 @@ def run(config: PrepareConfig, folder: str, out: str) -> PrepareResult:
         for path in written:
             if tf.io.gfile.exists(path):
                 tf.io.gfile.remove(path)
+        if created and not tf.io.gfile.listdir(out):
+            tf.io.gfile.rmtree(out)  # a folder this run made and left empty
         raise
-    return PrepareResult(names, labels_path, len(records), reencoded)
+    return PrepareResult(names, labels_path, len(order), reencoded)
 
 
 def spread_order(labels: np.ndarray, seed: int) -> np.ndarray:

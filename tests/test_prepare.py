@@ -133,3 +133,13 @@ def test_labels_txt_names_the_classes(tmp_path):
     assert data.open_source(pattern).labels == ["square", "hbar", "vbar"]
     with pytest.raises(DataError, match="the run's are"):
         data.open_source(pattern, ["hbar", "square", "vbar"])  # held-out data named in another order
+
+
+def test_a_failed_write_leaves_no_shards_and_no_folder(tmp_path, monkeypatch):
+    from pipeline import prepare
+
+    folder = write_class_folders(tmp_path / "pngs", per_class=3)
+    monkeypatch.setattr(prepare, "_check_written", lambda path, ids: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        prepare.run(prepare.PrepareConfig(), str(folder), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
