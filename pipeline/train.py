@@ -281,7 +281,10 @@ def _steps_per_execution(config: TrainConfig, chosen: strategy_mod.Chosen) -> in
 def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     saved = json.loads((state_dir / "config.json").read_text())
     now = config.as_dict()
-    changed = [k for k in _RESUME_KEYS if saved.get(k) != now.get(k)]
+    # A key the saved state lacks was added since it was written: it held the default then.
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    saved = {k: saved.get(k, defaults.get(k)) for k in _RESUME_KEYS}
+    changed = [k for k in _RESUME_KEYS if saved[k] != now.get(k)]
     if changed:
         diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
         raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")
