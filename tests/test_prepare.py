@@ -143,3 +143,16 @@ def test_a_failed_write_leaves_no_shards_and_no_folder(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         prepare.run(prepare.PrepareConfig(), str(folder), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (lambda t: [str(t / "nowhere")], "nowhere is not a folder; expected a folder with one sub-folder of images per class"),
+    (lambda t: [str(write_class_folders(t / "f", per_class=2)), "--shard-mb", "0"], "shard size 0.0 MB, expected a positive size"),
+    (lambda t: [str(write_class_folders(t / "f", per_class=2)), "--jpeg-quality", "101"], "JPEG quality 101, expected 1..100"),
+])
+def test_bad_prepare_options_exit_1_with_the_reason(tmp_path, args, message):
+    from pipeline import cli
+
+    result = CliRunner().invoke(cli.main, ["prepare", *args(tmp_path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()
