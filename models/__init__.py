@@ -2,6 +2,7 @@
 
 Nothing here knows about strategies, files or data sets: `build(name, num_classes, image_size)`.
 """
-from models.registry import MODEL_NAMES, build, check_options, check_weights_file, default_image_size, min_image_size, model_options
+from models.pretrained import IMAGENET, WeightsUnavailable
+from models.registry import MODEL_NAMES, Built, build, build_recorded, check_options, check_weights_file, default_image_size, has_base, min_image_size, model_options
 
-__all__ = ["MODEL_NAMES", "build", "check_options", "check_weights_file", "default_image_size", "min_image_size", "model_options"]
+__all__ = ["IMAGENET", "MODEL_NAMES", "Built", "WeightsUnavailable", "build", "build_recorded", "check_options", "check_weights_file", "default_image_size", "has_base", "min_image_size", "model_options"]

@@ -13,12 +13,15 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import tf_keras as keras
 
+from models import pretrained
+
 
 class _Entry(NamedTuple):
     builder: Callable[..., "keras.Model"]
     default_size: int  # image size used when the user gives none
     min_size: int  # smallest size the architecture accepts
     options: Tuple[str, ...]  # keyword options the builder takes; anything else is refused, not dropped
+    pretrained_base: bool = True  # a Keras application base with ImageNet weights (--weights imagenet, --frozen-epochs)
 
 
 def _preprocess(inputs):
@@ -35,7 +38,7 @@ def _classifier_head(features, num_classes: int, dropout: float):
     return keras.layers.Activation("softmax", dtype="float32", name="scores")(x)
 
 
-def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1):
+def _small_cnn(inputs, num_classes: int, imagenet: bool, width: int = 16, dropout: float = 0.1):
     """Three conv blocks: fast enough for tests and CPU runs, and every op maps to the Edge TPU."""
     x = _preprocess(inputs)
     for i, filters in enumerate((width, width * 2, width * 4)):
@@ -46,23 +49,45 @@ def _small_cnn(inputs, num_classes: int, width: int = 16, dropout: float = 0.1):
     return _classifier_head(x, num_classes, dropout)
 
 
-def _mobilenet_v2(inputs, num_classes: int, alpha: float = 1.0, dropout: float = 0.2):
+def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, dropout: float = 0.2):
     """MobileNetV2, the Edge TPU's reference network, without its ImageNet top."""
     base = keras.applications.MobileNetV2(
-        input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=None
+        input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=_keras_weights(imagenet)
     )
     return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
 
 
-def _xception(inputs, num_classes: int, dropout: float = 0.2):
+def _mobilenet_v3(kind: str):
+    """MobileNetV3 Small or Large, Keras' minimalistic variant: ReLU and 3x3 kernels, no hard-swish and
+    no squeeze-excite (Keras' MobileNetV3 docs); tests/test_compile.py checks that every op maps."""
+    application = keras.applications.MobileNetV3Small if kind == "small" else keras.applications.MobileNetV3Large
+
+    def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
+        # include_preprocessing=False: our own Rescaling layer is the model's first, as in every model.
+        base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=_keras_weights(imagenet),
+                           minimalistic=True, include_preprocessing=False)
+        return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+
+    builder.__doc__ = _mobilenet_v3.__doc__
+    return builder
+
+
+def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
-    base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=None)
+    base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False,
+                                       weights=_keras_weights(imagenet))
     return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
 
 
+def _keras_weights(imagenet: bool):
+    return pretrained.IMAGENET if imagenet else None
+
+
 _REGISTRY: Dict[str, _Entry] = {
-    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout")),
+    "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout"), pretrained_base=False),
     "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
+    "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout",)),
+    "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout",)),
     "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)
@@ -85,6 +110,11 @@ def min_image_size(name: str) -> int:
 def model_options(name: str) -> Tuple[str, ...]:
     """The options model `name` takes (e.g. ('alpha', 'dropout') for mobilenet_v2)."""
     return _entry(name).options
+
+
+def has_base(name: str) -> bool:
+    """Whether model `name` is a base network plus a head (what --frozen-epochs freezes)."""
+    return _entry(name).pretrained_base
 
 
 def check_options(name: str, options: Mapping[str, object]) -> None:
@@ -122,18 +152,31 @@ def check_weights_file(path) -> Path:
     return path
 
 
-def build(
+class Built(NamedTuple):
+    model: "keras.Model"
+    base: Optional["keras.Model"]  # the pretrained-able base network inside `model`; None for small_cnn
+    weights: Optional[Dict[str, Optional[str]]]  # source, path, url, sha256 of the starting weights; None = random
+
+
+def build(name: str, num_classes: int, image_size: Optional[int] = None, weights=None, **options) -> "keras.Model":
+    """Build model `name` (see build_recorded), without the record of its weights."""
+    return build_recorded(name, num_classes, image_size, weights, **options).model
+
+
+def build_recorded(
     name: str,
     num_classes: int,
     image_size: Optional[int] = None,
-    weights: Optional[Path] = None,
+    weights=None,
     **options,
-) -> "keras.Model":
+) -> Built:
     """Build model `name` for `num_classes` classes on square RGB images of `image_size` pixels.
 
-    `weights` is a local weights file: for the application networks, the base network's weights
-    (Keras `include_top=False` files) for transfer learning; for small_cnn, the whole model's.
-    Nothing is downloaded. `options` go to the builder (e.g. alpha=0.35 for mobilenet_v2).
+    `weights`: 'imagenet' loads Keras' ImageNet weights into the base network through Keras' own
+    loader (downloaded once into ~/.keras/models); a path is a local weights file: for the
+    application networks, the base network's weights (Keras `include_top=False` files) for
+    transfer learning; for small_cnn, the whole model's. `options` go to the builder (e.g.
+    alpha=0.35 for mobilenet_v2).
     """
     entry = _entry(name)
     check_options(name, options)
@@ -142,11 +185,16 @@ def build(
         raise ValueError(f"image size {size} is too small for {name}; expected at least {entry.min_size}")
     if num_classes < 2:
         raise ValueError(f"num_classes {num_classes}, expected at least 2")
+    imagenet = weights == pretrained.IMAGENET
+    if imagenet and not entry.pretrained_base:
+        raise ValueError(f"{name} has no ImageNet weights; expected a local weights file, or one of "
+                         f"{', '.join(n for n, e in _REGISTRY.items() if e.pretrained_base)}")
     inputs = keras.Input(shape=(size, size, 3), name="image")
-    built = entry.builder(inputs, num_classes, **options)
+    with pretrained.keras_downloads() as fetched:
+        built = entry.builder(inputs, num_classes, imagenet, **options)
     outputs, base = built if isinstance(built, tuple) else (built, None)
     model = keras.Model(inputs, outputs, name=name)
-    if weights is not None:
+    if weights is not None and not imagenet:
         weights = check_weights_file(weights)
         target = base or model
         try:
@@ -155,4 +203,4 @@ def build(
             first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
             raise ValueError(f"weights file {weights} does not fit {name} ({'base network' if base else 'whole model'}) "
                              f"at image size {size}: {first}") from err
-    return model
+    return Built(model, base, pretrained.record(weights, fetched))

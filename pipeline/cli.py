@@ -1,4 +1,4 @@
-"""Command line of the host side: `pipeline train | export | compile | parity | run`.
+"""Command line of the host side: `pipeline prepare | train | export | compile | parity | run`.
 
 Thin by design: each command parses options, builds its stage's config and calls the stage.
 
@@ -46,11 +46,14 @@ def main():
 @click.option("--data", "data_spec", help="digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
 @click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
-@click.option("--model", help="small_cnn (default) | mobilenet_v2 | xception")
+@click.option("--model", help="small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
-@click.option("--weights", type=click.Path(dir_okay=False), help="local pretrained weights file (nothing downloads)")
+@click.option("--weights", type=click.Path(dir_okay=False), help="'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file")
 @click.option("--epochs", type=int, help="total epochs (default 10)")
+@click.option("--frozen-epochs", type=int, help="first N epochs train only the head on the frozen pretrained base (default 0)")
+@click.option("--unfreeze-from", help="after the frozen epochs, unfreeze the base from this layer on (default: all of it)")
+@click.option("--fine-tune-learning-rate", type=float, help="learning rate after the frozen epochs (default 1e-5)")
 @click.option("--batch-size", type=int, help="global batch, split across replicas (default 32)")
 @click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 4e-3)")
 @click.option("--lr-start", type=float, help="learning rate at epoch 0")
@@ -58,6 +61,7 @@ def main():
 @click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
 @click.option("--sustain-epochs", type=int, help="epochs at the peak rate before decay")
 @click.option("--lr-decay", type=float, help="per-epoch decay factor after sustain")
+@click.option("--cache-mb", type=int, help="keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)")
 @click.option("--steps-per-execution", type=int, help="steps per host round trip (default 8 on TPU, else 1)")
 @click.option("--tpu", help="TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="split the CPU into N devices under MirroredStrategy (testing)")
@@ -92,6 +96,23 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     out = train.run(config, run_dir)
     if (out / "manifest.json").exists():  # a non-chief worker writes nothing
         click.echo(f"run written to {out}")
+
+
+@main.command("prepare")
+@click.argument("folder", type=click.Path())
+@click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
+@click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
+@click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
+@click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
+@reports_errors
+def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
+    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt."""
+    from pipeline import prepare
+
+    result = prepare.run(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
+    click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
+               + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
+    click.echo(f"train on them with: pipeline train --data '{prepare.join_path(out, '*' + prepare.SHARD_SUFFIX)}' --out RUN")
 
 
 @main.command("export")

@@ -3,7 +3,8 @@
 A data spec is one of:
   digits                      scikit-learn's 8x8 digits, shipped with the package (no download)
   'data/train-*.tfrec'        TFRecords in the Kaggle TPU flowers schema (image: JPEG bytes,
-                              class: int64, id: bytes); local paths or gs:// via tf.io.gfile
+                              class: int64, id: bytes); local paths or gs:// via tf.io.gfile;
+                              class names from a labels.txt beside them, else "0".."N-1"
   data/flowers/               a folder with one sub-folder of images per class
 
 Every source becomes the same stream: (uint8 RGB image [S, S, 3], int32 label) in a fixed order.
@@ -40,6 +41,7 @@ TFRECORD_FEATURES = {
     "id": tf.io.FixedLenFeature([], tf.string),
 }
 SPLITS = ("train", "heldout", "all")
+LABELS_NAME = "labels.txt"  # class names, one a line, beside TFRecord shards (written by `pipeline prepare`)
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,16 @@ class Example(NamedTuple):
 class Source:
     """One data spec, resolved: its class names, its examples, and a dataset factory."""
 
-    def __init__(self, spec: str, kind: str, labels: List[str], examples: List[Example], records, original):
+    def __init__(self, spec: str, kind: str, labels: List[str], examples: List[Example], records, original,
+                 interleaved=None):
         self.spec = spec
         self.kind = kind  # digits | tfrecord | folder
         self.labels = labels
         self.examples = examples
         self._records = records  # () -> tf.data.Dataset of (raw, label), raw = pixels or encoded bytes
         self._original = original  # (indices) -> each example as stored: encoded bytes, or pixels for digits
+        # () -> (position, raw, label) read from several files at once, in a fixed but mixed order; None = records
+        self._interleaved = interleaved
 
     @property
     def num_examples(self) -> int:
@@ -99,6 +104,18 @@ class Source:
             ds = ds.enumerate().filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
         decode = _DECODERS[self.kind]
         return ds.map(lambda raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
+
+    def training_dataset(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
+        """The examples at `indices` for training, where order does not matter (it is shuffled):
+        TFRecord shards are read in parallel, interleaved, each record selected by its position."""
+        if self._interleaved is None:
+            return self.dataset_at(image_size, indices)
+        keep = np.zeros(self.num_examples, bool)
+        keep[indices] = True
+        keep_t = tf.constant(keep)
+        decode = _DECODERS[self.kind]
+        ds = self._interleaved().filter(lambda i, raw, label: tf.gather(keep_t, i))
+        return ds.map(lambda i, raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def count(self, split: str, holdout: Split) -> int:
         """Number of examples in `split`."""
@@ -221,19 +238,69 @@ def _tfrecords(pattern: str, classes: Optional[Sequence[str]]) -> Source:
                 found[i] = tf.train.Example.FromString(raw.numpy()).features.feature["image"].bytes_list.value[0]
         return [found[i] for i in indices]
 
-    examples = _check_tfrecords(files)
-    names = [str(i) for i in range(max(e.label for e in examples) + 1)]
+    examples, per_file = _check_tfrecords(files)
+    starts = np.concatenate([[0], np.cumsum(per_file)[:-1]]).astype(np.int64)
+
+    def interleaved():
+        # Several shards read at once (the TPU guides' advice), each record tagged with its position in
+        # `examples` so the split still selects by identity, whatever order the shards interleave in.
+        def read(path, start):
+            return tf.data.TFRecordDataset(path).enumerate().map(lambda i, r: (start + i, r))
+
+        ds = tf.data.Dataset.from_tensor_slices((files, starts)).interleave(
+            read, cycle_length=min(len(files), 16), num_parallel_calls=AUTOTUNE, deterministic=True)
+        return ds.map(lambda i, r: _parsed(i, tf.io.parse_single_example(r, TFRECORD_FEATURES)),
+                      num_parallel_calls=AUTOTUNE, deterministic=True)
+
+    named = _labels_beside(files)
+    names = named or [str(i) for i in range(max(e.label for e in examples) + 1)]
+    unknown = sorted({e.label for e in examples if e.label >= len(names)})
+    if named and unknown:
+        raise DataError(f"{pattern} has class ids {unknown[:5]}, but its {LABELS_NAME} names {len(named)} classes "
+                        f"(ids 0..{len(named) - 1}); expected one name per class id")
     if classes is not None:
         unknown = sorted({e.label for e in examples if e.label >= len(classes)})
         if unknown:
             raise DataError(f"{pattern} has class ids {unknown[:5]}, the run knows {len(classes)} classes (ids 0..{len(classes) - 1})")
+        if named and named != list(classes):
+            raise DataError(f"the {LABELS_NAME} beside {pattern} names classes {named}, the run's are {list(classes)}; "
+                            "expected the same classes in the same order")
         names = list(classes)
-    return Source(pattern, "tfrecord", names, examples, records, original)
+    return Source(pattern, "tfrecord", names, examples, records, original, interleaved)
 
 
-def _check_tfrecords(files: List[str]) -> List[Example]:
-    """Parse and decode every record once, so a bad record fails here, named, and not mid-training."""
+def _parsed(position, example):
+    return position, example["image"], tf.cast(example["class"], tf.int32)
+
+
+def _labels_beside(files: List[str]) -> Optional[List[str]]:
+    """Class names from the labels.txt next to the shards, or None when there is none. Shards from
+    several folders must agree: one set of names, or none at all."""
+    found = {}
+    for folder in sorted({os.path.dirname(f) for f in files}):
+        path = f"{folder}/{LABELS_NAME}" if folder else LABELS_NAME
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "r") as f:
+                names = [line.strip() for line in f.read().splitlines()]
+            while names and not names[-1]:
+                names.pop()
+            if not names or "" in names or len(set(names)) != len(names):
+                raise DataError(f"{path} is not a list of class names (empty, blank or repeated lines); "
+                                "expected one distinct name a line, line N naming class id N")
+            found[path] = names
+        else:
+            found[path] = None
+    if len({json.dumps(v) for v in found.values()}) > 1:
+        raise DataError(f"the TFRecord folders disagree on class names: {', '.join(f'{p}: {v}' for p, v in found.items())}; "
+                        f"expected the same {LABELS_NAME} beside every shard, or none")
+    return next(iter(found.values()))
+
+
+def _check_tfrecords(files: List[str]) -> Tuple[List[Example], List[int]]:
+    """Parse and decode every record once, so a bad record fails here, named, and not mid-training.
+    Returns the examples in file order and the number of records in each file."""
     examples: List[Example] = []
+    per_file: List[int] = []
     seen: Dict[str, str] = {}
     for path in files:
         index = -1
@@ -259,13 +326,14 @@ def _check_tfrecords(files: List[str]) -> List[Example]:
                     raise DataError(f"{where} repeats id {ident!r} (first in {seen[ident]}); expected a unique id per record")
                 seen[ident] = where
                 examples.append(Example(ident, int(feature["class"].int64_list.value[0]), _digest(image)))
+            per_file.append(index + 1)
         except tf.errors.OpError as err:
             raise DataError(f"{path}: cannot read record {index + 1} as a TFRecord ({err.message.splitlines()[0]})") from err
     if not examples:
         raise DataError(f"TFRecord files {files} hold no records")
     if min(e.label for e in examples) < 0:
         raise DataError(f"negative class id {min(e.label for e in examples)} in {files}; expected class ids 0..N-1")
-    return examples
+    return examples, per_file
 
 
 def _check_image(data: bytes, where: str) -> None:
@@ -310,8 +378,17 @@ def _folder(root: Path, classes: Optional[Sequence[str]]) -> Source:
 # Pipelines for training and evaluation
 
 
+DEFAULT_CACHE_MB = 2048  # decoded training sets up to this size are kept in memory after the first epoch
+
+
+def decoded_mb(count: int, image_size: int) -> float:
+    """Memory the decoded examples take in the cache: uint8 pixels, plus the labels."""
+    return count * (image_size * image_size * 3 + 4) / 1e6
+
+
 def training_pipeline(ds: tf.data.Dataset, global_batch: int, seed: int, cache: bool = False) -> tf.data.Dataset:
-    """Shuffled, repeated, batched with drop_remainder (static shapes for the TPU), prefetched."""
+    """Shuffled, repeated, batched with drop_remainder (static shapes for the TPU), prefetched.
+    `cache`: keep the decoded examples in memory, so only the first epoch reads and decodes."""
     if cache:
         ds = ds.cache()
     ds = ds.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()

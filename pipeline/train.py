@@ -31,13 +31,15 @@ from edge import preprocess
 from pipeline import data as data_mod
 from pipeline import manifest as manifest_mod
 from pipeline import strategy as strategy_mod
+from pipeline import transfer
 from pipeline.errors import ConfigError, DataError
 from pipeline.files import staged_path, write_json_atomic, write_text_atomic
 from pipeline.schedule import WarmupSchedule
 
 STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
-_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction")
+_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
+                "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
 # Kaggle's TPU tutorial runs several steps per host round trip; elsewhere one is as fast.
 TPU_STEPS_PER_EXECUTION = 8
 
@@ -49,7 +51,11 @@ class TrainConfig:
     model: str = "small_cnn"  # a name from models.MODEL_NAMES
     image_size: Optional[int] = None  # square input size; None = the model's default
     model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
-    weights: Optional[str] = None  # local weights file for transfer learning; nothing downloads
+    weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
+    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/transfer.py)
+    unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
+    cache_mb: int = data_mod.DEFAULT_CACHE_MB  # memory budget for keeping the decoded training set after epoch 1
+    fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses
     epochs: int = 10  # total epochs, resumed runs included
     batch_size: int = 32  # global batch, split evenly across replicas
     schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
@@ -75,11 +81,25 @@ class TrainConfig:
                 raise ConfigError(f"{name} {getattr(self, name)}, expected at least 1")
         if self.steps_per_execution is not None and self.steps_per_execution < 1:
             raise ConfigError(f"steps_per_execution {self.steps_per_execution}, expected at least 1")
+        if not 0 <= self.frozen_epochs <= self.epochs:
+            raise ConfigError(f"frozen_epochs {self.frozen_epochs}, expected 0..epochs ({self.epochs})")
+        if (self.frozen_epochs or self.unfreeze_from) and not self.weights:
+            raise ConfigError("--frozen-epochs and --unfreeze-from fine-tune pretrained weights; give --weights "
+                              "(imagenet or a local file)")
+        if self.unfreeze_from and not self.frozen_epochs:
+            raise ConfigError("--unfreeze-from says where to unfreeze after the frozen epochs; give --frozen-epochs N too")
+        if self.frozen_epochs and not models.has_base(self.model):
+            raise ConfigError(f"{self.model} has no pretrained base network to freeze; expected one of "
+                              f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
+        if self.cache_mb < 0:
+            raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
+        if not self.fine_tune_learning_rate > 0:
+            raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
         try:
             models.check_options(self.model, dict(self.model_options))
-            if self.weights:
+            if self.weights and self.weights != models.IMAGENET:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
@@ -99,7 +119,8 @@ class TrainConfig:
 # What each field must hold: a config file can put any JSON value anywhere ("epochs": "ten").
 _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
-                "heldout_fraction": (int, float), "resume": bool}
+                "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
+                "fine_tune_learning_rate": (int, float), "cache_mb": int}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 
@@ -162,11 +183,14 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
     split = data_mod.Split(config.heldout_fraction, config.seed)
     if val_source:
-        train_ds, train_count = train_source.dataset(config.size), train_source.num_examples
+        train_indices = train_source.indices("all")
         heldout_ds, heldout_count = val_source.dataset(config.size), val_source.num_examples
     else:
-        train_ds, train_count = train_source.dataset(config.size, "train", split), train_source.count("train", split)
+        train_indices = train_source.indices("train", split)
         heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
+    train_ds, train_count = train_source.training_dataset(config.size, train_indices), len(train_indices)
+    decoded = data_mod.decoded_mb(train_count, config.size)
+    feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
     steps_per_epoch = train_count // config.batch_size
     if steps_per_epoch < 1:
         raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
@@ -180,14 +204,14 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            model, history = _fit(config, chosen, len(train_source.labels), train_ds, heldout_ds, steps_per_epoch,
+            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, feed["cached"], heldout_ds, steps_per_epoch,
                                   _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
         # is left as it was); a run that completed one keeps its state to resume from.
         if not chosen.is_chief:
             # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
-            for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+            for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
                 _remove_if_empty(path)
         elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
@@ -200,7 +224,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
         with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
             _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
-        for path in (state_dir / "backup", state_dir) + ((run_dir,) if created else ()):
+        for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
             _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
         print("this worker is done; the chief writes the run directory", flush=True)
         return run_dir
@@ -211,6 +235,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "num_classes": len(train_source.labels),
             "options": dict(config.model_options),
             "parameters": int(model.count_params()),
+            "weights": weights,  # starting weights: source (imagenet | file), path, url, sha256; None = random
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
         },
         # How an image becomes the model's input, for every later stage and the device.
@@ -230,6 +255,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "global_batch": config.batch_size,
             "per_replica_batch": config.batch_size // chosen.replicas,
             "steps_per_epoch": steps_per_epoch,
+            "feed": feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
             "steps_per_execution": _steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
@@ -255,7 +281,10 @@ def _steps_per_execution(config: TrainConfig, chosen: strategy_mod.Chosen) -> in
 def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     saved = json.loads((state_dir / "config.json").read_text())
     now = config.as_dict()
-    changed = [k for k in _RESUME_KEYS if saved.get(k) != now.get(k)]
+    # A key the saved state lacks was added since it was written: it held the default then.
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    saved = {k: saved.get(k, defaults.get(k)) for k in _RESUME_KEYS}
+    changed = [k for k in _RESUME_KEYS if saved[k] != now.get(k)]
     if changed:
         diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
         raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")
@@ -263,39 +292,59 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _fit(config, chosen, num_classes, train_ds, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
+def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
     keras.utils.set_random_seed(config.seed)
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with chosen.strategy.scope():
         try:
-            model = models.build(config.model, num_classes, config.size,
-                                 weights=config.weights, **dict(config.model_options))
+            built = models.build_recorded(config.model, num_classes, config.size,
+                                          weights=config.weights, **dict(config.model_options))
+            model = built.model
         except ValueError as err:  # weights that do not fit the model; options were checked in validate()
             raise ConfigError(str(err)) from err
-        model.compile(
-            optimizer=keras.optimizers.Adam(config.schedule.start),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
-            metrics=["accuracy"],
-            steps_per_execution=_steps_per_execution(config, chosen),
-        )
-    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
+        if config.unfreeze_from:
+            transfer.check_layer(built.base, config.unfreeze_from)
+        _compile(model, config, chosen)
+    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
     epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
-    callbacks = [
-        # First, so an epoch's checkpoint is on disk before its line is printed.
-        keras.callbacks.BackupAndRestore(str(state_dir / "backup")),
-        keras.callbacks.LearningRateScheduler(config.schedule),
-        epoch_log,
-    ]
     on_terminal = sys.stdout.isatty()
-    try:
-        model.fit(train, epochs=config.epochs, steps_per_epoch=steps_per_epoch, validation_data=val,
-                  validation_steps=validation_steps,
-                  callbacks=callbacks, verbose=1 if on_terminal else 0)
-    except tf.errors.InvalidArgumentError as err:
-        raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
-    return model, epoch_log.history()
+    for phase in transfer.phases(config.epochs, config.frozen_epochs):
+        if phase.name == "frozen":
+            transfer.freeze(built.base)
+        elif phase.name == "fine_tune":
+            transfer.unfreeze(built.base, config.unfreeze_from)
+            print(f"epoch {phase.first_epoch + 1}: base unfrozen "
+                  f"{'from ' + config.unfreeze_from if config.unfreeze_from else 'whole'} (BatchNorm stays in inference mode), "
+                  f"learning rate {config.fine_tune_learning_rate:g}", flush=True)
+        if phase.name != "all":
+            with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
+                _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
+        callbacks = [
+            # First, so an epoch's checkpoint is on disk before its line is printed. The frozen phase
+            # keeps its last checkpoint: a run resumed after the switch gets the head it trained.
+            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=phase.name != "frozen"),
+            *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
+            epoch_log,
+        ]
+        try:
+            model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
+                      validation_data=val, validation_steps=validation_steps,
+                      callbacks=callbacks, verbose=1 if on_terminal else 0)
+        except tf.errors.InvalidArgumentError as err:
+            raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
+    return model, epoch_log.history(), built.weights
+
+
+def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> None:
+    """A fresh Adam at `learning_rate` (None: the schedule's start, which the scheduler then sets)."""
+    model.compile(
+        optimizer=keras.optimizers.Adam(config.schedule.start if learning_rate is None else learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=["accuracy"],
+        steps_per_execution=_steps_per_execution(config, chosen),
+    )
 
 
 class EpochLog(keras.callbacks.Callback):

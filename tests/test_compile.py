@@ -300,7 +300,8 @@ def test_real_compiler(run_copy):
 
 # Smallest sizes each architecture accepts keep this affordable on a 2-core CPU; the ops the
 # converter emits do not depend on the input size.
-BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "xception": (71, ())}
+BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "mobilenet_v3_small": (32, ()),
+            "mobilenet_v3_large": (32, ()), "xception": (71, ())}
 
 
 @pytest.mark.host

@@ -1,0 +1,38 @@
+"""The training feed: TFRecord shards read interleaved select exactly the split; cached when it fits the budget."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.helpers import write_kaggle_tfrecords
+
+pytestmark = pytest.mark.host
+
+
+def test_interleaved_shards_give_exactly_the_training_split(tmp_path):
+    from pipeline import data
+
+    source = data.open_source(write_kaggle_tfrecords(tmp_path / "rec", per_class=10, files=3))
+    indices = source.indices("train", data.Split(0.3, 5))
+    images, labels = data.to_numpy(source.training_dataset(16, indices))
+    expected_images, expected_labels = data.to_numpy(source.dataset_at(16, indices))
+    assert len(labels) == len(indices) < source.num_examples
+    key = lambda ims, ys: sorted((int(y), im.tobytes()) for im, y in zip(ims, ys))
+    assert key(images, labels) == key(expected_images, expected_labels)
+    assert not np.array_equal(images, expected_images)  # the shards were read interleaved, not one after another
+
+
+@pytest.mark.parametrize("cache_mb, cached", [(None, True), (0, False)])
+def test_the_feed_is_cached_when_it_fits_the_budget(tmp_path, cache_mb, cached):
+    from pipeline import train
+
+    pattern = write_kaggle_tfrecords(tmp_path / "rec", per_class=10, files=2)
+    options = {} if cache_mb is None else {"cache_mb": cache_mb}
+    run_dir = train.run(train.TrainConfig(data=pattern, image_size=16, epochs=2, batch_size=8, **options), tmp_path / "run")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    feed = manifest["training"]["feed"]
+    assert feed["cached"] is cached and feed["decoded_mb"] == round(24 * (16 * 16 * 3 + 4) / 1e6, 1)
+    assert manifest["data"]["split"]["train_examples"] == 24
+    assert len(json.loads((run_dir / "history.json").read_text())) == 2
