@@ -130,8 +130,6 @@ def decode_costs(files, size=(224, 224)):
 
 
 def run(folder: Path, rounds: int, write: bool) -> int:
-    import edge.interpreter as interp
-
     model = folder / MODEL
     data = model.read_bytes()
     files = sorted((folder / PHOTOS).rglob("*.jpg"))

@@ -150,3 +150,19 @@ def start_worker(index: int, workers: List[str], args: List[str]) -> subprocess.
     tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
     return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO, env=quiet_env(TF_CONFIG=tf_config))
+
+
+def kill_after_first_epoch(args: List[str], epochs: int) -> None:
+    """Run `python -m pipeline ARGS` and SIGKILL it when it prints "epoch 1/EPOCHS": an interruption, not a clean exit."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, cwd=REPO, env=quiet_env())
+    try:
+        for line in proc.stdout:
+            if line.startswith(f"epoch 1/{epochs}"):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)

@@ -75,7 +75,7 @@ def test_same_seed_same_shards_and_other_images_are_reencoded(tmp_path):
     folder = write_class_folders(tmp_path / "pngs", per_class=5)  # PNGs
     a = prepare.run(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "a"))
     b = prepare.run(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "b"))
-    assert a.count == 15 and a.reencoded == 15 and len(a.shards) == 1
+    assert a.count == b.count == 15 and a.reencoded == 15 and len(a.shards) == 1
     rows_a, rows_b = _read_back(str(tmp_path / "a" / "*.tfrec")), _read_back(str(tmp_path / "b" / "*.tfrec"))
     assert [r[1:] for r in rows_a] == [r[1:] for r in rows_b]
     assert all(r[3][:3] == b"\xff\xd8\xff" for r in rows_a)  # stored as JPEG

@@ -98,26 +98,12 @@ def test_frozen_epochs_then_fine_tune_keeps_batchnorm_and_records_the_file(folde
 
 
 def test_resume_across_the_switch_keeps_the_frozen_phase(folder, base_weights, tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from tests.helpers import REPO
+    from tests.helpers import kill_after_first_epoch
 
     run_dir = tmp_path / "run"
     args = ["train", "--data", str(folder), "--model", "mobilenet_v2", "--alpha", "0.35", "--image-size", "32",
             "--weights", str(base_weights), "--batch-size", "8", "--frozen-epochs", "1", "--epochs", "3", "--out", str(run_dir)]
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, cwd=REPO, env=quiet_env())
-    try:
-        for line in proc.stdout:
-            if line.startswith("epoch 1/3"):  # the frozen phase is over; the switch comes next
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
+    kill_after_first_epoch(args, 3)  # the frozen phase is over; the switch comes next
     first = json.loads((run_dir / ".train_state" / "history.json").read_text())
     assert [e["epoch"] for e in first] == [1]
 

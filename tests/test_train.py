@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import REPO, cli, free_port, quiet_env, start_worker, write_class_folders, write_kaggle_tfrecords
+from tests.helpers import cli, free_port, kill_after_first_epoch, quiet_env, start_worker, write_class_folders, write_kaggle_tfrecords
 
 pytestmark = pytest.mark.host
 
@@ -130,17 +127,7 @@ def test_class_folders_with_separate_validation_data(tmp_path):
 
 def test_interrupted_run_resumes_and_keeps_history(tmp_path):
     run_dir = tmp_path / "run"
-    args = [sys.executable, "-m", "pipeline", "train", "--data", "digits", "--out", str(run_dir),
-            "--epochs", "3", "--image-size", "16"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=quiet_env())
-    try:
-        for line in proc.stdout:
-            if line.startswith("epoch 1/3"):
-                os.kill(proc.pid, signal.SIGKILL)  # an interruption, not a clean exit
-                break
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
+    kill_after_first_epoch(["train", "--data", "digits", "--out", str(run_dir), "--epochs", "3", "--image-size", "16"], 3)
     first = json.loads((run_dir / ".train_state" / "history.json").read_text())
     assert [e["epoch"] for e in first] == [1]
     assert not (run_dir / "manifest.json").exists()

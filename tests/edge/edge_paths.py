@@ -1,4 +1,4 @@
-"""Paths of the committed fixtures (tests/fixtures), shared by the device tests."""
+"""Paths of the committed fixtures (tests/fixtures) and the `edge` CLI runner, shared by the device tests."""
 from __future__ import annotations
 
 import json
@@ -18,3 +18,16 @@ def expected_scores():
 
 # Google's own models and photo (read its README); never copied into the project.
 CORAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "coral"
+
+
+def run_edge(*args):
+    """`edge ARGS` through click's CliRunner, stderr apart from stdout."""
+    from click.testing import CliRunner
+
+    from edge.cli import main
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr in unless asked not to
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, [str(a) for a in args])

@@ -7,21 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from edge import interpreter as interp
-from edge.cli import main
 from edge.errors import BackendUnavailable, InputError
-from edge_paths import EDGETPU, IMAGES, INT8
+from edge_paths import EDGETPU, IMAGES, INT8, run_edge
 from test_interpreter_choices import FAKE_TFLITE_RUNTIME
 
 
-def _run(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr in unless asked not to
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args])
+_run = run_edge
 
 
 def test_edge_tpu_model_goes_to_tflite_runtime_and_cpu_model_to_ai_edge_litert(fake_packages, monkeypatch):

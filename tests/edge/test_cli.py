@@ -7,20 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from edge.cli import main
 from edge.integrity import sha256_bytes, write_sidecar
 from edge.preprocess import contract
-from edge_paths import EDGETPU, IMAGES, LABELS
+from edge_paths import EDGETPU, IMAGES, LABELS, run_edge
 
 
-def _run(*args: str):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr in unless asked not to
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args])
+_run = run_edge
 
 
 def _no_traceback(result) -> None:

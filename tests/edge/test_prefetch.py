@@ -7,22 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from edge.cli import main
 from edge.errors import InputError
 from edge.integrity import write_sidecar
 from edge.prefetch import prefetch
 from edge.preprocess import contract
-from edge_paths import IMAGES, LABELS
+from edge_paths import IMAGES, LABELS, run_edge
 
 
-def _run(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr in unless asked not to
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args])
+_run = run_edge
 
 
 def test_results_keep_input_order_and_errors_stay_with_their_item():

@@ -8,10 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from edge.cli import main
-from edge_paths import CORAL
+from edge_paths import CORAL, run_edge
 
 MODEL = CORAL / "mobilenet_v1_0.25_128_quant.tflite"
 COMPILED = CORAL / "mobilenet_v1_0.25_128_quant_edgetpu.tflite"
@@ -19,12 +17,7 @@ PARROT = CORAL / "parrot.jpg"
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason=f"reference models not at {CORAL}")
 
 
-def _run(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, [str(a) for a in args])
+_run = run_edge
 
 
 def _first(stdout: str):
