@@ -47,7 +47,7 @@ def set_input(interpreter: Any, image: Any, norm: Normalization = RAW_PIXELS) ->
     """Put one image (PIL image, or uint8 (H, W, 3) pixels) into the model's input, by the pixel contract.
 
     `norm` is the model's normalization: RAW_PIXELS for the pipeline's own models, which normalize
-    inside; a model from elsewhere brings its own (edge.model_inputs.choose_normalization).
+    inside; a model from elsewhere brings its own (its TFLite metadata, or pycoral's PYCORAL_DEFAULT).
     """
     details = input_details(interpreter)
     shape = tuple(int(x) for x in details["shape"])

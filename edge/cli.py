@@ -23,10 +23,10 @@ import numpy as np
 from edge.atomic import write_json_atomic
 from edge.classify import get_scores, input_details, input_size, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
-from edge.image_files import IMAGE_SUFFIXES
+from edge.image_files import IMAGE_SUFFIXES, is_image_file
 from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import CPU_ORDER, LoadedModel, open_model
-from edge.labels import choose_labels, labels_from_model
+from edge.labels import choose_labels
 from edge.model_metadata import read_metadata
 from edge.prefetch import prefetch
 from edge.preprocess import (PYCORAL_DEFAULT, Normalization, decode_scaled, describe, load_pixels, normalization,
@@ -65,9 +65,9 @@ class Opened(NamedTuple):
     labels: Optional[List[str]]  # class names, None = print class ids
 
 
-def _normalization(records: List[ModelRecord], data: bytes, mean: Optional[str], std: Optional[str]) -> Normalization:
+def _normalization(recorded: Optional[ModelRecord], records: List[ModelRecord], data: bytes, mean: Optional[str],
+                   std: Optional[str]) -> Normalization:
     """The model's recorded contract, else its TFLite metadata, else --input-mean/--input-std (pycoral's 128, 128)."""
-    recorded = next((r for r in records if r.preprocessing is not None), None)
     if records and recorded is None:
         raise InputError(f"{records[0].source} vouches for this model but records no pixel contract (it was written by an "
                          "earlier edgeflow); export the model again, so the device knows how to feed it")
@@ -93,19 +93,6 @@ def _numbers(text: Optional[str], option: str, default: Sequence[float]) -> List
         raise InputError(f"{option} {text!r}, expected a number or three comma-separated numbers (R,G,B)") from err
 
 
-def _labels(labels_file: Optional[str], records: List[ModelRecord], data: bytes) -> Tuple[Optional[List[str]], str]:
-    """--labels, else the sidecar's or manifest's, else the label file packed in the model; and where they came from."""
-    if labels_file is not None:
-        return choose_labels(labels_file, None), f"labels: {labels_file}"
-    recorded = recorded_labels(records)
-    if recorded:
-        return recorded, "labels: recorded next to the model"
-    packed = labels_from_model(data)
-    if packed:
-        return packed, "labels: the label file packed in the model's metadata"
-    return None, "labels: none found (pass --labels FILE); printing class ids"
-
-
 def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], labels_file: Optional[str] = None,
           mean: Optional[str] = None, std: Optional[str] = None, backend: Optional[str] = None) -> Opened:
     path = Path(model)
@@ -127,9 +114,10 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], la
     # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
     loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data, backend=backend)
     click.echo(f"interpreter: {loaded.backend} ({loaded.why})", err=True)
-    norm = _normalization(records, data, mean, std)
-    scaled = decode_scaled(next((r.preprocessing for r in records if r.preprocessing is not None), None))
-    labels, labels_from = _labels(labels_file, records, data)
+    recorded = next((r for r in records if r.preprocessing is not None), None)  # the record holding the contract
+    norm = _normalization(recorded, records, data, mean, std)
+    scaled = decode_scaled(recorded.preprocessing if recorded is not None else None)
+    labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)
     # Say how pixels and class names were chosen: a wrong guess here is the usual cause of noise.
     click.echo(describe(norm, input_details(loaded.interpreter)), err=True)
     click.echo("decode: JPEGs at reduced scale (the recorded pixel contract)" if scaled else
@@ -218,7 +206,7 @@ def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
     samples = []
     for name in classes:
         for f in sorted((data / name).iterdir()):
-            if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES:
+            if is_image_file(f):
                 samples.append(Sample(f, f.relative_to(data).as_posix(), labels.index(name)))
     return samples, labels
 
@@ -356,7 +344,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
 def _bench_images(folder: Path) -> List[Path]:
     if not folder.is_dir():
         raise InputError(f"--images {folder} is not a directory, expected a folder of images")
-    files = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+    files = sorted(f for f in folder.rglob("*") if is_image_file(f))
     if not files:
         raise InputError(f"--images {folder} holds no images, expected files ending in {', '.join(IMAGE_SUFFIXES)}")
     return files

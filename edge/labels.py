@@ -89,10 +89,15 @@ def labels_from_model(model_bytes: bytes, output: int = 0, name: str = "model") 
         raise ModelCheckError(str(err)) from err
 
 
-def choose_labels(labels_file: Optional[Union[str, Path]], recorded: Optional[Sequence[str]]) -> Optional[List[str]]:
-    """--labels FILE wins, then the labels recorded next to the model; None means "print class ids"."""
+def choose_labels(labels_file: Optional[Union[str, Path]], recorded: Optional[Sequence[str]],
+                  model_bytes: Optional[bytes] = None) -> Tuple[Optional[List[str]], str]:
+    """(labels, where they came from): --labels FILE wins, then the labels recorded next to the model, then the
+    label file packed in the model (when its bytes are given); None means "print class ids"."""
     if labels_file is not None:
-        return read_labels(labels_file)
+        return read_labels(labels_file), f"labels: {labels_file}"
     if recorded:
-        return [str(x) for x in recorded]
-    return None
+        return [str(x) for x in recorded], "labels: recorded next to the model"
+    packed = labels_from_model(model_bytes) if model_bytes is not None else None
+    if packed:
+        return packed, "labels: the label file packed in the model's metadata"
+    return None, "labels: none found (pass --labels FILE); printing class ids"

@@ -85,9 +85,9 @@ def test_unreadable_files_are_clear_errors(tmp_path: Path):
 def test_choose_labels_still_prefers_the_file_then_the_record(tmp_path: Path):
     path = tmp_path / "labels.txt"
     path.write_text("0 x\n2 z\n")
-    assert choose_labels(path, ["a", "b"]) == ["x", "1", "z"]
-    assert choose_labels(None, ["a", 1]) == ["a", "1"]
-    assert choose_labels(None, None) is None
+    assert choose_labels(path, ["a", "b"])[0] == ["x", "1", "z"]
+    assert choose_labels(None, ["a", 1]) == (["a", "1"], "labels: recorded next to the model")
+    assert choose_labels(None, None, INT8.read_bytes())[0] is None  # no record, nothing packed: class ids
 
 
 def test_model_without_metadata_has_no_packed_labels():
