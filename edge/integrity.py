@@ -129,11 +129,16 @@ def recorded_labels(records: List[ModelRecord]) -> Optional[List[str]]:
     return None
 
 
-def write_sidecar(model: Path, labels: Optional[List[str]] = None, **facts: Any) -> Path:
-    """Write `<model>.json` for `model` (used by tests and by whoever ships a model without its run directory)."""
-    model = Path(model)
-    obj: Dict[str, Any] = {"schema_version": SCHEMA_VERSION, "model": model.name, "sha256": sha256_bytes(model.read_bytes())}
+def sidecar_record(model_name: str, model_bytes: bytes, labels: Optional[List[str]] = None, **facts: Any) -> Dict[str, Any]:
+    """What `<model>.json` holds: the schema version, the model's name and sha256, its labels and any facts."""
+    obj: Dict[str, Any] = {"schema_version": SCHEMA_VERSION, "model": model_name, "sha256": sha256_bytes(model_bytes)}
     if labels is not None:
         obj["labels"] = list(labels)
     obj.update(facts)
-    return write_json_atomic(sidecar_path(model), obj)
+    return obj
+
+
+def write_sidecar(model: Path, labels: Optional[List[str]] = None, **facts: Any) -> Path:
+    """Write `<model>.json` for `model` (the compile stage, tests, whoever ships a model without its run directory)."""
+    model = Path(model)
+    return write_json_atomic(sidecar_path(model), sidecar_record(model.name, model.read_bytes(), labels, **facts))

@@ -22,12 +22,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from edge.integrity import sidecar_record
 from pipeline import manifest as manifest_lib
 from pipeline import quant_report, quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
 from pipeline.files import json_bytes, replacing
 
-SIDECAR_SCHEMA_VERSION = 1
 DEFAULT_CALIBRATION_SAMPLES = 300
 REPORT_KEY = "quantization_report"
 REPORT_NAME = "quantization.json"
@@ -353,14 +353,5 @@ def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
 def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object]) -> dict:
     """What the device checks the model against: its sha256, labels, image size, input quantization and the
     pixel contract it feeds the model by."""
-    import hashlib
-
-    return {
-        "schema_version": SIDECAR_SCHEMA_VERSION,
-        "model": model_name,
-        "sha256": hashlib.sha256(model_bytes).hexdigest(),
-        "labels": list(manifest["labels"]),
-        "image_size": image_size,
-        "input": dict(input_q),
-        "preprocessing": manifest_lib.contract(manifest),
-    }
+    return sidecar_record(model_name, model_bytes, manifest["labels"], image_size=image_size, input=dict(input_q),
+                          preprocessing=manifest_lib.contract(manifest))
