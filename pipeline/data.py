@@ -96,26 +96,28 @@ class Source:
 
     def dataset_at(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
         """(uint8 [S,S,3], int32 label) of the examples at `indices` (ascending), unbatched."""
-        ds = self._records()
-        if len(indices) != self.num_examples:
-            keep = np.zeros(self.num_examples, bool)
-            keep[indices] = True
-            keep_t = tf.constant(keep)  # a lookup, not Python, inside the graph: runs on a TPU host too
-            ds = ds.enumerate().filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
-        decode = _DECODERS[self.kind]
-        return ds.map(lambda raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
+        if len(indices) == self.num_examples:
+            return self._decoded(self._records(), image_size)
+        return self._decoded(self._selected(self._records().enumerate(), indices), image_size)
 
     def training_dataset(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
         """The examples at `indices` for training, where order does not matter (it is shuffled):
         TFRecord shards are read in parallel, interleaved, each record selected by its position."""
         if self._interleaved is None:
             return self.dataset_at(image_size, indices)
+        positioned = self._interleaved().map(lambda i, raw, label: (i, (raw, label)))
+        return self._decoded(self._selected(positioned, indices), image_size)
+
+    def _selected(self, positioned: tf.data.Dataset, indices: np.ndarray) -> tf.data.Dataset:
+        """(raw, label) of the (position, (raw, label)) elements whose position is in `indices`."""
         keep = np.zeros(self.num_examples, bool)
         keep[indices] = True
-        keep_t = tf.constant(keep)
+        keep_t = tf.constant(keep)  # a lookup, not Python, inside the graph: runs on a TPU host too
+        return positioned.filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
+
+    def _decoded(self, ds: tf.data.Dataset, image_size: int) -> tf.data.Dataset:
         decode = _DECODERS[self.kind]
-        ds = self._interleaved().filter(lambda i, raw, label: tf.gather(keep_t, i))
-        return ds.map(lambda i, raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
+        return ds.map(lambda raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def count(self, split: str, holdout: Split) -> int:
         """Number of examples in `split`."""
