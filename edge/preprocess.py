@@ -6,7 +6,7 @@
 
 The device, the host's parity evaluation and the bundle all go through these functions, so the
 pixels a board computes from a camera JPEG are the pixels the parity report measured. Training's
-tf.data pipeline (pipeline/data.py) cannot call Pillow on a TPU; it mirrors each step below in
+tf.data pipeline (pipeline/data/decode.py) cannot call Pillow on a TPU; it mirrors each step below in
 TensorFlow and the remaining difference is measured (bench/bench_pixel_contract.py).
 
 The contract, step by step (version 2; version 1 is the same without the JPEG scale):

@@ -74,7 +74,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     """Train a classifier under tf.distribute and write RUN."""
     from pipeline import train
     from pipeline.errors import ConfigError
-    from pipeline.schedule import WarmupSchedule
+    from pipeline.training.schedule import WarmupSchedule
 
     options["data"] = data_spec
     if alpha is not None:

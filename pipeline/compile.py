@@ -6,7 +6,7 @@
 
 Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, the ops each compiled file
 keeps on the CPU, and where prediction and compiler disagree) and, when the compiler succeeds and
-its output checks out (pipeline/compiled_check.py), RUN/model_int8_edgetpu.tflite with a sidecar
+its output checks out (pipeline/edgetpu/compiled_check.py), RUN/model_int8_edgetpu.tflite with a sidecar
 for the device. A failed, timed-out or refused compile leaves the run as it was; `--check-only`
 never replaces a report that holds a compiler's results. Each compiled model records the sha256 of
 the int8 model it came from (`compiled_from`), so a stale one is refused where it would ship.
@@ -27,10 +27,10 @@ from typing import List, NamedTuple, Optional
 
 from edge.integrity import write_sidecar
 from edge.tflite_file import ModelFileError
-from pipeline import compiled_check, compiler_log, preflight
-from pipeline import manifest as manifest_mod
+from pipeline.edgetpu import compiled_check, compiler_log, preflight
+from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
-from pipeline.files import write_json_atomic
+from pipeline.rundir.files import write_json_atomic
 
 INSTALL_HINT = (
     "edgetpu_compiler runs only on x86-64 Linux: on Debian/Ubuntu add Coral's apt repository "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from pipeline import manifest as manifest_mod
+from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, ManifestError
 
 DEFAULT_DATA = "digits"

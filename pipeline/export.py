@@ -23,10 +23,10 @@ import numpy as np
 import tensorflow as tf
 
 from edge.integrity import sidecar_record
-from pipeline import manifest as manifest_lib
-from pipeline import quant_report, quant_verify
+from pipeline.rundir import manifest as manifest_lib
+from pipeline.quant import report as quant_report, verify as quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
-from pipeline.files import json_bytes, replacing
+from pipeline.rundir.files import json_bytes, replacing
 
 DEFAULT_CALIBRATION_SAMPLES = 300
 REPORT_KEY = "quantization_report"
@@ -261,7 +261,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
 
     if config.qat_epochs:
-        from pipeline import qat
+        from pipeline.quant import qat
 
         model = qat.fine_tune(manifest, run_dir, epochs=config.qat_epochs, seed=config.seed)
         concrete, trackable = keras_function(model, image_size)

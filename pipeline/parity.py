@@ -27,9 +27,9 @@ from edge import preprocess
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
-from pipeline import manifest as manifest_mod
+from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
-from pipeline.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
 
 REFERENCE = "float_savedmodel"
 GATED = ("int8_cpu", "edgetpu", "device_cpu")

@@ -6,7 +6,7 @@
 Shards follow the Kaggle TPU flowers schema (`image` JPEG bytes, `class` int64, `id` bytes); each
 record's id is the image's path relative to FOLDER, so the held-out split (a hash of the id) and
 the manifest's data identity are the same as training on the folder. `labels.txt` beside the
-shards names the classes (pipeline/data.py reads it). JPEGs are stored byte for byte; other
+shards names the classes (pipeline/data/tfrecords.py reads it). JPEGs are stored byte for byte; other
 images are re-encoded to JPEG, which changes their pixels: the pixel contract decodes whatever
 bytes are stored, so the device must be fed the same re-encoded images to match exactly.
 """
@@ -87,7 +87,7 @@ def run(config: PrepareConfig, folder: str, out: str) -> PrepareResult:
                     if not data.startswith(_JPEG_MAGIC):
                         data = _to_jpeg(data, example.id, config.jpeg_quality)
                         reencoded += 1
-                    writer.write(_record(data, example.label, example.id))
+                    writer.write(data_mod.encode_record(data, example.label, example.id))
             _check_written(temporary, [source.examples[i].id for i in chunk])
         for name in names:
             tf.io.gfile.rename(name + ".partial", name)
@@ -115,15 +115,6 @@ def spread_order(labels: np.ndarray, seed: int) -> np.ndarray:
         # Member j of a class of n sits at (j + jitter) / n: evenly spaced, in a random order.
         position[members] = (np.arange(len(members)) + rng.random(len(members))) / len(members)
     return np.argsort(position, kind="stable")
-
-
-def _record(image: bytes, label: int, ident: str) -> bytes:
-    feature = {
-        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
-        "class": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-        "id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[ident.encode("utf-8")])),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def _to_jpeg(data: bytes, name: str, quality: int) -> bytes:

@@ -29,12 +29,12 @@ import tf_keras as keras
 import models
 from edge import preprocess
 from pipeline import data as data_mod
-from pipeline import manifest as manifest_mod
-from pipeline import strategy as strategy_mod
-from pipeline import transfer
+from pipeline.rundir import manifest as manifest_mod
+from pipeline.training import strategy as strategy_mod
+from pipeline.training import transfer
 from pipeline.errors import ConfigError, DataError
-from pipeline.files import staged_path, write_json_atomic, write_text_atomic
-from pipeline.schedule import WarmupSchedule
+from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.training.schedule import WarmupSchedule
 
 STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
@@ -52,7 +52,7 @@ class TrainConfig:
     image_size: Optional[int] = None  # square input size; None = the model's default
     model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
     weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
-    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/transfer.py)
+    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/training/transfer.py)
     unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
     cache_mb: int = data_mod.DEFAULT_CACHE_MB  # memory budget for keeping the decoded training set after epoch 1
     fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses

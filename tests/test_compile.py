@@ -19,7 +19,7 @@ import pytest
 
 from edge.preprocess import PYCORAL_DEFAULT, contract
 from edge.tflite_file import cpu_ops, io_signatures, is_edgetpu_compiled, read_model
-from pipeline import manifest as manifest_mod
+from pipeline.rundir import manifest as manifest_mod
 from tests.helpers import REPO
 
 DOUBLE = REPO / "tests" / "doubles" / "edgetpu_compiler_double.py"
@@ -209,7 +209,7 @@ def test_failure_keeps_an_earlier_compiled_model(tmp_path, double, monkeypatch):
 
 
 def test_real_segments_chain_and_a_wrong_order_is_refused():
-    from pipeline.compiled_check import check_chain, read_compiled
+    from pipeline.edgetpu.compiled_check import check_chain, read_compiled
     from pipeline.errors import PipelineError
 
     segments = [read_compiled(REFERENCE / f"ssd_mobilenet_v1_coco_quant_postprocess_segment_{k}_of_2_edgetpu.tflite")
@@ -309,7 +309,8 @@ BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "mo
 def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     """Through the real stages: train (one epoch on a small folder), export --int8, compile --check-only."""
     import models
-    from pipeline import export, preflight, train
+    from pipeline import export, train
+    from pipeline.edgetpu import preflight
     from tests.helpers import write_class_folders
 
     assert set(BUILT_IN) == set(models.MODEL_NAMES), "a new registry model needs a row here"
@@ -325,9 +326,9 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
 
 
 def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():
-    from pipeline import compiler_log, preflight
+    from pipeline.edgetpu import compiler_log, preflight
     from pipeline.compile import disagreements
-    from pipeline.compiled_check import read_compiled
+    from pipeline.edgetpu.compiled_check import read_compiled
 
     prediction = preflight.analyze(REFERENCE / f"{PARTIAL}.tflite")
     twin = [read_compiled(REFERENCE / f"{PARTIAL}_edgetpu.tflite")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.compiler_log import parse, parse_operator_table, parse_size
+from pipeline.edgetpu.compiler_log import parse, parse_operator_table, parse_size
 
 V16_PARTIAL = """Edge TPU Compiler version 16.0.384591198
 Started a compilation timeout timer of 180 seconds.

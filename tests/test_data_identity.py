@@ -107,7 +107,8 @@ def test_a_changed_heldout_image_is_named(copy):
 
 def test_calibration_never_draws_from_the_heldout_examples(copy):
     from pipeline import data as data_mod
-    from pipeline import export, manifest as manifest_mod
+    from pipeline import export
+    from pipeline.rundir import manifest as manifest_mod
 
     _, run = copy
     manifest = manifest_mod.load(run)

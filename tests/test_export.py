@@ -73,8 +73,8 @@ def _assert_integer_only_by_the_interpreter(model: bytes) -> None:
 @pytest.mark.host
 def test_int8_export_is_verified_and_recorded(int8_run):
     from edge.preprocess import contract
-    from pipeline import manifest as manifest_lib
-    from pipeline.files import sha256_of
+    from pipeline.rundir import manifest as manifest_lib
+    from pipeline.rundir.files import sha256_of
 
     run_dir, result = int8_run
     manifest = manifest_lib.load(run_dir)
@@ -103,7 +103,7 @@ def test_int8_predictions_agree_with_float(int8_run):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from pipeline import manifest as manifest_lib
+    from pipeline.rundir import manifest as manifest_lib
     from pipeline.data import load_split
 
     run_dir, result = int8_run
@@ -136,7 +136,7 @@ def test_two_exports_give_identical_bytes(int8_run, run_copy):
 
 @pytest.mark.host
 def test_int8_io_and_per_tensor(run_copy):
-    from pipeline import manifest as manifest_lib
+    from pipeline.rundir import manifest as manifest_lib
     from pipeline.export import ExportConfig, Mode, run
 
     result = run(ExportConfig(mode=Mode.INT8, io_type="int8", per_tensor=True, calibration_samples=50), run_copy)
@@ -154,7 +154,7 @@ def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
     import tensorflow as tf
 
     from pipeline import export
-    from pipeline.quant_verify import VerificationError, verify_int8
+    from pipeline.quant.verify import VerificationError, verify_int8
 
     # A float model outright: every op named.
     manifest_before = (run_copy / "manifest.json").read_bytes()
@@ -185,7 +185,7 @@ def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
 
 
 def test_edgetpu_version_limits_name_the_op():
-    from pipeline.quant_verify import edgetpu_version_problems
+    from pipeline.quant.verify import edgetpu_version_problems
 
     tensors = [SimpleNamespace(index=i, name=f"model/conv{i}", dtype="int8") for i in range(2)]
     ops = [SimpleNamespace(index=0, name="CONV_2D", version=6, inputs=(0,), outputs=(1,))]
@@ -195,7 +195,7 @@ def test_edgetpu_version_limits_name_the_op():
 
 @pytest.mark.host
 def test_qat_gives_a_verified_int8_model(run_copy):
-    from pipeline import manifest as manifest_lib
+    from pipeline.rundir import manifest as manifest_lib
     from pipeline.export import ExportConfig, Mode, run
 
     result = run(ExportConfig(mode=Mode.INT8, qat_epochs=1, calibration_samples=50), run_copy)
@@ -244,7 +244,7 @@ def test_calibration_images_of_the_wrong_size(run_copy, tmp_path):
 
 @pytest.mark.host
 def test_manifest_image_size_disagrees_with_saved_model(run_copy):
-    from pipeline.files import write_json_atomic
+    from pipeline.rundir.files import write_json_atomic
 
     manifest = json.loads((run_copy / "manifest.json").read_text())
     manifest["model"]["image_size"] = 32  # edited by hand: the SavedModel still takes 16x16
@@ -264,7 +264,7 @@ def test_int8_options_without_int8_are_refused(run_copy):
 
 def test_integer_only_names_int16_and_mid_graph_quantize():
     from edge.tflite_file import TensorInfo
-    from pipeline.quant_verify import integer_only_problems
+    from pipeline.quant.verify import integer_only_problems
 
     def tensor(i, dtype, signature=(1, 4)):
         return TensorInfo(i, f"t{i}", dtype, (1, 4), signature, False, (), (), 0)

@@ -26,7 +26,8 @@ def test_failure_while_building_the_sidecar_keeps_the_old_model(exported_copy, m
 
 
 def test_failed_rename_of_the_sidecar_restores_the_model(exported_copy, monkeypatch):
-    from pipeline import export, files
+    from pipeline import export
+    from pipeline.rundir import files
 
     before = tree_snapshot(exported_copy)
     real = os.replace
@@ -44,7 +45,7 @@ def test_failed_rename_of_the_sidecar_restores_the_model(exported_copy, monkeypa
 
 def test_failure_saving_the_manifest_puts_the_old_int8_files_back(exported_copy, monkeypatch):
     from pipeline import export
-    from pipeline import manifest as manifest_lib
+    from pipeline.rundir import manifest as manifest_lib
 
     before = tree_snapshot(exported_copy)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import files
-from pipeline.files import replacing, staged_path
+from pipeline.rundir import files
+from pipeline.rundir.files import replacing, staged_path
 from tests.helpers import tree_snapshot
 
 

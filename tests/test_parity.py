@@ -37,7 +37,7 @@ def test_trained_tiny_model_passes_the_gate(run_copy):
     assert report["heldout"]["images"] == json.loads((run_copy / "manifest.json").read_text())["data"]["split"]["heldout_examples"]
     assert (run_copy / "parity" / "report.md").read_text().startswith("# Accuracy parity")
     assert (run_copy / "parity" / "confusion.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from pipeline import manifest as manifest_mod
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(run_copy)
     manifest_mod.artifact_path(manifest, run_copy, "parity_report")
@@ -50,7 +50,7 @@ def _scramble_int8_weights(run_dir):
     from ai_edge_litert.interpreter import Interpreter
 
     from edge.tflite_file import read_model
-    from pipeline import manifest as manifest_mod
+    from pipeline.rundir import manifest as manifest_mod
 
     path = run_dir / "model_int8.tflite"
     data = bytearray(path.read_bytes())
@@ -150,7 +150,8 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
 
     from edge.cli import main as edge_main
     from edge.preprocess import RAW_PIXELS
-    from pipeline import data, manifest as manifest_mod, parity
+    from pipeline import data, parity
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(run_copy)
     images, labels = data.load_split(manifest, "heldout")
@@ -168,7 +169,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
 
 
 def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
-    from pipeline import manifest as manifest_mod
+    from pipeline.rundir import manifest as manifest_mod
 
     run_dir = tmp_path / "run"
     shutil.copytree(exported_run, run_dir)
@@ -196,7 +197,7 @@ def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
 
 def test_bundle_refuses_a_compiled_model_older_than_the_int8_model(run_copy, tmp_path):
     """A compiled model recorded from an earlier int8 export must not ship beside the new one."""
-    from pipeline import manifest as manifest_mod
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(run_copy)
     compiled = run_copy / "model_int8_edgetpu.tflite"

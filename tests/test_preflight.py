@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from edge.tflite_file import cpu_ops, read_model
-from pipeline import edgetpu_rules as rules
-from pipeline.preflight import analyze, check_op, model_fatal, table
+from pipeline.edgetpu import rules
+from pipeline.edgetpu.preflight import analyze, check_op, model_fatal, table
 from tests.helpers import REPO, int8_tflite
 
 FIXTURES = REPO / "tests" / "fixtures"

@@ -9,8 +9,8 @@ pytestmark = pytest.mark.host
 def test_qat_uses_the_recorded_global_batch(exported_run, monkeypatch):
     import tf_keras as keras
 
-    from pipeline import manifest as manifest_lib
-    from pipeline import qat
+    from pipeline.rundir import manifest as manifest_lib
+    from pipeline.quant import qat
 
     manifest = manifest_lib.load(exported_run)
     assert manifest["training"]["global_batch"] == 32  # train's default; QAT used to fall back to 64
@@ -26,8 +26,8 @@ def test_qat_uses_the_recorded_global_batch(exported_run, monkeypatch):
 
 @pytest.mark.parametrize("training", [{}, {"global_batch": 0}, {"global_batch": "32"}, {"batch_size": 64}])
 def test_qat_refuses_a_manifest_without_the_global_batch(exported_run, training):
-    from pipeline import manifest as manifest_lib
-    from pipeline import qat
+    from pipeline.rundir import manifest as manifest_lib
+    from pipeline.quant import qat
     from pipeline.errors import ManifestError
 
     manifest = dict(manifest_lib.load(exported_run), training=training)

@@ -35,7 +35,7 @@ def test_digits_reaches_stated_accuracy(digits_run):
 
 
 def test_run_directory_matches_its_manifest(digits_run):
-    from pipeline import manifest as manifest_mod
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(digits_run)
     for key in ("saved_model", "keras_model", "labels", "history"):
@@ -48,7 +48,8 @@ def test_saved_model_serves_raw_pixels(digits_run):
     import numpy as np
     import tensorflow as tf
 
-    from pipeline import data, manifest as manifest_mod
+    from pipeline import data
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(digits_run)
     images, labels = data.load_split(manifest, "heldout")
@@ -60,7 +61,8 @@ def test_saved_model_serves_raw_pixels(digits_run):
 
 
 def test_split_is_the_same_in_later_stages(digits_run):
-    from pipeline import data, manifest as manifest_mod
+    from pipeline import data
+    from pipeline.rundir import manifest as manifest_mod
 
     manifest = manifest_mod.load(digits_run)
     first = data.load_split(manifest, "heldout")

@@ -58,7 +58,7 @@ def test_sidecar_writer_is_the_durable_one(tmp_path, monkeypatch):
 
 
 def test_pipeline_writes_through_the_same_writer():
-    from pipeline import files
+    from pipeline.rundir import files
 
     assert files.write_bytes_atomic is atomic.write_bytes_atomic
     assert files.write_json_atomic is atomic.write_json_atomic

@@ -2,7 +2,7 @@
 
     pipeline compile RUN --check-only
 
-Follows Coral's model requirements and supported-ops table (pipeline/edgetpu_rules.py): 8-bit
+Follows Coral's model requirements and supported-ops table (pipeline/edgetpu/rules.py): 8-bit
 tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
 each op's own limits, and op versions the compiler can parse. The mapping follows the graph: the
 compiler builds one Edge TPU segment (EDGETPU.md section 1), so an op that reads a CPU op's output
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from edge.tflite_file import ModelInfo, OpInfo, constant_data, dynamic_tensors, ops_over_version, read_model
-from pipeline import edgetpu_rules as rules
+from pipeline.edgetpu import rules
 
 
 class OpPrediction(NamedTuple):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from pipeline.errors import ManifestError
-from pipeline.files import sha256_of, write_json_atomic
+from pipeline.rundir.files import sha256_of, write_json_atomic
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1

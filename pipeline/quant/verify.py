@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from pipeline import edgetpu_rules
+from pipeline.edgetpu import rules as edgetpu_rules
 from pipeline.errors import PipelineError
 
 # Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import tf_keras as keras
 
-from pipeline import manifest as manifest_lib
+from pipeline.rundir import manifest as manifest_lib
 from pipeline.errors import ManifestError, PipelineError
 
 LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains

@@ -59,7 +59,7 @@ def op_counts(info) -> Dict[str, int]:
 
 def build(info, int8_bytes: int, float_bytes: int, layers: List[Dict[str, object]], debug_images: int, facts: dict, notes: List[str]) -> dict:
     """The JSON report; `facts` is the manifest entry (input/output quantization, calibration, qat)."""
-    from pipeline.quant_verify import per_channel_tensors
+    from pipeline.quant.verify import per_channel_tensors
 
     worst = sorted(layers, key=lambda layer: -layer["rmse_steps"])[:WORST_LAYERS]
     return {

@@ -1,0 +1,123 @@
+"""Who an example is (identity, label, digest), which examples are held out, and one data spec resolved (`Source`).
+
+The held-out split is chosen per example by a seeded hash of its identity, so adding a file moves
+no other file between splits.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from pipeline.data.decode import DECODERS
+from pipeline.errors import DataError
+
+AUTOTUNE = tf.data.AUTOTUNE
+SPLITS = ("train", "heldout", "all")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which examples are held out: recorded in the manifest so later stages evaluate on them."""
+
+    heldout_fraction: float = 0.2  # share of examples held out when no --val-data is given
+    seed: int = 1234  # seeds the per-example hash; same seed, same split
+
+
+class Example(NamedTuple):
+    """Who an example is, independent of its position in the data."""
+
+    id: str  # path relative to the data folder, the record's id feature, or "digits/<index>"
+    label: int
+    digest: str  # sha256 (16 hex digits) of the example's bytes: a changed image is noticed
+
+
+class Source:
+    """One data spec, resolved: its class names, its examples, and a dataset factory."""
+
+    def __init__(self, spec: str, kind: str, labels: List[str], examples: List[Example], records, original,
+                 interleaved=None):
+        self.spec = spec
+        self.kind = kind  # digits | tfrecord | folder
+        self.labels = labels
+        self.examples = examples
+        self._records = records  # () -> tf.data.Dataset of (raw, label), raw = pixels or encoded bytes
+        self._original = original  # (indices) -> each example as stored: encoded bytes, or pixels for digits
+        # () -> (position, raw, label) read from several files at once, in a fixed but mixed order; None = records
+        self._interleaved = interleaved
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.examples)
+
+    def describe(self) -> dict:
+        return {"spec": self.spec, "kind": self.kind, "num_examples": self.num_examples, "num_classes": len(self.labels)}
+
+    def indices(self, split: str, holdout: Optional[Split] = None) -> np.ndarray:
+        """Positions of the examples in `split`, in data order."""
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}, expected one of {SPLITS}")
+        if split == "all":
+            return np.arange(self.num_examples)
+        heldout = heldout_mask(self.examples, holdout or Split())
+        return np.flatnonzero(heldout if split == "heldout" else ~heldout)
+
+    def dataset(self, image_size: int, split: str = "all", holdout: Optional[Split] = None) -> tf.data.Dataset:
+        """(uint8 [S,S,3], int32 label) examples of `split`, in a fixed order, unbatched."""
+        return self.dataset_at(image_size, self.indices(split, holdout))
+
+    def dataset_at(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
+        """(uint8 [S,S,3], int32 label) of the examples at `indices` (ascending), unbatched."""
+        if len(indices) == self.num_examples:
+            return self._decoded(self._records(), image_size)
+        return self._decoded(self._selected(self._records().enumerate(), indices), image_size)
+
+    def training_dataset(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
+        """The examples at `indices` for training, where order does not matter (it is shuffled):
+        TFRecord shards are read in parallel, interleaved, each record selected by its position."""
+        if self._interleaved is None:
+            return self.dataset_at(image_size, indices)
+        positioned = self._interleaved().map(lambda i, raw, label: (i, (raw, label)))
+        return self._decoded(self._selected(positioned, indices), image_size)
+
+    def _selected(self, positioned: tf.data.Dataset, indices: np.ndarray) -> tf.data.Dataset:
+        """(raw, label) of the (position, (raw, label)) elements whose position is in `indices`."""
+        keep = np.zeros(self.num_examples, bool)
+        keep[indices] = True
+        keep_t = tf.constant(keep)  # a lookup, not Python, inside the graph: runs on a TPU host too
+        return positioned.filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
+
+    def _decoded(self, ds: tf.data.Dataset, image_size: int) -> tf.data.Dataset:
+        decode = DECODERS[self.kind]
+        return ds.map(lambda raw, label: (decode(raw, image_size), label), num_parallel_calls=AUTOTUNE, deterministic=True)
+
+    def count(self, split: str, holdout: Split) -> int:
+        """Number of examples in `split`."""
+        return len(self.indices(split, holdout))
+
+    def originals(self, indices: Sequence[int]) -> List[Any]:
+        """The examples at `indices` as stored (encoded image bytes; uint8 pixels for digits), checked
+        against the digests taken when the source was opened."""
+        items = self._original([int(i) for i in indices])
+        for i, item in zip(indices, items):
+            data = item.tobytes() if isinstance(item, np.ndarray) else item
+            if digest(data) != self.examples[int(i)].digest:
+                raise DataError(f"{self.examples[int(i)].id} in {self.spec} changed while this stage ran; run the stage again")
+        return items
+
+
+def heldout_mask(examples: Sequence[Example], holdout: Split) -> np.ndarray:
+    """True for held-out examples: a seeded hash of each identity, uniform in [0, 1), under the fraction."""
+    def draw(example: Example) -> float:
+        h = hashlib.sha256(f"{holdout.seed}:{example.id}".encode("utf-8")).digest()
+        return int.from_bytes(h[:8], "big") / 2.0 ** 64
+
+    return np.array([draw(e) < holdout.heldout_fraction for e in examples], dtype=bool)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+

@@ -1,0 +1,103 @@
+"""What later stages read back of a run's data: the recorded identity of every held-out example and a
+summary of the training examples, checked against the data as it is now.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pipeline.data.examples import Example, Source, Split
+from pipeline.data.feed import to_numpy
+from pipeline.data.specs import open_source
+from pipeline.errors import DataError
+
+
+def split_from_manifest(manifest: dict) -> Split:
+    split = manifest["data"]["split"]
+    return Split(heldout_fraction=split["heldout_fraction"], seed=split["seed"])
+
+
+def identity_record(train: Source, val: Optional[Source], holdout: Split) -> Dict[str, Any]:
+    """What train records of its data: class names, a summary of the training examples and the
+    held-out examples one by one, so later stages can name what changed."""
+    train_ex = train.examples if val else [train.examples[i] for i in train.indices("train", holdout)]
+    heldout = val.examples if val else [train.examples[i] for i in train.indices("heldout", holdout)]
+    return {
+        "classes": list(train.labels),
+        "train": _summary(train_ex, len(train.labels)),
+        "heldout": {**_summary(heldout, len(train.labels)), "examples": [list(e) for e in heldout]},
+    }
+
+
+def _summary(examples: Sequence[Example], num_classes: int) -> Dict[str, Any]:
+    per_class = np.bincount([e.label for e in examples], minlength=num_classes).tolist()
+    listing = json.dumps([list(e) for e in examples], separators=(",", ":")).encode("utf-8")
+    return {"count": len(examples), "per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
+
+
+def resolve_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[Source, np.ndarray]:
+    """The source and example positions of a run's 'train' or 'heldout' split, after checking that
+    the data is what training recorded (same classes, same examples, same bytes).
+
+    `spec` replaces the recorded held-out data (`pipeline parity RUN --data SPEC`): its classes
+    are matched to the run's by name and it is taken whole.
+    """
+    if split not in ("train", "heldout"):
+        raise ValueError(f"split {split!r}, expected 'train' or 'heldout'")
+    data, classes = manifest["data"], manifest["labels"]
+    if spec is not None:
+        source = open_source(spec, classes)
+        return source, source.indices("all")
+    recorded = data.get("identity")
+    if recorded is None:
+        raise DataError("the run records no data identity (it was trained by an earlier edgeflow, whose held-out split "
+                        "this version cannot reproduce); train it again")
+    if split == "heldout" and data.get("val"):
+        source = open_source(data["val"]["spec"], classes)
+        indices = source.indices("all")
+    else:
+        source = open_source(data["train"]["spec"])
+        if source.labels != list(classes):
+            raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
+                            f"the data now has {source.labels}; train again, or restore the data")
+        indices = source.indices("all") if data.get("val") else source.indices(split, split_from_manifest(manifest))
+    examples = [source.examples[i] for i in indices]
+    if split == "heldout":
+        _check_heldout(recorded["heldout"], examples, source.spec)
+    else:
+        _check_train(recorded["train"], examples, classes, source.spec)
+    return source, indices
+
+
+def _check_heldout(recorded: Dict[str, Any], examples: Sequence[Example], spec: str) -> None:
+    was = {e[0]: tuple(e[1:]) for e in recorded["examples"]}
+    now = {e.id: (e.label, e.digest) for e in examples}
+    changes = [f"{name}: " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") for name, ids in (
+        ("added", sorted(set(now) - set(was))),
+        ("removed", sorted(set(was) - set(now))),
+        ("relabelled", sorted(i for i in set(now) & set(was) if now[i][0] != was[i][0])),
+        ("changed content", sorted(i for i in set(now) & set(was) if now[i][1] != was[i][1])),
+    ) if ids]
+    if changes:
+        raise DataError(f"the held-out examples of {spec} changed since training ({'; '.join(changes)}); "
+                        "the parity and calibration of this run would no longer be about the data it was trained on: "
+                        "restore the data, or train again")
+
+
+def _check_train(recorded: Dict[str, Any], examples: Sequence[Example], classes: Sequence[str], spec: str) -> None:
+    now = _summary(examples, len(classes))
+    if now["sha256"] == recorded["sha256"]:
+        return
+    counts = [f"{c}: {a} -> {b}" for c, a, b in zip(classes, recorded["per_class"], now["per_class"]) if a != b]
+    what = ("examples per class changed (" + ", ".join(counts[:5]) + ")") if counts else \
+        "the same number of examples per class, but other files or other bytes"
+    raise DataError(f"the training examples of {spec} changed since training: {what}; restore the data, or train again")
+
+
+def load_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Images and labels of a run's 'train' or 'heldout' split, decoded as training decodes them."""
+    source, indices = resolve_split(manifest, split, spec)
+    return to_numpy(source.dataset_at(manifest["model"]["image_size"], indices))
