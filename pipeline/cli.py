@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 
 # TensorFlow's C++ INFO and WARNING lines (CUDA probing on a CPU machine) drown each stage's
@@ -17,21 +18,43 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import click
 
 from edge.errors import EdgeError
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, Terminated, describe_os_error
+from pipeline.gate import GATE
 
 
 def reports_errors(command):
-    """Turn a PipelineError or EdgeError into its message on stderr and its exit code (no traceback)."""
+    """Turn what a user can act on into one message on stderr and an exit code, never a traceback: a
+    PipelineError or EdgeError (its own code), an OS error while reading or writing (1), Ctrl-C (130),
+    SIGTERM (143). Every stage rolls back what it was writing before the message is printed."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        signal.signal(signal.SIGTERM, _terminated)
         try:
             return command(*args, **kwargs)
         except (PipelineError, EdgeError) as err:  # stages read models with edge/'s reader, which raises EdgeErrors
-            click.echo(f"error: {err}", err=True)
-            sys.exit(err.exit_code)
+            _fail(f"error: {err}", err.exit_code)
+        except OSError as err:
+            _fail(f"error: {describe_os_error(err)}; nothing this command was writing was kept", 1)
+        except KeyboardInterrupt:
+            _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
+        except Terminated:
+            _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
 
     return wrapper
+
+
+_STOPPED = ("what this command was writing was rolled back (training keeps its last completed epoch); "
+            "run the same command again to continue")
+
+
+def _terminated(signum, frame):
+    raise Terminated()
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(message, err=True)
+    sys.exit(code)
 
 
 @click.group()
@@ -152,24 +175,28 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
 @click.option("--device-results", type=click.Path(dir_okay=False), help="PREDICTIONS.json from `edge evaluate` on the device")
-@click.option("--max-drop", type=float, default=1.0, show_default=True, help="allowed top-1 accuracy drop, percentage points")
-@click.option("--min-agreement", type=float, default=0.98, show_default=True, help="required top-1 agreement with the float model")
-@click.option("--top-k", type=int, default=5, show_default=True, help="k for top-k accuracy")
+@click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
+@click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
+@click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
 def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, top_k, bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     from pipeline import parity
+    from pipeline.errors import ConfigError
 
+    options = {"device_results": device_results, "max_drop": max_drop, "min_agreement": min_agreement, "top_k": top_k}
+    given = {k: v for k, v in options.items() if v is not None}
     if bundle_dir:
+        if given:
+            raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in given)} apply to the comparison, which --bundle "
+                              "does not run (it only writes the bundle); leave them out, or drop --bundle")
         out = parity.write_bundle(run_dir, bundle_dir, data_spec)
         click.echo(f"bundle written to {out}; on the device run:\n"
                    f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
-    config = parity.ParityConfig(data=data_spec, device_results=device_results, max_drop=max_drop,
-                                 min_agreement=min_agreement, top_k=top_k)
-    result = parity.run(config, run_dir)
+    result = parity.run(parity.ParityConfig(data=data_spec, **given), run_dir)
     click.echo(parity.summary_table(result.report))
     click.echo(f"reports in {result.report_dir}")
     if not result.passed:
@@ -182,8 +209,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
-@click.option("--max-drop", type=float, default=1.0, show_default=True, help="parity gate: allowed top-1 drop, pp")
-@click.option("--min-agreement", type=float, default=0.98, show_default=True, help="parity gate: required agreement")
+@click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed top-1 drop, pp")
+@click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
 @reports_errors
 def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agreement):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
@@ -202,7 +229,7 @@ def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agr
 @click.option("--json", "as_json", is_flag=True, help="print the pre-flight as one JSON object on stdout (messages go to stderr)")
 @click.option("--require-full-mapping", is_flag=True, help="exit non-zero when any op would run on the CPU")
 @click.option("--compiler", type=click.Path(dir_okay=False), help="path to edgetpu_compiler (default: on PATH)")
-@click.option("--timeout", type=int, default=180, show_default=True, help="compile timeout, seconds")
+@click.option("--timeout", type=int, help="compile timeout, seconds (default 180)")
 @click.option("--num-segments", type=int, help="split into N segments for pipelining on N Edge TPUs")
 @click.option("--min-runtime-version", type=int, help="oldest Edge TPU runtime version to support")
 @click.option("--intermediate-tensors", help="comma-separated tensor names to output from the Edge TPU op")

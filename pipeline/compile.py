@@ -23,15 +23,16 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
-from edge.integrity import write_sidecar
+from edge.integrity import sidecar_record
 from edge.tflite_file import ModelFileError
 from pipeline.edgetpu import compiled_check, compiler_log, preflight
-from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
-from pipeline.rundir.files import write_json_atomic
+from pipeline.rundir.files import json_bytes
+from pipeline.rundir.run import Run, is_compiled, writing
 
+DEFAULT_TIMEOUT = 180  # seconds for one compile
 INSTALL_HINT = (
     "edgetpu_compiler runs only on x86-64 Linux: on Debian/Ubuntu add Coral's apt repository "
     "('coral-edgetpu-stable', as Coral's compiler documentation gives it) and `apt-get install edgetpu-compiler`, "
@@ -45,12 +46,29 @@ class CompileConfig:
     check_only: bool = False  # pre-flight only: no compiler needed
     require_full_mapping: bool = False  # fail when any op is predicted (or compiled) to run on the CPU
     compiler: Optional[str] = None  # path to edgetpu_compiler; None = look it up on PATH
-    timeout: int = 180  # seconds; passed as -t and enforced on the process
+    timeout: Optional[int] = None  # seconds, passed as -t and enforced on the process; None = DEFAULT_TIMEOUT
     num_segments: Optional[int] = None  # -n: split for pipelining across several Edge TPUs
     min_runtime_version: Optional[int] = None  # -m: oldest Edge TPU runtime the model must run on
     intermediate_tensors: Optional[str] = None  # -i: comma-separated tensor names to output from the TPU op
     search_delegate: bool = False  # -d: on failure, retry with the stopping point moved earlier
     delegate_search_step: Optional[int] = None  # -k: step in ops for -d
+
+    @property
+    def seconds(self) -> int:
+        return DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+    def validate(self) -> None:
+        """Refuse options that would be accepted and then ignored."""
+        if self.delegate_search_step is not None and not self.search_delegate:
+            raise ConfigError("--delegate-search-step is the step of --search-delegate; give --search-delegate too, or leave it out")
+        if self.check_only:
+            ignored = [name for name, value in (("--compiler", self.compiler), ("--timeout", self.timeout),
+                                                ("--num-segments", self.num_segments),
+                                                ("--intermediate-tensors", self.intermediate_tensors),
+                                                ("--search-delegate", self.search_delegate or None)) if value is not None]
+            if ignored:
+                raise ConfigError(f"{', '.join(ignored)} configure the compiler, which --check-only does not run; "
+                                  "leave them out, or drop --check-only")
 
 
 class CompileResult(NamedTuple):
@@ -63,58 +81,29 @@ class CompileResult(NamedTuple):
 def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
     """Pre-flight always; the compiler unless check_only. `target` is a run directory or, with
     check_only, a .tflite file. `show(prediction)` is called as soon as the prediction exists."""
+    config.validate()
     target = Path(target)
     if target.is_file():
         return _check_file(config, target, say, show)
     if not target.exists():
         raise ConfigError(f"{target} does not exist; expected a run directory or a .tflite file")
-    run_dir = target
-    manifest = manifest_mod.load(run_dir)
-    model = manifest_mod.artifact_path(manifest, run_dir, "model_int8")
-    prediction = _predict(config, model, say, show)
-    report = {"schema_version": 1, "model": manifest["artifacts"]["model_int8"]["path"],
-              "model_sha256": manifest["artifacts"]["model_int8"]["sha256"], "preflight": prediction.as_dict(),
-              "compiler": None, "compiled": None, "disagreements": []}
-    if config.check_only:
-        path = _record_check_only(run_dir, report, say)
-        _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
-        return CompileResult(prediction, path, [], None)
-
-    manifest_mod.contract(manifest)  # the compiled model's sidecar needs it: refuse before compiling, not after
-    compiler = _find_compiler(config, prediction)
-    command = [compiler] + _arguments(config, Path("OUT"), Path(model.name))
-    with tempfile.TemporaryDirectory(prefix=".compile-", dir=run_dir) as scratch:
-        work = Path(scratch)
-        source = work / model.name
-        shutil.copyfile(model, source)
-        # A failure raises before anything in RUN is touched: an earlier compiled model (still
-        # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
-        console = _call(compiler, _arguments(config, work, source), config.timeout)
-        outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
-        logs = [out.with_suffix(".log") for out in outputs]
-        parsed = compiler_log.parse(console, logs[0].read_text() if logs and logs[0].exists() else "")
-        if not parsed.succeeded or not outputs:
-            reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
-                                      else "no 'Model compiled successfully' in its output")
-            raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-        if config.num_segments and len(outputs) != config.num_segments:
-            raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
-                                f"{', '.join(out.name for out in outputs)}")
-        compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
-        compiled_check.check_io(model, compiled)
-        tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
-        if len(outputs) > 1:  # every segment's log counts, not only the first one's
-            parsed = parsed._replace(operators=[row for table in tables if table for row in table])
-        report["compiler"] = {"path": compiler, "command": command, **parsed.as_dict()}
-        report["compiled"] = [dict(c.as_dict(), log_table_read=t is not None) for c, t in zip(compiled, tables)]
-        report["disagreements"] = disagreements(prediction, parsed, compiled)
-        _require_compiled_full_mapping(config, compiled, tables, [log.name for log in logs])
-        if config.require_full_mapping and parsed.ops_on_cpu:
-            raise PipelineError(f"--require-full-mapping: the compiler says {parsed.ops_on_cpu} op(s) run on the CPU")
-        _forget_compiled(run_dir)  # replaced: a previous compile may have had other segments
-        manifest = manifest_mod.load(run_dir)
-        written = _install_outputs(run_dir, manifest, outputs, [log for log in logs if log.exists()])
-    report_path = _record_report(run_dir, report)
+    with writing(target, "pipeline compile") as run:
+        model = run.artifact("model_int8")
+        prediction = _predict(config, model, say, show)
+        report = {"schema_version": 1, "model": run.entry("model_int8")["path"],
+                  "model_sha256": run.entry("model_int8")["sha256"], "preflight": prediction.as_dict(),
+                  "compiler": None, "compiled": None, "disagreements": []}
+        if config.check_only:
+            path = _record_check_only(run, report, say)
+            _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
+            return CompileResult(prediction, path, [], None)
+        run.contract  # the compiled model's sidecar needs it: refuse before compiling, not after
+        compiler = _find_compiler(config, prediction)
+        with tempfile.TemporaryDirectory(prefix=".compile-", dir=run.dir) as scratch:
+            # A failure raises before anything in RUN is touched: an earlier compiled model (still
+            # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
+            compiled, outputs, logs, parsed = _compile(config, compiler, model, Path(scratch), prediction, report)
+            written, report_path = _install(run, report, outputs, logs)
     on_cpu = sum(len(c.cpu_ops) for c in compiled)
     say(f"compiler {parsed.version}: {len(outputs)} Edge TPU model(s) checked; {on_cpu} op(s) left on the CPU "
         f"({', '.join(op for c in compiled for op in c.cpu_ops) or 'none'}); log: {parsed.ops_on_edgetpu} ops on the "
@@ -122,6 +111,37 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
     for line in report["disagreements"]:
         say(f"pre-flight and compiler disagree: {line}")
     return CompileResult(prediction, report_path, written, parsed)
+
+
+def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, prediction: preflight.Preflight, report: dict):
+    """Run the compiler on a copy of `model` in `work` and check what it wrote; fills `report`'s compiler parts.
+    Returns (compiled facts, output models, their logs, the parsed console)."""
+    source = work / model.name
+    shutil.copyfile(model, source)
+    console = _call(compiler, _arguments(config, work, source), config.seconds)
+    outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
+    logs = [out.with_suffix(".log") for out in outputs]
+    parsed = compiler_log.parse(console, logs[0].read_text() if logs and logs[0].exists() else "")
+    if not parsed.succeeded or not outputs:
+        reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
+                                  else "no 'Model compiled successfully' in its output")
+        raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+    if config.num_segments and len(outputs) != config.num_segments:
+        raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
+                            f"{', '.join(out.name for out in outputs)}")
+    compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
+    compiled_check.check_io(model, compiled)
+    tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
+    if len(outputs) > 1:  # every segment's log counts, not only the first one's
+        parsed = parsed._replace(operators=[row for table in tables if table for row in table])
+    report["compiler"] = {"path": compiler, "command": [compiler] + _arguments(config, Path("OUT"), Path(model.name)),
+                          **parsed.as_dict()}
+    report["compiled"] = [dict(c.as_dict(), log_table_read=t is not None) for c, t in zip(compiled, tables)]
+    report["disagreements"] = disagreements(prediction, parsed, compiled)
+    _require_compiled_full_mapping(config, compiled, tables, [log.name for log in logs])
+    if config.require_full_mapping and parsed.ops_on_cpu:
+        raise PipelineError(f"--require-full-mapping: the compiler says {parsed.ops_on_cpu} op(s) run on the CPU")
+    return compiled, outputs, [log for log in logs if log.exists()], parsed
 
 
 def _predict(config: CompileConfig, model: Path, say, show) -> preflight.Preflight:
@@ -146,18 +166,18 @@ def _check_file(config: CompileConfig, model: Path, say, show) -> CompileResult:
     return CompileResult(prediction, None, [], None)
 
 
-def _record_check_only(run_dir: Path, report: dict, say) -> Path:
-    """Record the prediction, unless RUN/edgetpu.json already holds a compiler's report."""
-    path = run_dir / "edgetpu.json"
-    if path.exists():
+def _record_check_only(run: Run, report: dict, say) -> Path:
+    """Record the prediction, unless RUN/edgetpu.json holds a compiler's report of this same int8 model."""
+    if run.has("edgetpu_report"):
         try:
-            earlier = json.loads(path.read_text())
-        except (OSError, ValueError):
+            earlier = json.loads(run.artifact("edgetpu_report").read_text())
+        except (OSError, ValueError, PipelineError):
             earlier = None
-        if isinstance(earlier, dict) and earlier.get("compiler"):
-            say(f"kept {path}: it holds the compiler's report of an earlier compile; this pre-flight is not recorded")
-            return path
-    return _record_report(run_dir, report)
+        if isinstance(earlier, dict) and earlier.get("compiler") and earlier.get("model_sha256") == report["model_sha256"]:
+            say(f"kept {run.dir / 'edgetpu.json'}: it holds the compiler's report of this model; this pre-flight is not recorded")
+            return run.dir / "edgetpu.json"
+    with run.transaction() as t:
+        return t.write("edgetpu_report", json_bytes(report))
 
 
 def _operator_table(log: Path, console: str) -> Optional[List[compiler_log.OperatorRow]]:
@@ -200,7 +220,7 @@ def _find_compiler(config: CompileConfig, prediction: preflight.Preflight) -> st
 
 
 def _arguments(config: CompileConfig, out_dir: Path, model: Path) -> List[str]:
-    args = ["-s", "-o", str(out_dir), "-t", str(config.timeout)]
+    args = ["-s", "-o", str(out_dir), "-t", str(config.seconds)]
     if config.num_segments:
         args += ["-n", str(config.num_segments)]
     if config.min_runtime_version:
@@ -243,53 +263,28 @@ def _segment_number(path: Path) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _is_compiled_key(key: str) -> bool:
-    return key == "model_int8_edgetpu" or key.startswith("model_int8_edgetpu_segment_")
-
-
-def _forget_compiled(run_dir: Path) -> List[str]:
-    """Remove compiled models recorded in RUN (files, sidecars, records); returns their paths."""
-    manifest = manifest_mod.load(run_dir)
-    removed = []
-    for key in [k for k in manifest.get("artifacts", {}) if _is_compiled_key(k)]:
-        path = run_dir / manifest["artifacts"][key]["path"]
-        for stale in (path, path.with_name(path.name + ".json")):
-            if stale.exists():
-                stale.unlink()
-        removed.append(manifest["artifacts"][key]["path"])
-        manifest_mod.forget_artifact(manifest, key)
-    if removed:
-        manifest_mod.save(run_dir, manifest)
-    return removed
-
-
-def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: List[Path]) -> List[Path]:
-    """Move the compiled model(s) into RUN (same file system: atomic renames), record them, write sidecars."""
-    written = []
+def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> Tuple[List[Path], Path]:
+    """The compiled model(s) with their sidecars and logs, and the report, into RUN with the manifest, all or
+    nothing; compiled models of an earlier compile (maybe other segments) go in the same step."""
+    source = run.entry("model_int8")
+    facts = {"image_size": run.image_size, "preprocessing": run.contract}
+    if "input" in source:  # the device quantizes pixels with it
+        facts["input"] = source["input"]
     single = len(outputs) == 1
-    for k, produced in enumerate(outputs):
-        key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"
-        final = run_dir / ("model_int8_edgetpu.tflite" if single else produced.name)
-        os.replace(produced, final)
-        manifest_mod.record_artifact(manifest, run_dir, key, final,
-                                             compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
-        facts = {"image_size": manifest["model"]["image_size"], "preprocessing": manifest_mod.contract(manifest)}
-        if "input" in manifest["artifacts"]["model_int8"]:  # the device quantizes pixels with it
-            facts["input"] = manifest["artifacts"]["model_int8"]["input"]
-        write_sidecar(final, labels=manifest["labels"], **facts)
-        written.append(final)
-    for log in logs:
-        os.replace(log, run_dir / log.name)
-    manifest_mod.save(run_dir, manifest)
-    return written
-
-
-def _record_report(run_dir: Path, report: dict) -> Path:
-    path = write_json_atomic(run_dir / "edgetpu.json", report)
-    manifest = manifest_mod.load(run_dir)
-    manifest_mod.record_artifact(manifest, run_dir, "edgetpu_report", path)
-    manifest_mod.save(run_dir, manifest)
-    return path
+    written = []
+    with run.transaction() as t:
+        for key in [k for k in run.manifest.get("artifacts", {}) if is_compiled(k)]:
+            t.forget(key)
+        for k, produced in enumerate(outputs):
+            key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"
+            final = t.write(key, produced, name=None if single else produced.name, compiled_from=source["sha256"])
+            sidecar = sidecar_record(final.name, produced.read_bytes(), labels=run.labels, **facts)
+            t.write_file(final.with_name(final.name + ".json"), json_bytes(sidecar))
+            written.append(final)
+        for log in logs:
+            t.write_file(run.dir / log.name, log)
+        report_path = t.write("edgetpu_report", json_bytes(report))
+    return written, report_path
 
 
 def disagreements(prediction: preflight.Preflight, parsed: compiler_log.CompilerOutput,

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, ManifestError
+from pipeline.gate import GATE
+from pipeline.rundir import lock
+from pipeline.rundir.manifest import MANIFEST_NAME
+from pipeline.rundir.run import Run
 
 DEFAULT_DATA = "digits"
 DEFAULT_MODEL = "small_cnn"
@@ -29,8 +32,8 @@ class RunConfig:
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
-    max_drop: float = 1.0  # parity gate: allowed top-1 drop of int8 vs float, percentage points
-    min_agreement: float = 0.98  # parity gate: required top-1 agreement with the float model
+    max_drop: float = GATE.max_drop  # parity gate: allowed top-1 drop of int8 vs float, percentage points
+    min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -52,69 +55,75 @@ def reuse_differences(config: RunConfig, manifest: dict) -> List[str]:
 
 
 def run(config: RunConfig, run_dir: Path, say=print):
-    """All stages; returns the parity result (its .passed tells whether the gate held)."""
+    """All stages, holding the run's lock from the first to the last; returns the parity result (its
+    .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
-    from pipeline import export, parity, train
+    from pipeline import export, parity
 
     run_dir = Path(run_dir)
-    if (run_dir / manifest_mod.MANIFEST_NAME).exists():
-        manifest = manifest_mod.load(run_dir)
-        differences = reuse_differences(config, manifest)
-        if differences:
-            raise ConfigError(
-                f"{run_dir} already holds a trained run that differs from what was asked: {'; '.join(differences)}. "
-                f"Nothing was changed; choose a new --out to train what was asked, or leave those options out to reuse this run"
-            )
-        say(f"== train: {run_dir} already holds a trained {manifest['model']['name']} "
-            f"({manifest['model']['image_size']}px, {manifest['training']['epochs']} epochs on {manifest['data']['train']['spec']}); reusing it")
-    else:
-        say("== train")
-        options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
-                                    **{k: v for k, v in options.items() if v is not None}), run_dir)
-    say("== export float32")
-    export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
-    say("== export int8")
-    exported = export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
-    say(exported.table)
-    compiler = shutil.which("edgetpu_compiler")
-    say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
-    compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
-    say("== parity")
-    result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement), run_dir)
+    with lock.hold(run_dir, "pipeline run"):
+        _train_or_reuse(config, run_dir, say)
+        say("== export float32")
+        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+        say("== export int8")
+        exported = export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
+        say(exported.table)
+        compiler = shutil.which("edgetpu_compiler")
+        say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
+        compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
+        say("== parity")
+        result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement), run_dir)
     say(parity.summary_table(result.report))
-    for line in summary(run_dir):
+    for line in summary(Run.open(run_dir)):
         say(line)
     return result
 
 
-def summary(run_dir: Path) -> List[str]:
+def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
+    from pipeline import train
+
+    if not (run_dir / MANIFEST_NAME).exists():
+        say("== train")
+        options = {"image_size": config.image_size, "epochs": config.epochs}
+        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
+                                    **{k: v for k, v in options.items() if v is not None}), run_dir)
+        return
+    manifest = Run.open(run_dir).manifest
+    differences = reuse_differences(config, manifest)
+    if differences:
+        raise ConfigError(
+            f"{run_dir} already holds a trained run that differs from what was asked: {'; '.join(differences)}. "
+            f"Nothing was changed; choose a new --out to train what was asked, or leave those options out to reuse this run"
+        )
+    say(f"== train: {run_dir} already holds a trained {manifest['model']['name']} "
+        f"({manifest['model']['image_size']}px, {manifest['training']['epochs']} epochs on {manifest['data']['train']['spec']}); reusing it")
+
+
+def summary(run: Run) -> List[str]:
     """What a user wants at the end: accuracies, agreement, Edge TPU mapping, sizes, where things are."""
-    manifest = manifest_mod.load(run_dir)
-    models = manifest.get("parity", {})
-    artifacts = manifest["artifacts"]
+    models = run.manifest.get("parity", {})
     lines = ["", "== summary"]
     for name in ("float_savedmodel", "int8_cpu", "edgetpu"):
         if name in models:
             lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  agreement with float {models[name]['agreement']:.4f}")
-    edgetpu = _edgetpu_mapping(run_dir, artifacts)
+    edgetpu = _edgetpu_mapping(run)
     if edgetpu:
         lines.append(f"edge tpu           {edgetpu}")
     for key in ("model_float", "model_int8", "model_int8_edgetpu"):
-        if key in artifacts:
-            size = (run_dir / artifacts[key]["path"]).stat().st_size
-            lines.append(f"{key:<18} {size / 1024:8.1f} KiB  {run_dir / artifacts[key]['path']}")
-    lines.append(f"parity report      {run_dir / 'parity' / 'report.md'}")
+        if run.has(key):
+            path = run.artifact(key)
+            lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
+    lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
     return lines
 
 
-def _edgetpu_mapping(run_dir: Path, artifacts: dict) -> Optional[str]:
+def _edgetpu_mapping(run: Run) -> Optional[str]:
     import json
 
-    if "edgetpu_report" not in artifacts:
+    if not run.has("edgetpu_report"):
         return None
-    report = json.loads((run_dir / artifacts["edgetpu_report"]["path"]).read_text())
+    report = json.loads(run.artifact("edgetpu_report").read_text())
     pre = report.get("preflight", {})
     text = f"pre-flight: {pre.get('ops_on_edgetpu')}/{pre.get('total_ops')} ops predicted on the Edge TPU"
     if report.get("compiler"):

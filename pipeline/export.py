@@ -17,16 +17,16 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like 
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from edge.integrity import sidecar_record
-from pipeline.rundir import manifest as manifest_lib
-from pipeline.quant import report as quant_report, verify as quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
-from pipeline.rundir.files import json_bytes, replacing
+from pipeline.quant import report as quant_report, verify as quant_verify
+from pipeline.rundir.files import json_bytes
+from pipeline.rundir.run import Run, writing
 
 DEFAULT_CALIBRATION_SAMPLES = 300
 REPORT_KEY = "quantization_report"
@@ -44,16 +44,15 @@ class Mode(enum.Enum):
 
 @dataclass(frozen=True)
 class _ModeSpec:
-    key: str  # manifest artifact key
-    file_name: str  # file inside RUN
+    key: str  # the run's artifact key (pipeline/rundir/run.py names its file)
     summary: str  # one line for the report
 
 
 MODES: Dict[Mode, _ModeSpec] = {
-    Mode.FLOAT32: _ModeSpec("model_float", "model_float.tflite", "float32 weights and activations"),
-    Mode.INT8: _ModeSpec("model_int8", "model_int8.tflite", "full-integer int8 (Edge TPU)"),
-    Mode.FLOAT16: _ModeSpec("model_float16", "model_float16.tflite", "float16 weights, float32 compute"),
-    Mode.DYNAMIC_RANGE: _ModeSpec("model_dynamic_range", "model_dynamic_range.tflite", "int8 weights, float activations"),
+    Mode.FLOAT32: _ModeSpec("model_float", "float32 weights and activations"),
+    Mode.INT8: _ModeSpec("model_int8", "full-integer int8 (Edge TPU)"),
+    Mode.FLOAT16: _ModeSpec("model_float16", "float16 weights, float32 compute"),
+    Mode.DYNAMIC_RANGE: _ModeSpec("model_dynamic_range", "int8 weights, float activations"),
 }
 IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
 
@@ -199,7 +198,7 @@ def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
     return np.array(chosen, dtype=np.int64)
 
 
-def calibration_images(manifest: dict, config: ExportConfig, image_size: int) -> Tuple[np.ndarray, np.ndarray, Dict[str, object], List[str]]:
+def calibration_images(run: Run, config: ExportConfig, image_size: int) -> Tuple[np.ndarray, np.ndarray, Dict[str, object], List[str]]:
     """(images uint8 [n,S,S,3], their labels or -1, facts for the manifest, notes) for calibration."""
     from pipeline.data import load_split
 
@@ -216,8 +215,8 @@ def calibration_images(manifest: dict, config: ExportConfig, image_size: int) ->
         labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
         source = {"source": str(path), "balanced": False}
     else:
-        images, labels = load_split(manifest, "train")
-        source = {"source": "train split of " + manifest["data"]["train"]["spec"], "balanced": True}
+        images, labels = load_split(run.manifest, "train")
+        source = {"source": "train split of " + run.manifest["data"]["train"]["spec"], "balanced": True}
     expected = (image_size, image_size, 3)
     if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != expected:
         raise DataError(
@@ -242,32 +241,46 @@ def calibration_images(manifest: dict, config: ExportConfig, image_size: int) ->
 
 
 def run(config: ExportConfig, run_dir: Path) -> ExportResult:
-    """Convert, verify, write atomically, then record; returns what was written."""
+    """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
-    run_dir = Path(run_dir)
-    manifest = manifest_lib.load(run_dir)
-    image_size = int(manifest["model"]["image_size"])
-    spec = MODES[config.mode]
-    saved_model = manifest_lib.artifact_path(manifest, run_dir, "saved_model")
-    notes: List[str] = []
+    with writing(run_dir, "pipeline export") as run:
+        model = convert(config, run)
+        report = _report(config, run, model) if config.mode is Mode.INT8 else None
+        return _write(config, run, model, report)
 
+
+class Converted(NamedTuple):
+    bytes: bytes  # the .tflite file
+    io: Dict[str, Dict[str, object]]  # input and output quantization
+    facts: Dict[str, object]  # what the manifest records of it
+    notes: List[str]  # what the user should know
+    info: object  # quant_verify's reading of the model
+    converter: Callable  # () -> a fresh converter for the same model (the per-layer report converts again)
+    calibration: Optional[np.ndarray]  # int8 only: the calibration images
+
+
+def convert(config: ExportConfig, run: Run) -> Converted:
+    """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified."""
+    image_size = run.image_size
     # The SavedModel first: a manifest that does not describe it fails before calibration images load.
-    concrete, trackable = serving_function(saved_model, image_size)
+    concrete, trackable = serving_function(run.artifact("saved_model"), image_size)
     calibration = None
+    notes: List[str] = []
     facts: Dict[str, object] = {"mode": config.mode.value}
     if config.mode is Mode.INT8:
-        calibration, _, calib_facts, calib_notes = calibration_images(manifest, config, image_size)
+        calibration, _, calib_facts, calib_notes = calibration_images(run, config, image_size)
         notes += calib_notes
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
-
     if config.qat_epochs:
         from pipeline.quant import qat
 
-        model = qat.fine_tune(manifest, run_dir, epochs=config.qat_epochs, seed=config.seed)
-        concrete, trackable = keras_function(model, image_size)
+        concrete, trackable = keras_function(qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed), image_size)
         facts["qat"] = {"epochs": config.qat_epochs}
 
-    model_bytes = _convert(make_converter(concrete, trackable, config.mode, config, calibration))
+    def converter():
+        return make_converter(concrete, trackable, config.mode, config, calibration)
+
+    model_bytes = _convert(converter())
     if config.mode is Mode.INT8:
         info = quant_verify.verify_int8(model_bytes, config.io_type or "uint8")
     else:
@@ -282,40 +295,30 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
                 f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
                 f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are"
             )
+    return Converted(model_bytes, io, facts, notes, info, converter, calibration)
 
-    report = None
-    if config.mode is Mode.INT8:
-        float_bytes = _float_size(manifest, run_dir, saved_model, image_size, config)
-        debug = quant_report.layer_errors(
-            lambda: make_converter(concrete, trackable, Mode.INT8, config, calibration), calibration[: config.debug_samples]
-        )
-        report = quant_report.build(info, len(model_bytes), float_bytes, debug, min(config.debug_samples, len(calibration)), facts, notes)
 
-    model_path = run_dir / spec.file_name
-    side = model_path.with_name(model_path.name + ".json")
-    contents = {model_path: model_bytes,
-                side: json_bytes(sidecar(model_path.name, model_bytes, manifest, image_size, io["input"]))}
-    if report is not None:
-        contents[run_dir / REPORT_NAME] = json_bytes(report)
-    # All files and the manifest that records them change together, or none of them does.
-    with replacing(contents):
-        manifest_lib.record_artifact(manifest, run_dir, spec.key, model_path, **facts, size_bytes=len(model_bytes))
+def _report(config: ExportConfig, run: Run, model: Converted) -> dict:
+    """quantization.json: sizes, verification and the per-layer error of the int8 model against float."""
+    float_bytes = _float_size(run, config)
+    debug = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
+    return quant_report.build(model.info, len(model.bytes), float_bytes, debug,
+                              min(config.debug_samples, len(model.calibration)), model.facts, model.notes)
+
+
+def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[dict]) -> ExportResult:
+    """The model, its sidecar and the report with the manifest that records them: all change together, or none."""
+    spec = MODES[config.mode]
+    with run.transaction() as t:
+        model_path = t.write(spec.key, model.bytes, **model.facts, size_bytes=len(model.bytes))
+        side = t.write_file(model_path.with_name(model_path.name + ".json"),
+                            json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"])))
         if report is not None:
-            manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, run_dir / REPORT_NAME)
-        manifest_lib.save(run_dir, manifest)
-
-    table = quant_report.table(report) if report else f"{spec.file_name}: {len(model_bytes):,} bytes ({spec.summary})"
-    return ExportResult(
-        mode=config.mode,
-        model_path=model_path,
-        sidecar_path=side,
-        size_bytes=len(model_bytes),
-        input=io["input"],
-        output=io["output"],
-        report_path=run_dir / REPORT_NAME if report is not None else None,
-        notes=tuple(notes),
-        table=table,
-    )
+            report_path = t.write(REPORT_KEY, json_bytes(report))
+    table = quant_report.table(report) if report else f"{model_path.name}: {len(model.bytes):,} bytes ({spec.summary})"
+    return ExportResult(mode=config.mode, model_path=model_path, sidecar_path=side, size_bytes=len(model.bytes),
+                        input=model.io["input"], output=model.io["output"],
+                        report_path=report_path if report is not None else None, notes=tuple(model.notes), table=table)
 
 
 def _convert(converter) -> bytes:
@@ -342,16 +345,16 @@ def _is_identity(q: Dict[str, object]) -> bool:
     return abs(float(q["scale"]) - 1.0) < 1e-6 and q["zero_point"] == 0
 
 
-def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
+def _float_size(run: Run, config: ExportConfig) -> int:
     """Bytes of the float32 TFLite model: the recorded one if there is one, else converted here (not written)."""
-    if "model_float" in manifest.get("artifacts", {}):
-        return manifest_lib.artifact_path(manifest, run_dir, "model_float").stat().st_size
-    concrete, trackable = serving_function(saved_model, image_size)
+    if run.has("model_float"):
+        return run.artifact("model_float").stat().st_size
+    concrete, trackable = serving_function(run.artifact("saved_model"), run.image_size)
     return len(_convert(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
 
 
-def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object]) -> dict:
+def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object]) -> dict:
     """What the device checks the model against: its sha256, labels, image size, input quantization and the
     pixel contract it feeds the model by."""
-    return sidecar_record(model_name, model_bytes, manifest["labels"], image_size=image_size, input=dict(input_q),
-                          preprocessing=manifest_lib.contract(manifest))
+    return sidecar_record(model_name, model_bytes, run.labels, image_size=run.image_size, input=dict(input_q),
+                          preprocessing=run.contract)

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -27,9 +27,10 @@ from edge import preprocess
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
-from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
-from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.gate import GATE
+from pipeline.rundir.files import json_bytes, staged_path, write_json_atomic, write_text_atomic
+from pipeline.rundir.run import Run, writing
 
 REFERENCE = "float_savedmodel"
 GATED = ("int8_cpu", "edgetpu", "device_cpu")
@@ -44,10 +45,16 @@ class GateFailed(PipelineError):
 class ParityConfig:
     data: Optional[str] = None  # held-out data spec replacing the run's recorded split
     device_results: Optional[Path] = None  # PREDICTIONS.json written by `edge evaluate` on a device
-    max_drop: float = 1.0  # percentage points of top-1 accuracy a gated model may lose against float
-    min_agreement: float = 0.98  # share of images whose top-1 must match the float model's
+    max_drop: float = GATE.max_drop  # percentage points of top-1 accuracy a gated model may lose against float
+    min_agreement: float = GATE.min_agreement  # share of images whose top-1 must match the float model's
     top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
+
+    def validate(self) -> None:
+        if not 0 <= self.min_agreement <= 1:
+            raise PipelineError(f"--min-agreement {self.min_agreement}, expected a share between 0 and 1")
+        if self.max_drop < 0:
+            raise PipelineError(f"--max-drop {self.max_drop}, expected percentage points >= 0")
 
 
 class ParityResult(NamedTuple):
@@ -59,54 +66,55 @@ class ParityResult(NamedTuple):
 
 def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
-    if not 0 <= config.min_agreement <= 1:
-        raise PipelineError(f"--min-agreement {config.min_agreement}, expected a share between 0 and 1")
-    if config.max_drop < 0:
-        raise PipelineError(f"--max-drop {config.max_drop}, expected percentage points >= 0")
-    run_dir = Path(run_dir)
-    manifest = manifest_mod.load(run_dir)
-    contract = manifest_mod.contract(manifest)
-    norm = preprocess.normalization_from_contract(contract, "the run's manifest")
-    heldout = heldout_examples(manifest, config.data)
+    config.validate()
+    with writing(run_dir, "pipeline parity") as run:
+        heldout = heldout_examples(run, config.data)
+        images, labels = _heldout_pixels(run, heldout)
+        scores, device = _scores(config, run, heldout, images)
+        k = min(config.top_k, len(run.labels))
+        models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
+        failures = _gate(models, config)
+        report = _report(config, run, labels, k, models, failures, device)
+        report_dir = _write_reports(run, report, scores, labels, failures)
+    return ParityResult(report_dir, report, not failures, failures)
+
+
+def _heldout_pixels(run: Run, heldout: "Heldout"):
     # The run's own contract version: what its device will do with these files.
-    scaled = preprocess.decode_scaled(contract)
+    scaled = preprocess.decode_scaled(run.contract)
     images = np.stack([preprocess.load_pixels(original, (heldout.size, heldout.size), name=e.id, scaled=scaled)
                        for e, original in zip(heldout.examples, heldout.originals)])
-    labels = np.array([e.label for e in heldout.examples], np.int64)
-    num_classes = len(manifest["labels"])
-    k = min(config.top_k, num_classes)
+    return images, np.array([e.label for e in heldout.examples], np.int64)
 
-    scores: Dict[str, np.ndarray] = {REFERENCE: _savedmodel_scores(manifest, run_dir, images)}
-    if "model_float" in manifest["artifacts"]:
-        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, norm, config.threads)
-    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, norm, config.threads)
+
+def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
+    """Each model's scores on the held-out images, and what the device results file says of itself (or None)."""
+    norm = preprocess.normalization_from_contract(run.contract, "the run's manifest")
+    scores = {REFERENCE: _savedmodel_scores(run, images)}
     device = None
+    if run.has("model_float"):
+        scores["float_tflite_cpu"] = _tflite_scores(run.artifact("model_float"), images, norm, config.threads)
+    scores["int8_cpu"] = _tflite_scores(run.artifact("model_int8"), images, norm, config.threads)
     if config.device_results:
-        device = _device_results(Path(config.device_results), manifest, heldout.examples, num_classes)
-        scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device["scores"], np.float32)
+        device = _device_results(Path(config.device_results), run, heldout.examples)
+        scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device.pop("scores"), np.float32)
+    return scores, device
 
-    reference = scores[REFERENCE]
-    models = {name: _compare(s, reference, labels, k, num_classes) for name, s in scores.items()}
-    failures = _gate(models, config)
-    report = {
+
+def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], failures: List[str],
+            device: Optional[dict]) -> dict:
+    return {
         "schema_version": 1,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
                     "pixels": "original files through the pixel contract (edge.preprocess)"},
-        "labels": manifest["labels"],
+        "labels": run.labels,
         "reference": REFERENCE,
         "top_k": k,
         "models": models,
-        "device": {k2: v for k2, v in device.items() if k2 != "scores"} if device else None,
+        "device": device,
         "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
                  "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
     }
-    report_dir = _write_reports(run_dir, report, scores, labels, manifest["labels"])
-    manifest = manifest_mod.load(run_dir)
-    manifest_mod.record_artifact(manifest, run_dir, "parity_report", report_dir / "report.json")
-    manifest["parity"] = {"passed": not failures, "failures": failures,
-                          **{name: {"top1": m["top1"], "agreement": m["agreement"]} for name, m in models.items()}}
-    manifest_mod.save(run_dir, manifest)
-    return ParityResult(report_dir, report, not failures, failures)
 
 
 class Heldout(NamedTuple):
@@ -115,18 +123,18 @@ class Heldout(NamedTuple):
     size: int  # the model's input size
 
 
-def heldout_examples(manifest: dict, spec: Optional[str] = None) -> Heldout:
+def heldout_examples(run: Run, spec: Optional[str] = None) -> Heldout:
     """The run's held-out examples as stored, after checking they are the ones training recorded."""
-    source, indices = data_mod.resolve_split(manifest, "heldout", spec)
+    source, indices = data_mod.resolve_split(run.manifest, "heldout", spec)
     if len(indices) == 0:
         raise DataError("the held-out split is empty; expected at least one image to compare on")
-    return Heldout([source.examples[i] for i in indices], source.originals(indices), int(manifest["model"]["image_size"]))
+    return Heldout([source.examples[i] for i in indices], source.originals(indices), run.image_size)
 
 
-def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.ndarray:
+def _savedmodel_scores(run: Run, images: np.ndarray) -> np.ndarray:
     import tensorflow as tf
 
-    path = manifest_mod.artifact_path(manifest, run_dir, "saved_model")
+    path = run.artifact("saved_model")
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = []
     for start in range(0, len(images), 128):
@@ -149,7 +157,7 @@ def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalizati
     return np.stack(out).astype(np.float32)
 
 
-def _device_results(path: Path, manifest: dict, examples: Sequence[data_mod.Example], num_classes: int) -> dict:
+def _device_results(path: Path, run: Run, examples: Sequence[data_mod.Example]) -> dict:
     """Predictions from `edge evaluate` on this run's bundle: the model it shipped, the images it shipped, in order."""
     try:
         results = json.loads(path.read_text())
@@ -158,7 +166,8 @@ def _device_results(path: Path, manifest: dict, examples: Sequence[data_mod.Exam
             raise TypeError("predictions is not a list")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise DataError(f"cannot read device results {path} ({err!r}); expected the JSON written by `edge evaluate`") from err
-    shipped = {manifest["artifacts"][key]["sha256"]: key for key in DEVICE_MODELS if key in manifest["artifacts"]}
+    num_classes = len(run.labels)
+    shipped = {run.entry(key)["sha256"]: key for key in DEVICE_MODELS if run.has(key)}
     model_key = shipped.get(results.get("model_sha256"))
     if model_key is None:
         raise DataError(f"device results {path} come from a model (sha256 {str(results.get('model_sha256'))[:12]}…) that is "
@@ -262,7 +271,10 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(path: Path, report: dict, names: List[str]) -> None:
+def _plot(report: dict, names: List[str]) -> bytes:
+    """The confusion matrices and the per-class deltas as PNG bytes."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -290,20 +302,23 @@ def _plot(path: Path, report: dict, names: List[str]) -> None:
     ax.set_xticks(x, labels if len(labels) <= 20 else [str(i) for i in x], rotation=90)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=80)
     plt.close(fig)
+    return out.getvalue()
 
 
-def _write_reports(run_dir: Path, report: dict, scores, labels, label_names) -> Path:
-    """RUN/parity/ as a whole: report.json, report.md, confusion.png appear together or not at all."""
-    final = run_dir / "parity"
+def _write_reports(run: Run, report: dict, scores, labels, failures: List[str]) -> Path:
+    """report.json, report.md and confusion.png in RUN/parity/, with the manifest, in one transaction; any other
+    file a user put in RUN/parity/ stays."""
     names = [REFERENCE] + [n for n in scores if n in GATED]
-    with staged_path(final) as staging:
-        staging.mkdir()
-        write_json_atomic(staging / "report.json", report)
-        write_text_atomic(staging / "report.md", _markdown(report))
-        _plot(staging / "confusion.png", report, names)
-    return final
+    with run.transaction() as t:
+        path = t.write("parity_report", json_bytes(report))
+        t.write_file(path.with_name("report.md"), _markdown(report).encode("utf-8"))
+        t.write_file(path.with_name("confusion.png"), _plot(report, names))
+        t.set("parity", {"passed": not failures, "failures": failures,
+                         **{name: {"top1": m["top1"], "agreement": m["agreement"]} for name, m in report["models"].items()}})
+    return path.parent
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,12 +334,11 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
     run_dir, bundle_dir = Path(run_dir), Path(bundle_dir)
     if bundle_dir.exists() and any(bundle_dir.iterdir()):
         raise PipelineError(f"bundle folder {bundle_dir} is not empty; expected a new or empty folder")
-    manifest = manifest_mod.load(run_dir)
-    contract = manifest_mod.contract(manifest)
-    models = [key for key in DEVICE_MODELS if key in manifest["artifacts"]]
+    run = Run.open(run_dir)
+    models = [key for key in DEVICE_MODELS if run.has(key)]
     if "model_int8" not in models:
-        manifest_mod.artifact_path(manifest, run_dir, "model_int8")  # raises: run export first
-    heldout = heldout_examples(manifest, data)
+        run.artifact("model_int8")  # raises: run export first
+    heldout = heldout_examples(run, data)
     with staged_path(bundle_dir) as staging:
         (staging / "heldout").mkdir(parents=True)
         entries = []
@@ -338,22 +352,22 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
                 (staging / name).write_bytes(original)
             entries.append({"file": name, "id": example.id, "label": example.label,
                             "sha256": sha256_bytes((staging / name).read_bytes())})
-        write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": manifest["labels"], "images": entries})
-        write_text_atomic(staging / "labels.txt", "\n".join(manifest["labels"]) + "\n")
+        write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": run.labels, "images": entries})
+        write_text_atomic(staging / "labels.txt", "\n".join(run.labels) + "\n")
         device_artifacts = {}
         for key in models:
             if key != "model_int8":
-                manifest_mod.check_compiled_is_current(manifest, key)
-            model = manifest_mod.artifact_path(manifest, run_dir, key)
+                run.check_compiled_is_current(key)
+            model = run.artifact(key)
             shutil.copy2(model, staging / model.name)
             sidecar = model.with_name(model.name + ".json")
             if sidecar.exists():
                 shutil.copy2(sidecar, staging / sidecar.name)
             # Paths as laid out in the bundle: every model sits at its top level.
-            device_artifacts[key] = {**manifest["artifacts"][key], "path": model.name}
+            device_artifacts[key] = {**run.entry(key), "path": model.name}
         # Only the model entries: the device checks each model's sha256 against this manifest.
-        write_json_atomic(staging / "manifest.json", {"schema_version": manifest["schema_version"], "labels": manifest["labels"],
-                                                      "preprocessing": contract, "artifacts": device_artifacts})
+        write_json_atomic(staging / "manifest.json", {"schema_version": run.manifest["schema_version"], "labels": run.labels,
+                                                      "preprocessing": run.contract, "artifacts": device_artifacts})
     return bundle_dir
 
 

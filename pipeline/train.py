@@ -12,6 +12,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
 
+import contextlib
 import json
 import platform
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,11 +30,12 @@ import tf_keras as keras
 import models
 from edge import preprocess
 from pipeline import data as data_mod
-from pipeline.rundir import manifest as manifest_mod
+from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import transfer
 from pipeline.errors import ConfigError, DataError
-from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.rundir.files import json_bytes, write_json_atomic
+from pipeline.rundir.run import Run
 from pipeline.training.schedule import WarmupSchedule
 
 STATE_DIR = ".train_state"
@@ -163,21 +165,46 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     """Train, evaluate on the held-out data, and write the run directory. Returns run_dir."""
     config.validate()
     run_dir = Path(run_dir)
-    if (run_dir / manifest_mod.MANIFEST_NAME).exists():
+    if (run_dir / manifest_io.MANIFEST_NAME).exists():
         raise ConfigError(f"{run_dir} already holds a finished run; choose another --out or remove it")
-    state_dir = run_dir / STATE_DIR
-    resuming = (state_dir / "config.json").is_file()
-    if config.resume and not resuming:
-        raise ConfigError(f"--resume given but {state_dir} holds no interrupted run to resume")
-
     chosen = strategy_mod.choose(config.tpu, config.cpu_replicas)  # before any TF op: logical devices
     print(f"strategy: {chosen.description}", flush=True)
     if config.batch_size % chosen.replicas:
-        raise ConfigError(
-            f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
-            f"expected a multiple of {chosen.replicas}"
-        )
+        raise ConfigError(f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
+                          f"expected a multiple of {chosen.replicas}")
+    created = not run_dir.exists()
+    # Only the chief writes (and locks) the run; other workers of a multi-worker run may share its folder.
+    with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
+        plan = _plan(config, chosen)
+        model, history, weights = _fit_resumable(config, chosen, plan, run_dir, created)
+        with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
+            metrics = _evaluate(model, plan.heldout, config.batch_size, _eval_steps(plan.heldout_count, config.batch_size))
+        print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({plan.heldout_count} examples)", flush=True)
+        if not chosen.is_chief:
+            _worker_finish(model, chosen, run_dir, created)
+            return run_dir
+        record = _record(config, chosen, plan, model, weights, metrics, history)
+        with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
+            _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
+        shutil.rmtree(run_dir / STATE_DIR, ignore_errors=True)  # only now: a kill before this resumes, not retrains
+    return run_dir
 
+
+class _Plan(NamedTuple):
+    """The data side of a training run, resolved and checked before any training starts."""
+
+    train_source: data_mod.Source
+    val_source: Optional[data_mod.Source]
+    split: data_mod.Split
+    train: "tf.data.Dataset"  # decoded training examples, unbatched
+    train_count: int
+    heldout: "tf.data.Dataset"
+    heldout_count: int
+    feed: Dict[str, object]  # whether the decoded training set is cached in memory
+    steps_per_epoch: int
+
+
+def _plan(config: TrainConfig, chosen: strategy_mod.Chosen) -> _Plan:
     train_source = data_mod.open_source(config.data)
     # Held-out classes are numbered by the training data's class names.
     val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
@@ -194,8 +221,15 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     steps_per_epoch = train_count // config.batch_size
     if steps_per_epoch < 1:
         raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
+    return _Plan(train_source, val_source, split, train_ds, train_count, heldout_ds, heldout_count, feed, steps_per_epoch)
 
-    created = not run_dir.exists()
+
+def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, created: bool):
+    """`_fit`, with RUN/.train_state kept so that a run that completed an epoch resumes from it."""
+    state_dir = run_dir / STATE_DIR
+    resuming = (state_dir / "config.json").is_file()
+    if config.resume and not resuming:
+        raise ConfigError(f"--resume given but {state_dir} holds no interrupted run to resume")
     if chosen.is_chief:
         state_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -204,35 +238,40 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, feed["cached"], heldout_ds, steps_per_epoch,
-                                  _eval_steps(heldout_count, config.batch_size), state_dir)
+            return _fit(config, chosen, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
+                        plan.steps_per_epoch, _eval_steps(plan.heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
         # is left as it was); a run that completed one keeps its state to resume from.
         if not chosen.is_chief:
-            # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
-            for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
-                _remove_if_empty(path)
+            _remove_worker_leftovers(run_dir, created)
         elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
         raise
 
-    with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
-        metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
-    print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
-    if not chosen.is_chief:
-        # Every worker must take part in every save (collectives); only the chief's copy is kept.
-        with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
-            _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
-        for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
-            _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
-        print("this worker is done; the chief writes the run directory", flush=True)
-        return run_dir
-    record = {
+
+def _worker_finish(model, chosen, run_dir: Path, created: bool) -> None:
+    """A non-chief worker takes part in every save (collectives); only the chief's copy is kept."""
+    with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
+        _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
+    _remove_worker_leftovers(run_dir, created)
+    print("this worker is done; the chief writes the run directory", flush=True)
+
+
+def _remove_worker_leftovers(run_dir: Path, created: bool) -> None:
+    # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
+    state_dir = run_dir / STATE_DIR
+    for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
+        _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
+
+
+def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, history) -> dict:
+    """What the manifest records of the training run, for every later stage."""
+    return {
         "model": {
             "name": config.model,
             "image_size": config.size,
-            "num_classes": len(train_source.labels),
+            "num_classes": len(plan.train_source.labels),
             "options": dict(config.model_options),
             "parameters": int(model.count_params()),
             "weights": weights,  # starting weights: source (imagenet | file), path, url, sha256; None = random
@@ -240,13 +279,13 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         },
         # How an image becomes the model's input, for every later stage and the device.
         "preprocessing": preprocess.contract(preprocess.RAW_PIXELS),
-        "labels": train_source.labels,
+        "labels": plan.train_source.labels,
         "data": {
-            "train": train_source.describe(),
-            "val": val_source.describe() if val_source else None,
-            "split": {**asdict(split), "train_examples": train_count, "heldout_examples": heldout_count,
-                      "method": "seeded hash of each example's identity" if not val_source else "separate --val-data"},
-            "identity": data_mod.identity_record(train_source, val_source, split),
+            "train": plan.train_source.describe(),
+            "val": plan.val_source.describe() if plan.val_source else None,
+            "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                      "method": "seeded hash of each example's identity" if not plan.val_source else "separate --val-data"},
+            "identity": data_mod.identity_record(plan.train_source, plan.val_source, plan.split),
         },
         "training": {
             "strategy": chosen.kind,
@@ -254,8 +293,8 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "replicas": chosen.replicas,
             "global_batch": config.batch_size,
             "per_replica_batch": config.batch_size // chosen.replicas,
-            "steps_per_epoch": steps_per_epoch,
-            "feed": feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
+            "steps_per_epoch": plan.steps_per_epoch,
+            "feed": plan.feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
             "steps_per_execution": _steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
@@ -266,10 +305,6 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
-    with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
-        _write_run(run_dir, model, train_source.labels, history, record)
-    shutil.rmtree(state_dir, ignore_errors=True)
-    return run_dir
 
 
 def _steps_per_execution(config: TrainConfig, chosen: strategy_mod.Chosen) -> int:
@@ -322,9 +357,10 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
             with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
                 _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
-            # First, so an epoch's checkpoint is on disk before its line is printed. The frozen phase
-            # keeps its last checkpoint: a run resumed after the switch gets the head it trained.
-            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=phase.name != "frozen"),
+            # First, so an epoch's checkpoint is on disk before its line is printed. Every phase keeps its
+            # last checkpoint until the run is written: a run resumed after the switch gets the head it
+            # trained, and one killed while writing finishes without training again.
+            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
             epoch_log,
         ]
@@ -384,18 +420,19 @@ def _evaluate(model, heldout_ds, batch_size: int, steps: int) -> Dict[str, float
     return {k: float(v) for k, v in results.items()}
 
 
-def _write_run(run_dir: Path, model, labels, history, record) -> None:
-    """Each artifact atomically, then the manifest that records them last."""
-    manifest = manifest_mod.new(**record)
-    with staged_path(run_dir / "saved_model") as saved_model, staged_path(run_dir / "keras_model.keras") as keras_file:
-        _save_models(model, saved_model, keras_file)
-    write_text_atomic(run_dir / "labels.txt", "\n".join(labels) + "\n")
-    write_json_atomic(run_dir / "history.json", history)
-    for key, name in (("saved_model", "saved_model"), ("keras_model", "keras_model.keras"),
-                      ("labels", "labels.txt"), ("history", "history.json")):
-        manifest_mod.record_artifact(manifest, run_dir, key, run_dir / name)
-    manifest["stages"] = {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
-    manifest_mod.save(run_dir, manifest)
+def _write_run(run: Run, model, labels, history) -> None:
+    """The models, labels and history with the manifest that records them, in one transaction."""
+    scratch = Path(tempfile.mkdtemp(prefix=".save-", dir=run.dir))  # same file system: moved in by rename
+    try:
+        _save_models(model, scratch / "saved_model", scratch / "keras_model.keras")
+        with run.transaction() as t:
+            t.write("saved_model", scratch / "saved_model")
+            t.write("keras_model", scratch / "keras_model.keras")
+            t.write("labels", ("\n".join(labels) + "\n").encode("utf-8"))
+            t.write("history", json_bytes(history))
+            t.set("stages", {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _save_models(model, saved_model: Path, keras_file: Path) -> None:

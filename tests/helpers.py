@@ -166,3 +166,25 @@ def kill_after_first_epoch(args: List[str], epochs: int) -> None:
     finally:
         proc.kill()
         proc.wait(timeout=60)
+
+
+def record_artifact(run_dir: Path, key: str, path: Path, manifest: Optional[dict] = None, **facts) -> dict:
+    """Test set-up: record `path` under `key` in RUN's manifest (as a stage would), or in `manifest` when given
+    (a manifest a test is fabricating, not yet saved). Returns the manifest, saved."""
+    from pipeline.rundir import manifest as manifest_io
+    from pipeline.rundir.files import sha256_of
+
+    manifest = manifest if manifest is not None else manifest_io.load(run_dir)
+    rel = Path(path).resolve().relative_to(Path(run_dir).resolve()).as_posix()
+    manifest.setdefault("artifacts", {})[key] = {"path": rel, "sha256": sha256_of(Path(path)), **facts}
+    manifest_io.save(run_dir, manifest)
+    return manifest
+
+
+def forget_artifact(run_dir: Path, key: str) -> None:
+    """Test set-up: drop `key`'s record from RUN's manifest, leaving its file."""
+    from pipeline.rundir import manifest as manifest_io
+
+    manifest = manifest_io.load(run_dir)
+    manifest["artifacts"].pop(key, None)
+    manifest_io.save(run_dir, manifest)

@@ -20,7 +20,8 @@ import pytest
 from edge.preprocess import PYCORAL_DEFAULT, contract
 from edge.tflite_file import cpu_ops, io_signatures, is_edgetpu_compiled, read_model
 from pipeline.rundir import manifest as manifest_mod
-from tests.helpers import REPO
+from pipeline.rundir.run import Run
+from tests.helpers import REPO, record_artifact
 
 DOUBLE = REPO / "tests" / "doubles" / "edgetpu_compiler_double.py"
 REFERENCE = REPO.parent / "shared" / "reference" / "coral"
@@ -36,8 +37,7 @@ def reference_run(tmp_path, name, folder="run"):
     shape = read_model(run_dir / "model_int8.tflite").tensors[read_model(run_dir / "model_int8.tflite").inputs[0]].shape
     manifest = manifest_mod.new(labels=["background", "other"], model={"image_size": shape[1]},
                                 preprocessing=contract(PYCORAL_DEFAULT))  # how Coral feeds its models
-    manifest_mod.record_artifact(manifest, run_dir, "model_int8", run_dir / "model_int8.tflite")
-    manifest_mod.save(run_dir, manifest)
+    record_artifact(run_dir, "model_int8", run_dir / "model_int8.tflite", manifest=manifest)
     return run_dir
 
 
@@ -104,7 +104,7 @@ def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
     assert args[:2] == ["-s", "-o"] and args[args.index("-t") + 1] == "180"
     assert args[args.index("-m") + 1] == "14" and "-d" in args and args[args.index("-k") + 1] == "3"
     manifest = manifest_mod.load(run_copy)
-    model = manifest_mod.artifact_path(manifest, run_copy, "model_int8_edgetpu")  # sha256 checked
+    model = Run.open(run_copy).artifact("model_int8_edgetpu")  # sha256 checked
     assert model.name == "model_int8_edgetpu.tflite"
     assert model.read_bytes() == (REFERENCE / f"{FULL}_edgetpu.tflite").read_bytes()
     assert is_edgetpu_compiled(read_model(model))

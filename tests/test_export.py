@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from pipeline.rundir.run import Run
 
 # int8 and float top-1 agreement on the held-out digits: measured 0.991 (324 of 327 images, 2-epoch model
 # with flat scores, so near-ties flip);
@@ -78,7 +79,7 @@ def test_int8_export_is_verified_and_recorded(int8_run):
 
     run_dir, result = int8_run
     manifest = manifest_lib.load(run_dir)
-    path = manifest_lib.artifact_path(manifest, run_dir, "model_int8")
+    path = Run.open(run_dir).artifact("model_int8")
     assert path == run_dir / "model_int8.tflite" == result.model_path
     _assert_integer_only_by_the_interpreter(path.read_bytes())
     entry = manifest["artifacts"]["model_int8"]
@@ -92,7 +93,7 @@ def test_int8_export_is_verified_and_recorded(int8_run):
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == 16
     assert sidecar["preprocessing"] == manifest["preprocessing"] == contract()  # raw pixels: mean 0, std 1
     assert sidecar["input"] == entry["input"]
-    report = json.loads(manifest_lib.artifact_path(manifest, run_dir, "quantization_report").read_text())
+    report = json.loads(Run.open(run_dir).artifact("quantization_report").read_text())
     assert report["sizes"]["int8_bytes"] < report["sizes"]["float32_bytes"]
     assert report["ops"]["CONV_2D v3"] == 3 and report["worst_layers"] and report["layers"]
     assert "worst layers" in result.table
@@ -109,7 +110,7 @@ def test_int8_predictions_agree_with_float(int8_run):
     run_dir, result = int8_run
     manifest = manifest_lib.load(run_dir)
     images, _ = load_split(manifest, "heldout")
-    serve = tf.saved_model.load(str(manifest_lib.artifact_path(manifest, run_dir, "saved_model"))).signatures["serving_default"]
+    serve = tf.saved_model.load(str(Run.open(run_dir).artifact("saved_model"))).signatures["serving_default"]
     float_top1 = np.argmax(list(serve(image=tf.constant(images, tf.float32)).values())[0].numpy(), axis=1)
 
     interpreter = Interpreter(model_path=str(result.model_path))

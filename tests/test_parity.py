@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import cli, forget_artifact, record_artifact
 
 pytestmark = pytest.mark.host
 
@@ -37,11 +37,11 @@ def test_trained_tiny_model_passes_the_gate(run_copy):
     assert report["heldout"]["images"] == json.loads((run_copy / "manifest.json").read_text())["data"]["split"]["heldout_examples"]
     assert (run_copy / "parity" / "report.md").read_text().startswith("# Accuracy parity")
     assert (run_copy / "parity" / "confusion.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(run_copy)
-    manifest_mod.artifact_path(manifest, run_copy, "parity_report")
-    assert manifest["parity"]["passed"] is True
+    run = Run.open(run_copy)
+    run.artifact("parity_report")
+    assert run.manifest["parity"]["passed"] is True
 
 
 def _scramble_int8_weights(run_dir):
@@ -63,8 +63,7 @@ def _scramble_int8_weights(run_dir):
     data[at:at + len(raw)] = np.random.default_rng(0).permutation(np.frombuffer(raw, np.int8)).tobytes()
     path.write_bytes(bytes(data))
     manifest = manifest_mod.load(run_dir)
-    manifest_mod.record_artifact(manifest, run_dir, "model_int8", path, **{k: v for k, v in manifest["artifacts"]["model_int8"].items() if k not in ("path", "sha256")})
-    manifest_mod.save(run_dir, manifest)
+    record_artifact(run_dir, "model_int8", path, **{k: v for k, v in manifest["artifacts"]["model_int8"].items() if k not in ("path", "sha256")})
     return weights.name
 
 
@@ -169,13 +168,9 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
 
 
 def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
-    from pipeline.rundir import manifest as manifest_mod
-
     run_dir = tmp_path / "run"
     shutil.copytree(exported_run, run_dir)
-    manifest = manifest_mod.load(run_dir)
-    manifest_mod.forget_artifact(manifest, "model_int8")
-    manifest_mod.save(run_dir, manifest)
+    forget_artifact(run_dir, "model_int8")
     result = _pipeline("parity", run_dir)
     assert result.exit_code == 1
     assert "pipeline export RUN --int8" in result.output
@@ -197,13 +192,9 @@ def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
 
 def test_bundle_refuses_a_compiled_model_older_than_the_int8_model(run_copy, tmp_path):
     """A compiled model recorded from an earlier int8 export must not ship beside the new one."""
-    from pipeline.rundir import manifest as manifest_mod
-
-    manifest = manifest_mod.load(run_copy)
     compiled = run_copy / "model_int8_edgetpu.tflite"
     compiled.write_bytes((run_copy / "model_int8.tflite").read_bytes())  # stands in for a compiled file
-    manifest_mod.record_artifact(manifest, run_copy, "model_int8_edgetpu", compiled, compiled_from="0" * 64)
-    manifest_mod.save(run_copy, manifest)
+    record_artifact(run_copy, "model_int8_edgetpu", compiled, compiled_from="0" * 64)
     result = _pipeline("parity", run_copy, "--bundle", tmp_path / "bundle")
     assert result.exit_code == 1
     assert "was compiled from an earlier int8 model" in result.output and "pipeline compile RUN" in result.output

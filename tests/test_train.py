@@ -35,11 +35,11 @@ def test_digits_reaches_stated_accuracy(digits_run):
 
 
 def test_run_directory_matches_its_manifest(digits_run):
-    from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(digits_run)
+    run = Run.open(digits_run)
     for key in ("saved_model", "keras_model", "labels", "history"):
-        assert manifest_mod.artifact_path(manifest, digits_run, key).exists()  # checks sha256 too
+        assert run.artifact(key).exists()  # checks sha256 too
     assert (digits_run / "labels.txt").read_text().split() == [str(i) for i in range(10)]
     assert not (digits_run / ".train_state").exists()
 

@@ -13,13 +13,12 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tfmot 0.8.1 works with tf-keras, not Keras 3
 
-from pathlib import Path
 
 import numpy as np
 import tf_keras as keras
 
-from pipeline.rundir import manifest as manifest_lib
-from pipeline.errors import ManifestError, PipelineError
+from pipeline.errors import PipelineError
+from pipeline.rundir.run import Run
 
 LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains
 
@@ -78,26 +77,15 @@ def quantize_aware(model: "keras.Model") -> "keras.Model":
             raise PipelineError(f"quantization-aware training cannot wrap {model.name}: {err}") from err
 
 
-def training_batch(manifest: dict, run_dir: Path) -> int:
-    """The global batch `pipeline train` recorded (training.global_batch); refused when absent or not a positive whole number."""
-    batch = manifest.get("training", {}).get("global_batch") if isinstance(manifest.get("training"), dict) else None
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ManifestError(
-            f"{Path(run_dir) / manifest_lib.MANIFEST_NAME} records training.global_batch {batch!r}; expected the positive "
-            "global batch `pipeline train` writes (QAT fine-tunes at the batch the model was trained with)"
-        )
-    return batch
-
-
-def fine_tune(manifest: dict, run_dir: Path, epochs: int, seed: int = 0) -> "keras.Model":
+def fine_tune(run: Run, epochs: int, seed: int = 0) -> "keras.Model":
     """Load RUN's Keras model, make it quantization-aware, and fine-tune it `epochs` epochs on the training split."""
     from pipeline.data import load_split
 
-    batch = training_batch(manifest, run_dir)
-    path = manifest_lib.artifact_path(manifest, run_dir, "keras_model")
+    batch = run.global_batch
+    path = run.artifact("keras_model")
     model = keras.models.load_model(str(path), compile=False)
     qat_model = quantize_aware(model)
-    images, labels = load_split(manifest, "train")
+    images, labels = load_split(run.manifest, "train")
     keras.utils.set_random_seed(seed)
     # Default strategy: a few epochs on one machine; the run's distributed setup is not needed here.
     qat_model.compile(

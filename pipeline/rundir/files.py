@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from edge.atomic import fsync_dir, json_bytes, write_bytes_atomic, write_json_atomic, write_temp_sibling, write_text_atomic
 
@@ -66,50 +66,85 @@ def staged_path(final: Path) -> Iterator[Path]:
 
 
 @contextmanager
-def replacing(contents: Dict[Path, bytes]) -> Iterator[None]:
-    """Put several files in place together; the body records them (e.g. saves the manifest).
+def replacing(contents: Dict[Path, Union[bytes, Path]], removing: Sequence[Path] = ()) -> Iterator[None]:
+    """Put several files and folders in place together, and take others away; the body records them
+    (e.g. saves the manifest).
 
-    Each new file is written to a temporary sibling first; each old one keeps a second name (a hard
-    link, or a copy) until the body has finished. If anything fails, while writing, while renaming
-    or in the body, every path is put back as it was: the old file, or no file.
+    A value in `contents` is the new file's bytes (written to a temporary sibling first) or a file or
+    folder already prepared on the same file system (moved in by rename). Whatever stood at each path,
+    and each path in `removing`, keeps a second name until the body has finished. If anything fails,
+    while writing, while renaming or in the body, every path is put back as it was.
     """
-    staged: List[Tuple[Path, Path]] = []  # (final, temporary)
-    done: List[Tuple[Path, Path]] = []  # (final, backup of the old file or None)
+    staged: List[Tuple[Path, Path]] = []  # (final, new content's temporary name)
+    done: List[Tuple[Path, Optional[Path]]] = []  # (final, the old content's second name or None)
     try:
         for final, data in contents.items():
-            staged.append((Path(final), write_temp_sibling(final, data)))
+            staged.append((Path(final), Path(data) if isinstance(data, Path) else write_temp_sibling(final, data)))
         for final, tmp in staged:
             backup = _keep_old(final)
             try:
                 os.replace(tmp, final)
             except BaseException:
-                if backup is not None:
-                    backup.unlink()  # `final` is still the old file: the backup is only its second name
+                _put_back(final, backup, moved_in=False)
                 raise
             done.append((final, backup))
             fsync_dir(final.parent)
+        for gone in map(Path, removing):
+            if gone.exists() or gone.is_symlink():
+                done.append((gone, _move_aside(gone)))
         yield
     except BaseException:
         for final, backup in reversed(done):
-            if backup is not None:
-                os.replace(backup, final)
-            else:
-                final.unlink(missing_ok=True)
+            _put_back(final, backup, moved_in=True)
         for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+            if isinstance(tmp, Path) and tmp.name.endswith(".tmp") and tmp.is_file():
+                tmp.unlink(missing_ok=True)  # a temporary sibling this function wrote
         raise
     for _, backup in done:
-        if backup is not None:
-            backup.unlink(missing_ok=True)
+        _remove(backup)
 
 
-def _keep_old(final: Path):
-    """A second name for the file at `final` (None when there is none), so it can be put back."""
-    if not final.exists():
+def _keep_old(final: Path) -> Optional[Path]:
+    """A second name for what stands at `final` (None when nothing does), so it can be put back.
+    A file keeps its place (a hard link is the second name); a folder is moved aside, since a rename
+    cannot replace a folder that holds anything."""
+    if not (final.exists() or final.is_symlink()):
         return None
+    if final.is_dir() and not final.is_symlink():
+        return _move_aside(final)
     backup = final.with_name(f".{final.name}.{secrets.token_hex(6)}.old")
     try:
         os.link(final, backup)  # same bytes, no copy; the rename of the new file leaves this name intact
     except OSError:
         shutil.copy2(final, backup)  # file systems without hard links
     return backup
+
+
+def _move_aside(path: Path) -> Path:
+    aside = path.with_name(f".{path.name}.{secrets.token_hex(6)}.old")
+    os.replace(path, aside)
+    return aside
+
+
+def _put_back(final: Path, backup: Optional[Path], moved_in: bool) -> None:
+    """Undo one path: the old content back at `final`, or nothing there when there was none."""
+    if backup is not None and backup.is_dir() and not backup.is_symlink():
+        if moved_in or final.exists():
+            _remove(final)
+        os.replace(backup, final)
+    elif backup is not None:
+        if moved_in:
+            os.replace(backup, final)
+        else:
+            backup.unlink()  # `final` is still the old file: the backup is only its second name
+    elif moved_in:
+        _remove(final)
+
+
+def _remove(path: Optional[Path]) -> None:
+    if path is None:
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

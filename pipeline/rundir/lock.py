@@ -1,0 +1,80 @@
+"""One writer per run directory: a stage that writes a run holds `RUN/.lock` for its whole life.
+
+    with hold(run_dir, "pipeline export"):
+        ...  # a second writer on the same run is refused at once, naming this stage and process
+
+The lock is an OS lock (flock, through the maintained `filelock` package), so a lock left by a process
+that died is released by the kernel and never blocks. Beside it, `RUN/.lock.holder.json` names the
+holder (stage, pid, host, start time) for the refusal message; it is information only, never the lock.
+Nested holds in one process (`pipeline run` holding the run while it calls each stage) just count.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterator, Tuple
+
+from filelock import FileLock, Timeout
+
+from pipeline.errors import RunBusy
+
+LOCK_NAME = ".lock"
+HOLDER_NAME = ".lock.holder.json"
+
+_held: Dict[Path, Tuple[FileLock, int]] = {}  # run dir -> (its lock, nesting depth) in this process
+
+
+@contextmanager
+def hold(run_dir: Path, stage: str) -> Iterator[None]:
+    """Hold RUN's writer lock while the body runs; RunBusy when another process holds it."""
+    run_dir = Path(run_dir).resolve()
+    if run_dir in _held:
+        lock, depth = _held[run_dir]
+        _held[run_dir] = (lock, depth + 1)
+        try:
+            yield
+        finally:
+            _held[run_dir] = (lock, _held[run_dir][1] - 1)
+        return
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunBusy(f"{run_dir} is being written by {_holder(run_dir)}; one stage writes a run at a time. "
+                      "Wait for it to finish (or stop it), then run this command again; nothing was changed") from None
+    _held[run_dir] = (lock, 1)
+    holder = run_dir / HOLDER_NAME
+    try:
+        holder.write_text(json.dumps({"stage": stage, "pid": os.getpid(), "host": socket.gethostname(),
+                                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        yield
+    finally:
+        del _held[run_dir]
+        holder.unlink(missing_ok=True)
+        lock.release()
+        if created:
+            _remove_if_only_the_lock(run_dir)
+
+
+def _remove_if_only_the_lock(run_dir: Path) -> None:
+    """A folder this hold made, in which the stage wrote nothing, is not left behind."""
+    try:
+        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+            (run_dir / LOCK_NAME).unlink(missing_ok=True)
+            run_dir.rmdir()
+    except OSError:
+        pass  # already gone (train removes a run that never finished an epoch), or not empty after all
+
+
+def _holder(run_dir: Path) -> str:
+    try:
+        info = json.loads((run_dir / HOLDER_NAME).read_text())
+        return f"`{info['stage']}` (process {info['pid']} on {info['host']}, since {info['started']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (it has not named itself yet)"
