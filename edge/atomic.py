@@ -48,6 +48,11 @@ def write_temp_sibling(path: PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if err.filename is None:  # a full disk fails in write() or fsync(), which name no file: name it
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

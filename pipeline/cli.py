@@ -62,7 +62,7 @@ def main():
     """Train, quantize, compile for the Edge TPU, and check accuracy parity."""
 
 
-# Each stage's command follows, in pipeline order. Keep them thin: options -> config -> stage.run.
+# One command per stage. Keep them thin: options -> config -> stage.run.
 
 
 @main.command("train")
@@ -96,26 +96,13 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
                   sustain_epochs, lr_decay, **options):
     """Train a classifier under tf.distribute and write RUN."""
     from pipeline import train
-    from pipeline.errors import ConfigError
-    from pipeline.training.schedule import WarmupSchedule
 
     options["data"] = data_spec
     if alpha is not None:
         options["model_options"] = (("alpha", alpha),)
-    schedule = {k: v for k, v in dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
-                                       sustain_epochs=sustain_epochs, decay=lr_decay).items() if v is not None}
-    try:
-        if config_file:
-            config = train.config_from_file(config_file, options)
-            if schedule:
-                config = train.TrainConfig(**{**config.__dict__, "schedule": WarmupSchedule(**{**config.schedule.as_dict(), **schedule})})
-        else:
-            if not data_spec:
-                raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
-            config = train.TrainConfig(**{k: v for k, v in options.items() if v is not None},
-                                       schedule=WarmupSchedule(**schedule))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(str(err)) from err
+    schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
+                    sustain_epochs=sustain_epochs, decay=lr_decay)
+    config = train.config_from_options(options, schedule, config_file)
     out = train.run(config, run_dir)
     if (out / "manifest.json").exists():  # a non-chief worker writes nothing
         click.echo(f"run written to {out}")

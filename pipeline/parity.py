@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -96,7 +96,7 @@ def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarr
         scores["float_tflite_cpu"] = _tflite_scores(run.artifact("model_float"), images, norm, config.threads)
     scores["int8_cpu"] = _tflite_scores(run.artifact("model_int8"), images, norm, config.threads)
     if config.device_results:
-        device = _device_results(Path(config.device_results), run, heldout.examples)
+        device = _device_results(Path(config.device_results), run, heldout)
         scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device.pop("scores"), np.float32)
     return scores, device
 
@@ -157,7 +157,7 @@ def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalizati
     return np.stack(out).astype(np.float32)
 
 
-def _device_results(path: Path, run: Run, examples: Sequence[data_mod.Example]) -> dict:
+def _device_results(path: Path, run: Run, heldout: "Heldout") -> dict:
     """Predictions from `edge evaluate` on this run's bundle: the model it shipped, the images it shipped, in order."""
     try:
         results = json.loads(path.read_text())
@@ -166,6 +166,7 @@ def _device_results(path: Path, run: Run, examples: Sequence[data_mod.Example]) 
             raise TypeError("predictions is not a list")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise DataError(f"cannot read device results {path} ({err!r}); expected the JSON written by `edge evaluate`") from err
+    examples, originals = heldout.examples, heldout.originals
     num_classes = len(run.labels)
     shipped = {run.entry(key)["sha256"]: key for key in DEVICE_MODELS if run.has(key)}
     model_key = shipped.get(results.get("model_sha256"))
@@ -175,7 +176,9 @@ def _device_results(path: Path, run: Run, examples: Sequence[data_mod.Example]) 
     if len(predictions) != len(examples):
         raise DataError(f"device results {path} hold {len(predictions)} predictions, the held-out split has {len(examples)} images; "
                         "expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
-    for i, (p, example) in enumerate(zip(predictions, examples)):
+    if model_key != "model_int8":
+        run.check_compiled_is_current(model_key)
+    for i, (p, example, original) in enumerate(zip(predictions, examples, originals)):
         if not isinstance(p, dict) or p.get("id") != example.id:
             got = p.get("id") if isinstance(p, dict) else p
             raise DataError(f"device result {i} is for example {got!r}, held-out image {i} is {example.id!r}: "
@@ -184,6 +187,11 @@ def _device_results(path: Path, run: Run, examples: Sequence[data_mod.Example]) 
             raise DataError(f"device result {i} ({example.id}) has label {p.get('label')!r}, expected {example.label}")
         if not isinstance(p.get("scores"), list) or len(p["scores"]) != num_classes:
             raise DataError(f"device result {i} ({example.id}) does not hold {num_classes} scores")
+        expected = sha256_bytes(bundle_file(i, example, original)[1])
+        if p.get("sha256") != expected:
+            raise DataError(f"device result {i} ({example.id}) is for an image with sha256 {str(p.get('sha256'))[:12]}…, this "
+                            f"run's held-out image is {expected[:12]}…: the device evaluated other bytes (or results of an "
+                            "earlier edge, which recorded none); run `edge evaluate` on a new bundle")
     return {"file": str(path), "model": model_key, "backend": results.get("backend"), "edgetpu": bool(results.get("edgetpu")),
             "scores": [p["scores"] for p in predictions]}
 
@@ -329,8 +337,6 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
     """The held-out images byte for byte as stored (a JPEG stays that JPEG, so the device decodes and
     resizes it itself), the labels, the run's int8 and Edge TPU models with their sidecars, and a
     manifest with the models' sha256 and the pixel contract."""
-    from PIL import Image
-
     run_dir, bundle_dir = Path(run_dir), Path(bundle_dir)
     if bundle_dir.exists() and any(bundle_dir.iterdir()):
         raise PipelineError(f"bundle folder {bundle_dir} is not empty; expected a new or empty folder")
@@ -343,15 +349,9 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
         (staging / "heldout").mkdir(parents=True)
         entries = []
         for i, (example, original) in enumerate(zip(heldout.examples, heldout.originals)):
-            if isinstance(original, np.ndarray):
-                # An array data set has no file: PNG keeps its pixels exactly.
-                name = f"heldout/{i:05d}.png"
-                Image.fromarray(original).save(staging / name)
-            else:
-                name = f"heldout/{i:05d}{_suffix(example.id, original)}"
-                (staging / name).write_bytes(original)
-            entries.append({"file": name, "id": example.id, "label": example.label,
-                            "sha256": sha256_bytes((staging / name).read_bytes())})
+            name, data = bundle_file(i, example, original)
+            (staging / name).write_bytes(data)
+            entries.append({"file": name, "id": example.id, "label": example.label, "sha256": sha256_bytes(data)})
         write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": run.labels, "images": entries})
         write_text_atomic(staging / "labels.txt", "\n".join(run.labels) + "\n")
         device_artifacts = {}
@@ -369,6 +369,20 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
         write_json_atomic(staging / "manifest.json", {"schema_version": run.manifest["schema_version"], "labels": run.labels,
                                                       "preprocessing": run.contract, "artifacts": device_artifacts})
     return bundle_dir
+
+
+def bundle_file(i: int, example: data_mod.Example, original: Any) -> Tuple[str, bytes]:
+    """Held-out image `i` as the bundle holds it: (path in the bundle, bytes). The stored bytes as they are;
+    an array data set, which has no file, as a PNG (lossless, and the same bytes for the same pixels)."""
+    if isinstance(original, np.ndarray):
+        import io
+
+        from PIL import Image
+
+        out = io.BytesIO()
+        Image.fromarray(original).save(out, format="PNG")
+        return f"heldout/{i:05d}.png", out.getvalue()
+    return f"heldout/{i:05d}{_suffix(example.id, original)}", original
 
 
 _FORMAT_SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "BMP": ".bmp", "WEBP": ".webp"}

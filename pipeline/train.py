@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional, Tuple
 
@@ -124,6 +124,23 @@ _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "
                 "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
                 "fine_tune_learning_rate": (int, float), "cache_mb": int}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
+
+
+def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Path] = None) -> TrainConfig:
+    """The TrainConfig the command line asks for: a JSON file's fields (when given) with the options on
+    top; `schedule` holds the learning-rate options, merged into the file's schedule. None = not given."""
+    schedule = {k: v for k, v in schedule.items() if v is not None}
+    try:
+        if config_file:
+            config = config_from_file(config_file, options)
+            if schedule:
+                config = replace(config, schedule=WarmupSchedule(**{**config.schedule.as_dict(), **schedule}))
+            return config
+        if not options.get("data"):
+            raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
+        return TrainConfig(**{k: v for k, v in options.items() if v is not None}, schedule=WarmupSchedule(**schedule))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from err
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
@@ -422,6 +439,8 @@ def _evaluate(model, heldout_ds, batch_size: int, steps: int) -> Dict[str, float
 
 def _write_run(run: Run, model, labels, history) -> None:
     """The models, labels and history with the manifest that records them, in one transaction."""
+    for stale in run.dir.glob(".save-*"):  # left by a process killed while saving (this one holds the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     scratch = Path(tempfile.mkdtemp(prefix=".save-", dir=run.dir))  # same file system: moved in by rename
     try:
         _save_models(model, scratch / "saved_model", scratch / "keras_model.keras")

@@ -15,7 +15,6 @@ from pipeline.errors import PipelineError
 # int16 is refused too: the Edge TPU has no 16-bit path, and 16x8 quantization is not what we asked for.
 INTEGER_DTYPES = ("int8", "uint8", "int32")
 # Ops that only exist to move between float and integer, or between uint8 and int8.
-_CONVERSION_OPS = ("QUANTIZE", "DEQUANTIZE")
 
 
 class VerificationError(PipelineError):

@@ -9,7 +9,9 @@ import hashlib
 import os
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -77,6 +79,7 @@ def replacing(contents: Dict[Path, Union[bytes, Path]], removing: Sequence[Path]
     """
     staged: List[Tuple[Path, Path]] = []  # (final, new content's temporary name)
     done: List[Tuple[Path, Optional[Path]]] = []  # (final, the old content's second name or None)
+    made = sorted({d for final in contents for d in Path(final).parents if not d.exists()}, key=lambda d: -len(d.parts))
     try:
         for final, data in contents.items():
             staged.append((Path(final), Path(data) if isinstance(data, Path) else write_temp_sibling(final, data)))
@@ -99,6 +102,11 @@ def replacing(contents: Dict[Path, Union[bytes, Path]], removing: Sequence[Path]
         for _, tmp in staged:
             if isinstance(tmp, Path) and tmp.name.endswith(".tmp") and tmp.is_file():
                 tmp.unlink(missing_ok=True)  # a temporary sibling this function wrote
+        for folder in made:  # folders made for the new files, deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
         raise
     for _, backup in done:
         _remove(backup)
@@ -148,3 +156,23 @@ def _remove(path: Optional[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the body is done, then take effect as usual: a rename sequence and its
+    roll-back are not cut in half. Python runs signal handlers in the main thread only, so swapping the
+    handlers there holds them whichever thread the OS delivered the signal to."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: List[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if received:
+            os.kill(os.getpid(), received[0])  # delivered now, to the handler it was meant for

@@ -21,6 +21,7 @@ from typing import Dict, Iterator, Tuple
 from filelock import FileLock, Timeout
 
 from pipeline.errors import RunBusy
+from pipeline.rundir.manifest import MANIFEST_NAME
 
 LOCK_NAME = ".lock"
 HOLDER_NAME = ".lock.holder.json"
@@ -41,6 +42,7 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
             _held[run_dir] = (lock, _held[run_dir][1] - 1)
         return
     created = not run_dir.exists()
+    lock_is_new = created or not (run_dir / LOCK_NAME).exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
     try:
@@ -51,25 +53,35 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
     _held[run_dir] = (lock, 1)
     holder = run_dir / HOLDER_NAME
     try:
-        holder.write_text(json.dumps({"stage": stage, "pid": os.getpid(), "host": socket.gethostname(),
-                                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        _name_holder(holder, stage)
         yield
     finally:
         del _held[run_dir]
         holder.unlink(missing_ok=True)
         lock.release()
-        if created:
-            _remove_if_only_the_lock(run_dir)
+        if lock_is_new:
+            _leave_no_trace(run_dir, created)
 
 
-def _remove_if_only_the_lock(run_dir: Path) -> None:
-    """A folder this hold made, in which the stage wrote nothing, is not left behind."""
+def _leave_no_trace(run_dir: Path, created: bool) -> None:
+    """Where the stage made no run (train failed before writing one), the lock file it brought goes again,
+    and so does a folder the hold made that is now empty: a user's folder is left as it was."""
     try:
-        if {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+        if not (run_dir / MANIFEST_NAME).exists():
             (run_dir / LOCK_NAME).unlink(missing_ok=True)
+        if created and not any(run_dir.iterdir()):
             run_dir.rmdir()
     except OSError:
-        pass  # already gone (train removes a run that never finished an epoch), or not empty after all
+        pass  # already gone (train removes a run that never finished an epoch)
+
+
+def _name_holder(holder: Path, stage: str) -> None:
+    info = {"stage": stage, "pid": os.getpid(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        holder.write_text(json.dumps(info))
+    except OSError as err:  # a full disk fails in write(), which names no file
+        raise OSError(err.errno, err.strerror, str(holder)) from err
 
 
 def _holder(run_dir: Path) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from pipeline.errors import ManifestError
 from pipeline.rundir import lock, manifest as manifest_io
-from pipeline.rundir.files import replacing, sha256_of
+from pipeline.rundir.files import replacing, sha256_of, signals_held
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class Transaction:
                 path = self.run.dir / artifacts[key]["path"]
                 removing += [path, path.with_name(path.name + ".json")]
         manifest = dict(self.run.manifest, artifacts=dict(artifacts))
-        with replacing(self._contents, removing):
+        with signals_held(), replacing(self._contents, removing):
             for key in self._forget:
                 manifest["artifacts"].pop(key, None)
             for key, (path, facts) in self._records.items():
@@ -216,6 +216,7 @@ class Transaction:
 @contextmanager
 def writing(run_dir: Path, stage: str) -> Iterator[Run]:
     """Hold RUN's writer lock for the stage's whole life and open the run once the lock is held."""
+    Run.open(run_dir)  # a folder that is not a run is refused before anything is put in it
     with lock.hold(run_dir, stage):
         yield Run.open(run_dir)
 

@@ -1,0 +1,300 @@
+"""The faults real work brings, each on a real run in a real subprocess: a second writer, a full disk,
+Ctrl-C and SIGTERM at any moment, a kill between training and writing. Each case ends with the same
+check: every artifact the manifest records exists with its sha256, and no temporary file is left.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import pytest
+
+from tests.helpers import REPO, quiet_env, tree_snapshot
+
+pytestmark = pytest.mark.host
+
+# Every stage that writes a run it did not create, as a user types it (RUN is filled in).
+WRITERS = {
+    "export": ["export", "RUN"],
+    "export --int8": ["export", "RUN", "--int8", "--calibration-samples", "50"],
+    "compile --check-only": ["compile", "RUN", "--check-only"],
+    "parity": ["parity", "RUN"],
+}
+TEMPORARY = (".tmp", ".old")
+
+
+def start(args: List[str], run_dir: Path, env: Optional[dict] = None) -> subprocess.Popen:
+    args = [str(run_dir) if a == "RUN" else a for a in args]
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=env or quiet_env())
+
+
+def finish(process: subprocess.Popen, timeout: float = 300):
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def assert_whole(run_dir: Path) -> None:
+    """Every artifact the manifest records exists with its sha256; nothing temporary is left."""
+    from pipeline.rundir.files import sha256_of
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    for key, entry in manifest["artifacts"].items():
+        path = run_dir / entry["path"]
+        assert path.exists(), f"{key} is recorded as {entry['path']}, which is missing"
+        assert sha256_of(path) == entry["sha256"], f"{key} ({entry['path']}) does not match its recorded sha256"
+    leftovers = [p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")
+                 if p.name.endswith(TEMPORARY) or p.name.startswith((".save-", ".compile-")) or p.name == ".lock.holder.json"]
+    assert leftovers == []
+
+
+def assert_clean_message(code: int, err: str, expected_codes) -> None:
+    assert code in expected_codes, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+
+
+def wait_for(predicate: Callable[[], bool], process: subprocess.Popen, timeout: float = 120, step: float = 0.002) -> bool:
+    """Poll until `predicate` holds (True) or the process ends (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if process.poll() is not None:
+            return predicate()
+        time.sleep(step)
+    raise AssertionError("timed out waiting")
+
+
+@pytest.fixture
+def run_copy(exported_run, tmp_path):
+    dst = tmp_path / "run"
+    shutil.copytree(exported_run, dst)
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer per run
+
+
+@pytest.mark.parametrize("holder", list(WRITERS))
+def test_a_second_writer_is_refused_while_the_first_completes(run_copy, holder):
+    """`holder` is stopped (SIGSTOP) as soon as it holds the lock; every other writing stage, started then, is refused
+    at once naming it; `holder`, continued, completes."""
+    first = start(WRITERS[holder], run_copy)
+    assert wait_for(lambda: (run_copy / ".lock.holder.json").exists(), first), "the first stage never took the lock"
+    first.send_signal(signal.SIGSTOP)
+    try:
+        holder_info = json.loads((run_copy / ".lock.holder.json").read_text())
+        assert holder_info["pid"] == first.pid
+        others = {name: start(args, run_copy) for name, args in WRITERS.items()}
+        for name, process in others.items():
+            code, out, err = finish(process)
+            assert_clean_message(code, err, {1})
+            assert "is being written by" in err and f"process {first.pid}" in err, (name, err[-2000:])
+    finally:
+        first.send_signal(signal.SIGCONT)
+    code, out, err = finish(first)
+    assert code in ({0, 1} if holder == "parity" else {0}), err[-2000:]  # parity may fail its gate, having written
+    assert_whole(run_copy)
+
+
+def test_two_trainings_into_one_new_folder(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", "digits", "--out", "RUN", "--image-size", "16", "--epochs", "1"]
+    first = start(args, run_dir)
+    assert wait_for(lambda: (run_dir / ".lock.holder.json").exists(), first)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        code, out, err = finish(start(args, run_dir))
+        assert_clean_message(code, err, {1})
+        assert "pipeline train" in err and f"process {first.pid}" in err
+    finally:
+        first.send_signal(signal.SIGCONT)
+    code, out, err = finish(first)
+    assert code == 0, err[-2000:]
+    assert_whole(run_dir)
+
+
+def test_a_lock_left_by_a_dead_process_does_not_block(run_copy):
+    process = start(WRITERS["export"], run_copy)
+    assert wait_for(lambda: (run_copy / ".lock.holder.json").exists(), process)
+    process.kill()
+    process.wait()
+    code, out, err = finish(start(WRITERS["export"], run_copy))
+    assert code == 0, err[-2000:]
+    assert_whole(run_copy)
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs mount to fill (root only); else None and the test injects ENOSPC at the writer instead."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True).returncode == 0
+    yield mount if ok else None
+    if ok:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(mount: Path, leave: int) -> None:
+    """Leave about `leave` bytes free on the file system at `mount`."""
+    stat = os.statvfs(mount)
+    free = stat.f_bavail * stat.f_frsize
+    with open(mount / "filler", "wb") as f:
+        f.truncate(0)
+        f.write(b"\0" * max(0, free - leave))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _full_disk_env() -> dict:
+    """The fallback where no tmpfs can be mounted: a TEST DOUBLE of a full disk. Every temporary file the project's
+    one atomic writer makes raises ENOSPC, as a real full disk does at that point."""
+    hook = REPO / "tests" / "doubles" / "full_disk"
+    return quiet_env(PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+@pytest.mark.parametrize("stage", ["export --int8", "compile --check-only", "parity"])
+def test_a_full_disk_ends_in_one_message_and_leaves_the_run_as_it_was(run_copy, small_disk, stage):
+    if small_disk is not None:
+        run_dir = small_disk / "run"
+        shutil.copytree(run_copy, run_dir)
+        if stage == "compile --check-only":
+            (run_dir / "edgetpu.json").unlink(missing_ok=True)  # nothing to compare a new report with
+        _fill(small_disk, leave=8192)  # tmpfs gives whole 4 KiB pages: room for the lock's note, not for the stage's files
+        env = None
+    else:
+        run_dir, env = run_copy, _full_disk_env()
+    before = tree_snapshot(run_dir)
+    code, out, err = finish(start(WRITERS[stage], run_dir, env))
+    assert_clean_message(code, err, {1})
+    assert "No space left on device (ENOSPC)" in err and str(run_dir) in err, err[-2000:]
+    after = tree_snapshot(run_dir)
+    after.pop("filler", None), before.pop("filler", None)
+    assert after == before
+    assert_whole(run_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C and SIGTERM
+
+
+def _moments(stage: str):
+    """(when, signal) pairs: early (during start-up), in the middle (the stage has begun its work), while writing
+    (a temporary file of the transaction has appeared), the two signals taking turns."""
+    yield "early", signal.SIGINT
+    yield "middle", signal.SIGTERM
+    yield "writing", signal.SIGINT if stage != "parity" else signal.SIGTERM
+
+
+def _temporary_in(run_dir: Path) -> bool:
+    return any(p.name.endswith(".tmp") or p.name.startswith(".save-") for p in run_dir.rglob(".*"))
+
+
+@pytest.mark.parametrize("stage", list(WRITERS))
+def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_again(run_copy, stage):
+    for when, sig in _moments(stage):
+        before = tree_snapshot(run_copy)
+        process = start(WRITERS[stage], run_copy)
+        if when == "early":
+            time.sleep(1.0)  # past Python's own start-up, into the command's imports
+        elif when == "middle":
+            wait_for(lambda: (run_copy / ".lock.holder.json").exists(), process)
+        else:
+            wait_for(lambda: _temporary_in(run_copy), process)
+        process.send_signal(sig)
+        code, out, err = finish(process)
+        expected = {130 if sig == signal.SIGINT else 143, 1} | ({0} if when == "writing" else set())
+        assert_clean_message(code, err, expected | ({1} if stage == "parity" else set()))
+        if code in (130, 143):
+            assert ("interrupted" if sig == signal.SIGINT else "terminated") in err
+        if code in (130, 143) and when != "writing":
+            # Before its transaction a stage has changed nothing. While writing, a signal waits for the
+            # transaction (signals_held), so the run is whole either way: as it was, or as the stage wrote it.
+            after = tree_snapshot(run_copy)
+            after.pop(".lock", None), before.pop(".lock", None)
+            assert after == before, f"{stage} stopped {when} changed the run"
+        assert_whole(run_copy)
+    code, out, err = finish(start(WRITERS[stage], run_copy))
+    assert code in ({0, 1} if stage == "parity" else {0}), err[-2000:]
+    assert_whole(run_copy)
+
+
+def test_training_interrupted_resumes_from_its_last_epoch(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", "digits", "--out", "RUN", "--image-size", "16", "--epochs", "3"]
+    process = start(args, run_dir)
+    wait_for(lambda: (run_dir / ".train_state" / "history.json").exists(), process)
+    process.send_signal(signal.SIGTERM)
+    code, out, err = finish(process)
+    assert_clean_message(code, err, {143})
+    assert (run_dir / ".train_state" / "history.json").exists()
+    code, out, err = finish(start(args, run_dir))
+    assert code == 0, err[-2000:]
+    assert "resuming from epoch" in out
+    assert_whole(run_dir)
+
+
+def test_a_kill_between_training_and_writing_finishes_without_training_again(tmp_path):
+    """A preempted machine: SIGKILL after the last epoch, before the run is written; the same command then
+    writes the run from the last checkpoint, training no epoch."""
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", "digits", "--out", "RUN", "--image-size", "16", "--epochs", "2"]
+    process = start(args, run_dir)
+    lines = []
+    for line in process.stdout:  # "held-out: ..." is printed after fit and evaluation, before writing
+        lines.append(line)
+        if line.startswith("held-out:"):
+            process.kill()
+            break
+    process.wait()
+    assert any(line.startswith("held-out:") for line in lines), "".join(lines)
+    assert not (run_dir / "manifest.json").exists()
+    history = json.loads((run_dir / ".train_state" / "history.json").read_text())
+    assert [e["epoch"] for e in history] == [1, 2]
+    code, out, err = finish(start(args, run_dir))
+    assert code == 0, err[-2000:]
+    assert "resuming from epoch 2 of 2" in out
+    assert "epoch 1/2" not in out and "epoch 2/2" not in out, out  # no epoch was trained again
+    assert json.loads((run_dir / "history.json").read_text()) == history
+    assert_whole(run_dir)
+
+
+@pytest.mark.parametrize("code_in", [errno.EROFS, errno.EACCES])
+def test_other_os_errors_name_the_path_and_the_reason(run_copy, code_in):
+    """A read-only or forbidden run folder: one message, exit 1, nothing changed."""
+    if os.geteuid() == 0 and code_in == errno.EACCES:
+        pytest.skip("root ignores file permissions; the read-only mount case covers a refused write")
+    if code_in == errno.EROFS:
+        mount = run_copy.parent / "ro"
+        mount.mkdir()
+        if subprocess.run(["mount", "--bind", str(run_copy), str(mount)], capture_output=True).returncode != 0:
+            pytest.skip("cannot bind-mount here (not root); the full-disk tests cover a refused write")
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
+        target = mount
+    else:
+        os.chmod(run_copy, 0o555)
+        target = run_copy
+    try:
+        before = tree_snapshot(target)
+        code, out, err = finish(start(WRITERS["export"], target))
+        assert_clean_message(code, err, {1})
+        assert str(target) in err and os.strerror(code_in) in err, err[-2000:]
+        assert tree_snapshot(target) == before
+    finally:
+        if code_in == errno.EROFS:
+            subprocess.run(["umount", "-l", str(target)], check=False)
+        else:
+            os.chmod(run_copy, 0o755)
