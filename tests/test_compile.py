@@ -1,11 +1,12 @@
 """`pipeline compile`: the pre-flight report, the compiler call, and the check of what it wrote.
 
 The real edgetpu_compiler is not installable here (x86-64 Linux from Coral's apt repository).
-tests/doubles/edgetpu_compiler_double.py stands in for it and only hands back what the real one
-made: for the CPU models in ../shared/reference/coral/ their real compiled twins, for anything else
-a failure. So the runs compiled here hold a reference CPU model as their int8 model, and the tests
-check what the stage derives from the real compiled files. `test_real_compiler` runs only where
-the real compiler is on PATH.
+tests/doubles/edgetpu_compiler_double.py stands in for it: the models it writes are real (for the
+CPU models in ../shared/reference/coral/ their compiled twins, made by Google's compiler; for
+anything else a failure), its console text and .log are made up (and say so). So the runs compiled
+here hold a reference CPU model as their int8 model, and the tests check what the stage derives
+from the real compiled files, never the double's text. `test_real_compiler` runs only where the
+real compiler is on PATH.
 """
 from __future__ import annotations
 
@@ -115,9 +116,27 @@ def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == manifest["model"]["image_size"]
     assert sidecar["preprocessing"] == manifest["preprocessing"]  # the device feeds the compiled model by the same contract
     report = json.loads((run_copy / "edgetpu.json").read_text())
-    assert report["compiler"]["version"] == "16.0.384591198"
+    assert report["compiler"]["path"] == str(compiler)
+    # The twin keeps no op outside edgetpu-custom-op; the double's (made-up) log table was found and read.
     assert report["compiled"][0]["cpu_ops"] == [] and report["compiled"][0]["log_table_read"]
     assert report["disagreements"] == []
+
+
+def test_the_double_says_its_text_is_made_up(tmp_path):
+    """Its console and .log name no real compiler version and say in their first line that no compiler ran."""
+    import re
+    import subprocess
+
+    model = tmp_path / "m.tflite"
+    shutil.copyfile(REFERENCE / f"{FULL}.tflite", model)
+    result = subprocess.run([sys.executable, str(DOUBLE), "-s", "-o", str(tmp_path), "-t", "180", str(model)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "m_edgetpu.tflite").read_bytes() == (REFERENCE / f"{FULL}_edgetpu.tflite").read_bytes()
+    for text in (result.stdout, (tmp_path / "m_edgetpu.log").read_text()):
+        first = text.splitlines()[0]
+        assert "TEST DOUBLE" in first and "no compiler ran" in first and "made up" in first
+        assert not re.search(r"Edge TPU Compiler version \d", text)  # a compiler's version would claim a compiler ran
 
 
 def test_partial_mapping_is_read_from_the_compiled_file(tmp_path, double):
@@ -187,6 +206,7 @@ def test_model_the_compiler_cannot_compile_leaves_the_run_as_it_was(tmp_path, do
     before = (run_copy / "manifest.json").read_bytes()
     result = _compile(run_copy, "--compiler", compiler)
     assert result.exit_code == 1
+    # "Compilation failed!" is the real compiler's own last line for a failure without a reason (EDGETPU.md 6).
     assert "edgetpu_compiler exited with code 1" in result.output and "Compilation failed!" in result.output
     _assert_nothing_compiled(run_copy)
     assert (run_copy / "manifest.json").read_bytes() == before

@@ -1,10 +1,50 @@
-"""The edgetpu_compiler console and .log parser, on text laid out like the real compiler's output
-(layouts from shared/EDGETPU.md section 6; the texts here are written for these tests)."""
+"""The edgetpu_compiler console and .log parser: on the real compiler's output quoted verbatim in
+shared/EDGETPU.md section 6 (Examples A-C, read from that file), and on texts written for these
+tests in the same layouts (the V16/V15/V20 constants and the fatal messages below)."""
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from pipeline.edgetpu.compiler_log import parse, parse_operator_table, parse_size
+from tests.helpers import REPO
+
+EDGETPU_MD = REPO.parent / "shared" / "EDGETPU.md"
+
+
+def _real_example(letter: str) -> list:
+    """The fenced blocks of EDGETPU.md's "Example <letter>": what a real compiler printed, as quoted there."""
+    text = EDGETPU_MD.read_text()
+    section = re.search(rf"^### Example {letter} .*?$(.*?)(?=^### |^## )", text, re.S | re.M).group(1)
+    return re.findall(r"^```\n(.*?)^```", section, re.S | re.M)
+
+
+def test_real_compiler_16_console_and_log():
+    console, log = _real_example("A")  # compiler 16.0.384591198 on an EfficientDet, as printed
+    out = parse(console, log)
+    assert out.version == "16.0.384591198" and out.succeeded and out.fatal is None
+    assert (out.total_ops, out.ops_on_edgetpu, out.ops_on_cpu, out.subgraphs) == (267, 264, 3, 1)
+    assert out.on_chip_used == round(4.21 * 1024 ** 2) and out.off_chip_used == 0
+    assert out.output_model == "efficientdet_coral_v2_edgetpu.tflite"
+    assert sum(r.count for r in out.operators) == 267  # the .log's table accounts for every op
+    assert sum(r.count for r in out.operators if r.status != "Mapped to Edge TPU") == 3
+
+
+def test_real_compiler_15_table_on_the_console():
+    (console,) = _real_example("B")  # compiler 15 with -s: the table follows the counts
+    out = parse(console)
+    assert out.version == "15.0.340273435" and out.succeeded
+    assert (out.total_ops, out.ops_on_edgetpu, out.ops_on_cpu) == (294, 1, 293)
+    assert sum(r.count for r in out.operators) == 294
+    assert [r.count for r in out.operators if r.op == "QUANTIZE"] == [1, 1, 24]  # one operator, three rows
+
+
+def test_real_compiler_14_log_alone():
+    (log,) = _real_example("C")
+    out = parse("", log)
+    assert out.version == "14.1.317412892" and not out.succeeded  # a .log alone does not say the compile succeeded
+    assert (out.ops_on_edgetpu, out.ops_on_cpu) == (19, 6)
 
 V16_PARTIAL = """Edge TPU Compiler version 16.0.384591198
 Started a compilation timeout timer of 180 seconds.

@@ -18,6 +18,7 @@ from functools import lru_cache
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from tests.helpers import REPO
@@ -37,12 +38,70 @@ def _pins(extra: str, machine: str = "x86_64") -> dict:
 
 def test_gpu_extra_pins_the_host_versions_with_cuda():
     host, gpu = _pins("host"), _pins("gpu")
-    assert gpu["tensorflow"].extras == {"and-cuda"}
-    assert str(gpu["tensorflow"].specifier) == str(host["tensorflow-cpu"].specifier) == "==2.21.0"
+    assert gpu["tensorflow"].extras == {"and-cuda"} and host["tensorflow"].extras == set()
+    assert str(gpu["tensorflow"].specifier) == str(host["tensorflow"].specifier) == "==2.21.0"
     for name, req in host.items():
-        if name != "tensorflow-cpu":
-            assert str(gpu[name].specifier) == str(req.specifier), name
-    assert set(gpu) == (set(host) - {"tensorflow-cpu"}) | {"tensorflow"}
+        assert str(gpu[name].specifier) == str(req.specifier), name
+    assert set(gpu) == set(host)
+
+
+# Distributions that each install the `tensorflow` package itself (site-packages/tensorflow/): any two
+# of them in one environment overwrite each other's files. Add-ons (tensorflow-model-optimization,
+# tensorflow-io, ...) install other packages and are not in this list.
+TENSORFLOW_BUILDS = {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tensorflow-macos",
+                     "tensorflow-tpu", "tensorflow-aarch64", "tensorflow-cpu-aws", "tensorflow-rocm", "tf-nightly",
+                     "tf-nightly-cpu"}
+
+
+
+def _installed_requirements(name: str) -> list:
+    """Requires-Dist of the installed `name` (no extras), which must be the release the extras pin."""
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [r for r in (dist.requires or []) if "extra ==" not in r and "extra==" not in r]
+
+
+def _tensorflow_builds(requirements: list, machine: str) -> set:
+    """The TensorFlow builds a set of requirements brings in on `machine`: named by them, or required,
+    at any depth, by what they name (read from this environment's metadata of the pinned releases)."""
+    builds, seen, todo = set(), set(), [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen or not _applies(req, machine):
+            continue
+        seen.add(name)
+        if name in TENSORFLOW_BUILDS:
+            builds.add(name)
+            continue  # a build's own requirements are TensorFlow's dependencies, not another build
+        try:
+            installed = importlib.metadata.distribution(name).version
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        assert not req.specifier or req.specifier.contains(installed, prereleases=True), \
+            f"{name} {installed} is installed, the extra pins {req.specifier}: its metadata is not the pinned release's"
+        todo += [Requirement(r) for r in _installed_requirements(name)]
+    return builds
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64", "arm64"])
+@pytest.mark.parametrize("extras", [("host",), ("gpu",), ("host", "gpu")], ids="+".join)
+def test_extras_bring_exactly_one_tensorflow_build(extras, machine):
+    """tf-keras requires `tensorflow` by name: an extra that also pins another build installs two."""
+    requirements = [r for extra in extras for r in EXTRAS[extra]]
+    assert _tensorflow_builds(requirements, machine) == {"tensorflow"}
+
+
+def test_this_environment_has_one_tensorflow_build():
+    """What a fresh `pip install -e ".[host]"` left: one distribution owns site-packages/tensorflow/."""
+    owners = sorted(d.metadata["Name"] for d in importlib.metadata.distributions()
+                    if any(f.parts[0] == "tensorflow" for f in (d.files or ())))
+    if "tensorflow-tpu" in map(canonicalize_name, owners):
+        pytest.skip("the README's TPU recipe puts tensorflow-tpu's files over `tensorflow` on purpose: " + ", ".join(owners))
+    assert len(owners) == 1, f"distributions that each install site-packages/tensorflow/: {owners}"
+    assert canonicalize_name(owners[0]) == "tensorflow"
 
 
 def test_readme_install_table_names_every_machine_and_extra():

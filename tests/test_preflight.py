@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from edge.tflite_file import cpu_ops, read_model
+from edge.tflite_file import cpu_ops, edgetpu_min_runtime_versions, read_model
 from pipeline.edgetpu import rules
 from pipeline.edgetpu.preflight import analyze, check_op, model_fatal, table
 from tests.helpers import REPO, int8_tflite
@@ -21,12 +21,12 @@ STATUSES = {rules.MAPPED, rules.MORE_THAN_ONE_SUBGRAPH, rules.NOT_SUPPORTED, rul
             rules.NOT_CONSTANT}
 
 
-def _check_only_json(model):
+def _check_only_json(model, *options):
     from click.testing import CliRunner
 
     from pipeline.cli import main
 
-    result = CliRunner().invoke(main, ["compile", str(model), "--check-only", "--json"])
+    result = CliRunner().invoke(main, ["compile", str(model), "--check-only", "--json", *options])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -52,6 +52,37 @@ def test_prediction_lists_exactly_what_the_real_compiler_left_on_the_cpu(name):
         assert fallback["op"] in expected and fallback["status"] != rules.MORE_THAN_ONE_SUBGRAPH and fallback["reason"]
 
 
+@pytest.mark.parametrize("name", PAIRS)
+def test_prediction_at_the_runtime_the_twin_declares_lists_what_the_compiler_left_on_the_cpu(name):
+    """The twin's Edge TPU package says the oldest runtime that runs it (12 for every pair here): asked
+    for that runtime, the prediction keeps on the CPU exactly the ops the twin keeps outside edgetpu-custom-op."""
+    twin = REFERENCE / f"{name}_edgetpu.tflite"
+    runtime = max(edgetpu_min_runtime_versions(twin))
+    expected = Counter(op.name for op in cpu_ops(read_model(twin)))
+    report = _check_only_json(REFERENCE / f"{name}.tflite", "--min-runtime-version", str(runtime))
+    assert report["assumed_runtime"] == runtime
+    assert Counter(o["op"] for o in report["ops"] if not o["on_edgetpu"]) == expected
+
+
+def test_every_runtime_rule_has_its_check():
+    from pipeline.edgetpu import preflight
+
+    assert set(preflight._OLD_RUNTIME_CHECKS) == set(rules.LOOSENED_AT_RUNTIME)
+
+
+def test_dilated_depthwise_maps_from_runtime_12():
+    # deeplab's twin (a runtime-12 package) maps its 2x2-dilated depthwise convolutions; Coral's
+    # table's "<=12: not supported" is kept below 12, where no twin says otherwise.
+    model = REFERENCE / "deeplabv3_mnv2_dm05_pascal_quant.tflite"
+    dilated = [op.index for op in read_model(model).ops if op.name == "DEPTHWISE_CONV_2D"
+               and (op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)) != (1, 1)]
+    assert dilated
+    at_12, at_11 = analyze(model, runtime=12).rows, analyze(model, runtime=11).rows
+    assert all(at_12[i].on_edgetpu for i in dilated)
+    first = at_11[dilated[0]]
+    assert first.status == rules.OTHER_LIMITATION and "dilated" in first.reason and "below 12" in first.reason
+
+
 def test_ops_downstream_of_a_cpu_op_stay_on_the_cpu_and_say_so():
     # deeplab's compiled twin: what reads the CPU resize's output is on the CPU too, ARG_MAX for its own reason.
     twin = read_model(REFERENCE / "deeplabv3_mnv2_dm05_pascal_quant_edgetpu.tflite")
@@ -64,11 +95,13 @@ def test_ops_downstream_of_a_cpu_op_stay_on_the_cpu_and_say_so():
     assert "reads the output of op" in off[1].reason
 
 
-def test_lstm_maps_with_its_int16_state_at_runtime_14_only():
+def test_lstm_maps_with_its_int16_state_from_runtime_12():
     model = REFERENCE / "keras_lstm_mnist_ptq.tflite"
-    assert analyze(model).fully_mapped  # what the compiled twin shows: edgetpu-custom-op only
-    lstm = next(r for r in analyze(model, runtime=13).rows if r.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
-    assert lstm.status == rules.NOT_SUPPORTED and "runtime 14+" in lstm.reason
+    # What the compiled twin shows: edgetpu-custom-op only, in a runtime-12 package.
+    assert max(edgetpu_min_runtime_versions(REFERENCE / "keras_lstm_mnist_ptq_edgetpu.tflite")) == 12
+    assert analyze(model).fully_mapped and analyze(model, runtime=12).fully_mapped
+    lstm = next(r for r in analyze(model, runtime=11).rows if r.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert lstm.status == rules.NOT_SUPPORTED and "runtime 12+" in lstm.reason  # below what any twin shows
     info = read_model(model)
     state = [info.tensor(i) for op in info.ops for i in op.inputs if i >= 0 and info.tensor(i).is_variable]
     assert {t.dtype for t in state} == {"int8", "int16"}  # the int16 cell state is what the old rule refused
@@ -187,11 +220,14 @@ def test_dequantize_in_the_middle_ends_the_edgetpu_segment():
 
 
 def test_older_runtime_leaves_quantize_on_the_cpu():
-    # QUANTIZE is in the table from runtime 13 (EDGETPU.md 2d): with -m 12 neither wrapper maps. The
-    # input's QUANTIZE stays on the CPU in front of the Edge TPU segment; the output's ends the segment.
-    result = analyze(FIXTURES / "tiny_int8.tflite", runtime=12)
+    # The 8-bit QUANTIZE maps from runtime 12 (the reference twins, runtime-12 packages, map it; Coral's
+    # table says 13): at runtime 12 both wrappers map, with -m 11 neither does. The input's QUANTIZE
+    # stays on the CPU in front of the Edge TPU segment; the output's ends the segment.
+    assert analyze(FIXTURES / "tiny_int8.tflite", runtime=12).fully_mapped
+    result = analyze(FIXTURES / "tiny_int8.tflite", runtime=11)
     first, last = result.rows[0], result.rows[-1]
-    assert first.status == last.status == rules.NOT_SUPPORTED and "runtime 13+" in first.reason
+    assert first.op == last.op == "QUANTIZE"
+    assert first.status == last.status == rules.NOT_SUPPORTED and "runtime 12+" in first.reason
     assert result.first_fallback == last and result.ops_on_edgetpu == len(result.rows) - 2
 
 

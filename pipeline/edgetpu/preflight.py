@@ -11,7 +11,7 @@ paths still map. The prediction agrees with every reference pair in shared/refer
 
 QUANTIZE, decided here:
 - uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8
-  I/O, DESIGN.md): both sides 8-bit, QUANTIZE is in the table (runtime 13+), and compiler 16 logs
+  I/O, DESIGN.md): both sides 8-bit, QUANTIZE maps from runtime 12 (the reference pairs), and compiler 16 logs
   such QUANTIZE ops as "Mapped to Edge TPU" (EDGETPU.md Example A, #461 "except quantize"), so they
   are predicted mapped. Their versions are checked against the parse limit (QUANTIZE v3+ fails).
 - float32 -> int8 at a model input (float I/O): the compiler logs "Operation is otherwise
@@ -167,7 +167,7 @@ def check_op(op: OpInfo, info: ModelInfo, data: bytes, runtime: int = rules.DEFA
             return problem
     specific = _OP_CHECKS.get(op.name)
     problem = specific(op, info, data) if specific else None
-    if problem is None and runtime < rules.LOOSENED_AT_RUNTIME and op.name in _OLD_RUNTIME_CHECKS:
+    if problem is None and op.name in _OLD_RUNTIME_CHECKS and runtime < rules.LOOSENED_AT_RUNTIME[op.name]:
         problem = _OLD_RUNTIME_CHECKS[op.name](op, info, data)
     return problem
 
@@ -337,18 +337,23 @@ def _resize(op: OpInfo, info: ModelInfo, data: bytes):
 _OP_CHECKS.update(RESIZE_BILINEAR=_resize, RESIZE_NEAREST_NEIGHBOR=_resize)
 
 
-# The table's "<=12" rows (EDGETPU.md 2c/2d), applied only with --min-runtime-version 12 or lower.
+# The table's "<=12" rows (EDGETPU.md 2c/2d), applied only below rules.LOOSENED_AT_RUNTIME[op]
+# (13, or 12 where a reference twin shows the looser limit at runtime 12).
+def _older_than(op: OpInfo) -> str:
+    return f"runtimes below {rules.LOOSENED_AT_RUNTIME[op.name]}"
+
+
 def _squeeze_leading_ones(op: OpInfo, info: ModelInfo, data: bytes):
     before, after = info.tensor(op.inputs[0]).shape, info.tensor(op.outputs[0]).shape
     dropped = len(before) - len(after)
     if before[dropped:] != after or any(d != 1 for d in before[:dropped]):
-        return rules.OTHER_LIMITATION, f"SQUEEZE {list(before)} -> {list(after)} drops inner 1s; runtime <= 12 needs leading 1s only"
+        return rules.OTHER_LIMITATION, f"SQUEEZE {list(before)} -> {list(after)} drops inner 1s; {_older_than(op)} need leading 1s only"
     return None
 
 
 def _no_dilation(op: OpInfo, info: ModelInfo, data: bytes):
     if (op.options.get("dilation_h_factor", 1), op.options.get("dilation_w_factor", 1)) != (1, 1):
-        return rules.OTHER_LIMITATION, f"{op.name} is dilated; runtime <= 12 maps no dilated depthwise kernels"
+        return rules.OTHER_LIMITATION, f"{op.name} is dilated; {_older_than(op)} map no dilated depthwise kernels"
     return None
 
 
@@ -363,7 +368,7 @@ def _xy_only(position: int):
         else:
             touched = _axes(op, info, data, position) or []
         if any(a not in (1, 2) for a in touched):
-            return rules.OTHER_LIMITATION, f"{op.name} on axes {touched}; runtime <= 12 supports the x and y axes only"
+            return rules.OTHER_LIMITATION, f"{op.name} on axes {touched}; {_older_than(op)} support the x and y axes only"
         return None
     return check
 

@@ -20,7 +20,12 @@ STRIDED_SLICE_STRIDES = "Only Strided-Slice with unitary strides supported"
 NOT_CONSTANT = "Filter, bias, or other param is not constant at compile-time"
 
 # The supported-operations table (EDGETPU.md 2a), TFLite builtin names, with the lowest Edge TPU
-# runtime that maps each (2d: commonly cited, partly corroborated by the compiler's CHANGES.md).
+# runtime that maps each. Two kinds of entry:
+# - Known from the reference pairs (shared/reference/coral/): Google's compiled twins are all
+#   runtime-12 packages (the DarwiNN package's min_runtime_version, pipeline/edgetpu/compiled_check.py),
+#   so an op a twin keeps inside edgetpu-custom-op maps at runtime 12. A twin proves no lower runtime.
+# - Assumed from Coral's table (EDGETPU.md 2d: commonly cited, partly corroborated by the compiler's
+#   CHANGES.md) where no twin says otherwise.
 # Compiler 16 targets runtime 14, so all of these are in reach by default.
 SUPPORTED_OPS: Dict[str, int] = {
     **dict.fromkeys((
@@ -28,10 +33,19 @@ SUPPORTED_OPS: Dict[str, int] = {
         "L2_NORMALIZATION", "LOGISTIC", "MAXIMUM", "MAX_POOL_2D", "MEAN", "MINIMUM", "MUL", "PAD", "RELU",
         "RELU6", "RELU_N1_TO_1", "RESHAPE", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SLICE", "SOFTMAX",
         "SPACE_TO_DEPTH", "SPLIT", "SQUEEZE", "STRIDED_SLICE", "SUB", "TANH",
-    ), 10),
-    **dict.fromkeys(("EXPAND_DIMS", "PACK", "PRELU", "QUANTIZE", "SUM", "TRANSPOSE_CONV"), 13),
-    **dict.fromkeys(("UNIDIRECTIONAL_SEQUENCE_LSTM", "REDUCE_MAX", "REDUCE_MIN", "RSQRT", "SQUARED_DIFFERENCE",
-                     "TRANSPOSE"), 14),
+    ), 10),  # Coral's table: "All" (assumed; the twins show the ones they hold at runtime 12)
+    # Known, runtime 12: the 8-bit QUANTIZE at the input and the output of the pairs
+    # mobilenet_edgetpu_0.75_224_post_training_quant and keras_lstm_mnist_ptq (Coral's table and
+    # CHANGES.md, runtime 13 "Added support for ops: ... Quantize", say 13+).
+    "QUANTIZE": 12,
+    # Known, runtime 12: the pair keras_lstm_mnist_ptq maps its LSTM, int16 cell state included
+    # (Coral's table: 14+, read as "needs variable tensors", libedgetpu's runtime 14).
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": 12,
+    # Assumed, Coral's table: 13+ (CHANGES.md, runtime 13: "Added support for ops: ExpandDims, Pack,
+    # Quantize, Sum, and TransposeConv"; PReLU not corroborated).
+    **dict.fromkeys(("EXPAND_DIMS", "PACK", "PRELU", "SUM", "TRANSPOSE_CONV"), 13),
+    # Assumed, Coral's table: 14+ (TRANSPOSE was "Operation not supported" under compiler 15).
+    **dict.fromkeys(("REDUCE_MAX", "REDUCE_MIN", "RSQRT", "SQUARED_DIFFERENCE", "TRANSPOSE"), 14),
 }
 DEFAULT_RUNTIME = 14  # what compiler 16 targets (EDGETPU.md section 4: 16.0 -> runtime 14)
 
@@ -52,9 +66,19 @@ MAX_PARSED_VERSION: Dict[str, int] = {
 # the CUSTOM TFLite_Detection_PostProcess op).
 FLOAT_BY_DESIGN_OPS = ("DEQUANTIZE", "TFLite_Detection_PostProcess")
 
-# Limits that changed with runtime 13 (EDGETPU.md 2d, the table's "<=12" rows): below this runtime
-# Squeeze needs leading 1s, DepthwiseConv2d takes no dilation, Mean and Pad work on x/y only.
-LOOSENED_AT_RUNTIME = 13
+# Limits that Coral's table gives in two rows, "<=12" and "13+" (EDGETPU.md 2d): below the runtime
+# here, the "<=12" row applies (preflight._OLD_RUNTIME_CHECKS).
+LOOSENED_AT_RUNTIME: Dict[str, int] = {
+    # Known, runtime 12: the pair deeplabv3_mnv2_dm05_pascal_quant maps its three 2x2-dilated
+    # depthwise convolutions in a runtime-12 package. Coral's "<=12: dilated kernels not supported"
+    # is kept for runtimes 10 and 11, which no twin shows.
+    "DEPTHWISE_CONV_2D": 12,
+    # Assumed, Coral's table (no twin holds a SQUEEZE, MEAN or PAD): below 13, Squeeze needs leading 1s,
+    # Mean and Pad work on x/y only.
+    "SQUEEZE": 13,
+    "MEAN": 13,
+    "PAD": 13,
+}
 
 # Ops whose weights and biases (inputs 1 and 2) must be constant (model requirements, section 1).
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
@@ -74,8 +98,8 @@ EIGHT_BIT = ("int8", "uint8")
 # Variable tensors (the state an LSTM keeps between invocations) may be int16: TFLite's int8
 # UNIDIRECTIONAL_SEQUENCE_LSTM keeps its cell state in int16, and the reference pair
 # keras_lstm_mnist_ptq shows the compiler mapping such an LSTM with the int16 state as an input of
-# edgetpu-custom-op. Variable tensors arrived with runtime 14 (libedgetpu runtime_version.h,
-# kCoralGrouperRelease = 14 "Support for variable tensors", EDGETPU.md section 2d).
+# edgetpu-custom-op, in a runtime-12 package (although libedgetpu's runtime_version.h names runtime 14,
+# kCoralGrouperRelease, "Support for variable tensors", EDGETPU.md section 2d).
 STATE_DTYPES = ("int8", "uint8", "int16")
 
 # A bilinear resize from a 1x1 image is a broadcast of one pixel. The reference pair

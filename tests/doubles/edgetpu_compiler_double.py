@@ -1,15 +1,20 @@
 """A TEST DOUBLE for Google's edgetpu_compiler: NOT the real compiler, and it compiles nothing.
 
-It only hands back what the real compiler made. Given a model whose bytes equal a CPU model
-`X.tflite` in shared/reference/coral/, it writes that model's real compiled twin
-`X_edgetpu.tflite` (made by Google's edgetpu_compiler) as `<name>_edgetpu.tflite`, with console
-text and a `.log` in compiler 16's layout (EDGETPU.md section 6). What it prints is counted from
-the two real files with the `tflite` package: total ops = the CPU model's, ops on the CPU = the
-twin's ops other than edgetpu-custom-op. Per-op statuses of CPU ops are not in any file, so for a
-twin that keeps ops on the CPU the .log carries no operator table rather than invented statuses.
+Only the model it writes is real. Given a model whose bytes equal a CPU model `X.tflite` in
+shared/reference/coral/, it writes that model's real compiled twin `X_edgetpu.tflite` (made by
+Google's edgetpu_compiler) as `<name>_edgetpu.tflite`.
+
+Its console text and `.log` are MADE UP, and both say so in their first line: no compiler printed
+them. They follow compiler 16's layout (EDGETPU.md section 6) so that the stage's parser reads them,
+with the version `test-double` (not a real compiler's), the double's own run time, and counts read
+from the two real files with the `tflite` package: total ops = the CPU model's, ops on the CPU =
+the twin's ops other than edgetpu-custom-op. Per-op statuses of CPU ops are not in any file, so
+only a twin that keeps no op on the CPU gets an operator table (every op "Mapped to Edge TPU", what
+the twin shows); a twin that keeps ops on the CPU gets a .log without a table. No test may take
+this text for a compiler's: tests assert on the real files and on what the stage does.
 
 Any other model (and any `-n` request: there are no segmented twins of the reference models) fails
-as the real compiler does when it gives no reason: "Compilation failed!", exit 1.
+with the two lines the real compiler prints when it gives no reason (EDGETPU.md section 6), exit 1.
 
 EDGETPU_DOUBLE_MODE picks a fault for tests of the stage's refusals:
   hang       sleeps far past any timeout
@@ -25,7 +30,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-HEADER = "Edge TPU Compiler version 16.0.384591198\nStarted a compilation timeout timer of {t} seconds.\n"
+# The first line of everything the double prints or writes: what follows was not printed by a compiler.
+MADE_UP = ("TEST DOUBLE of edgetpu_compiler (tests/doubles/edgetpu_compiler_double.py): no compiler ran; this text is "
+           "made up in compiler 16's layout{extra}.\n")
+VERSION = "test-double"  # what it gives as the compiler version: no real compiler has this one
+HEADER = "Edge TPU Compiler version " + VERSION + "\nStarted a compilation timeout timer of {t} seconds.\n"
+# The real compiler's last two lines when it fails without giving a reason (EDGETPU.md section 6).
 FAILED = "Compilation child process completed within timeout period.\nCompilation failed! "
 SUCCEEDED = "Compilation child process completed within timeout period.\nCompilation succeeded! "
 CUSTOM_OP = "edgetpu-custom-op"
@@ -64,6 +74,8 @@ def main(argv):
     out_dir = Path(argv[argv.index("-o") + 1]) if "-o" in argv else Path.cwd()
     timer = argv[argv.index("-t") + 1] if "-t" in argv else "180"
     model = Path(argv[-1])
+    started = time.monotonic()
+    print(MADE_UP.format(extra=""), end="")
     print(HEADER.format(t=timer), end="", flush=True)
     if mode == "hang":
         time.sleep(3600)
@@ -87,10 +99,13 @@ def main(argv):
         table = "Operator                       Count      Status\n\n" + "\n".join(
             f"{name:<31}{n:<11}Mapped to Edge TPU" for name, n in rows.items()) + "\n"
     log = out.with_suffix(".log")
-    head = f"Edge TPU Compiler version 16.0.384591198\nInput: {model.name}\nOutput: {out.name}\n\n"
+    real = "the input model written back" if mode == "unchanged" else f"Google's compiled twin {twin.name}"
+    head = (MADE_UP.format(extra=f"; the model beside it is a copy of {real}")
+            + f"Edge TPU Compiler version {VERSION}\nInput: {model.name}\nOutput: {out.name}\n\n")
     log.write_text(head if mode == "cut-log" else head + table)
-    print(f"\nModel compiled successfully in 412 ms.\n\nInput model: {model}\nInput size: {model.stat().st_size / 1024:.2f}KiB\n"
-          f"Output model: {out}\nOutput size: {out.stat().st_size / 1024:.2f}KiB")
+    elapsed = round((time.monotonic() - started) * 1000)  # the double's own time: it compiled nothing
+    print(f"\nModel compiled successfully in {elapsed} ms.\n\nInput model: {model}\n"
+          f"Input size: {model.stat().st_size / 1024:.2f}KiB\nOutput model: {out}\nOutput size: {out.stat().st_size / 1024:.2f}KiB")
     if mode == "cut-log":
         print(SUCCEEDED)
         return 0
