@@ -31,6 +31,7 @@ class RunConfig:
     epochs: Optional[int] = None  # None = train's default
     max_drop: float = 1.0  # parity gate: allowed top-1 drop of int8 vs float, percentage points
     min_agreement: float = 0.98  # parity gate: required top-1 agreement with the float model
+    gate_metric: str = "top1"  # parity gate: what max_drop limits, top1 | macro_f1
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -81,7 +82,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
     say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
     compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
     say("== parity")
-    result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement), run_dir)
+    result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
+                                            gate_metric=config.gate_metric), run_dir)
     say(parity.summary_table(result.report))
     for line in summary(run_dir):
         say(line)
@@ -96,7 +98,8 @@ def summary(run_dir: Path) -> List[str]:
     lines = ["", "== summary"]
     for name in ("float_savedmodel", "int8_cpu", "edgetpu"):
         if name in models:
-            lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  agreement with float {models[name]['agreement']:.4f}")
+            lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  macro-F1 {models[name]['macro_f1']:.4f}  "
+                         f"agreement with float {models[name]['agreement']:.4f}")
     edgetpu = _edgetpu_mapping(run_dir, artifacts)
     if edgetpu:
         lines.append(f"edge tpu           {edgetpu}")

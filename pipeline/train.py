@@ -29,6 +29,7 @@ import tf_keras as keras
 import models
 from edge import preprocess
 from pipeline import data as data_mod
+from pipeline.inference import class_metrics
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import transfer
@@ -219,7 +220,12 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
 
     with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
         metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
-    print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
+        # Per-class precision, recall, F1 and macro-F1 (edge.metrics): one more pass, for the top-1 answers.
+        per_class = class_metrics.heldout_report(model, heldout_ds, class_metrics.heldout_labels(train_source, val_source, split),
+                                                 config.batch_size, len(train_source.labels))
+    metrics["macro_f1"] = per_class["macro_f1"]
+    print(f"held-out: accuracy {metrics['accuracy']:.4f}, macro-F1 {metrics['macro_f1']:.4f}, loss {metrics['loss']:.4f} "
+          f"({heldout_count} examples)", flush=True)
     if not chosen.is_chief:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
         with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
@@ -263,7 +269,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "seed": config.seed,
             "config": config.as_dict(),
         },
-        "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
+        "metrics": {"heldout": metrics, "heldout_per_class": per_class, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
     with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
