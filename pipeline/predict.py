@@ -136,12 +136,13 @@ def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print
         what = f"{model_path.name} ({config.model}), one image at a time"
         decoded_by = "the pixel contract (edge.preprocess), as the device decodes"
 
-    kept = np.flatnonzero(_kept(total, problems))
+    keep = _kept(total, problems)
+    kept = np.flatnonzero(keep)
     if not len(kept):
         raise DataError(f"every one of the {total} inputs was left out (--skip-bad); nothing to write")
-    if not (scored[kept] == 1).all() or scored.sum() != len(kept):  # every input exactly once: the padding dropped, nothing lost or repeated
-        wrong = kept[scored[kept] != 1]
-        raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once "
+    wrong = np.flatnonzero(scored != keep)  # every kept input exactly once, no other: the padding dropped, nothing lost
+    if len(wrong):
+        raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once if kept, never if left out "
                             f"(the first, {_name(inputs.items[wrong[0]])}, {int(scored[wrong[0]])} times)")
     ids = [inputs.items[i].id for i in kept]
     skipped = [problems[i] for i in sorted(problems)]
