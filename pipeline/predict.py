@@ -29,7 +29,10 @@ from pipeline.rundir import manifest as manifest_mod
 from pipeline.rundir.files import write_json_atomic, write_text_atomic
 
 MODELS = {"float": "saved_model", "int8": "model_int8", "edgetpu": "model_int8_edgetpu"}  # --model -> artifact key
-DEFAULT_BATCH = 128  # global batch of the float model: 16 per core on an 8-core TPU
+# The float model's global batch when --batch-size is not given: 16 per core on a TPU (128 on a v3-8); 32 elsewhere,
+# which ran MobileNetV2 224 1.7 times as fast as 128 on a 2-core CPU (bench/results/predict.md).
+TPU_BATCH_PER_CORE = 16
+DEFAULT_BATCH = 32
 SHOWN = 10  # refused inputs named in the error; the count says how many more
 
 
@@ -41,7 +44,7 @@ class PredictConfig:
     top_k: Optional[int] = None  # add the K best classes' names and scores; None = id and label only (JSON: top 1)
     format: Optional[str] = None  # csv | json; None = json for a .json --out, else csv
     skip_bad: bool = False  # leave out and list the inputs that cannot be predicted, instead of refusing
-    batch_size: Optional[int] = None  # float: global batch (None = DEFAULT_BATCH)
+    batch_size: Optional[int] = None  # float: global batch (None = 16 per TPU core, else DEFAULT_BATCH)
     tpu: Optional[str] = None  # float: as `pipeline train --tpu` (None = TPU_NAME or no TPU)
     cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
     threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
@@ -115,9 +118,10 @@ def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print
             raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
                               "workers; unset TF_CONFIG")
         say(f"strategy: {chosen.description}")
-        if (config.batch_size or DEFAULT_BATCH) % chosen.replicas:
-            raise ConfigError(f"global batch size {config.batch_size or DEFAULT_BATCH} does not divide across "
-                              f"{chosen.replicas} replicas; expected a multiple of {chosen.replicas}")
+        batch = config.batch_size or (TPU_BATCH_PER_CORE * chosen.replicas if chosen.is_tpu else DEFAULT_BATCH)
+        if batch % chosen.replicas:
+            raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
+                              f"expected a multiple of {chosen.replicas}")
 
     inputs = unlabeled.open_inputs(config.data)
     problems = dict(inputs.problems)
@@ -126,8 +130,8 @@ def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print
     if config.model == "float":
         problems.update(_undecodable(inputs, _kept(total, problems), size, progress))
         _refuse_unless_skipping(config, inputs, problems)
-        scores, scored, load_s, seconds = _float_scores(config, chosen, model_path, inputs, _kept(total, problems), size, progress)
-        what = f"float SavedModel, global batch {config.batch_size or DEFAULT_BATCH}, {chosen.description}"
+        scores, scored, load_s, seconds = _float_scores(chosen, batch, model_path, inputs, _kept(total, problems), size, progress)
+        what = f"float SavedModel, global batch {batch}, {chosen.description}"
         decoded_by = "training's input pipeline (pipeline/data/decode.py)"
     else:
         scores, scored, load_s, seconds, bad = _tflite_scores(config, manifest, model_path, inputs, _kept(total, problems), size, progress)
@@ -191,7 +195,7 @@ def _undecodable(inputs: unlabeled.Inputs, keep: np.ndarray, size: int, progress
     return bad
 
 
-def _float_scores(config: PredictConfig, chosen, model_path: Path, inputs: unlabeled.Inputs, keep: np.ndarray, size: int,
+def _float_scores(chosen, batch: int, model_path: Path, inputs: unlabeled.Inputs, keep: np.ndarray, size: int,
                   progress: Progress) -> Tuple[np.ndarray, np.ndarray, float, float]:
     from pipeline.inference.batched import BatchedModel
 
@@ -199,8 +203,7 @@ def _float_scores(config: PredictConfig, chosen, model_path: Path, inputs: unlab
     model = BatchedModel(str(model_path), chosen)
     loaded = time.perf_counter()
     with progress(int(keep.sum()), "predicting") as update:
-        scores, scored = model.scores(unlabeled.decoded(inputs.dataset(keep), size), len(inputs.items), size,
-                                      config.batch_size or DEFAULT_BATCH, update)
+        scores, scored = model.scores(unlabeled.decoded(inputs.dataset(keep), size), len(inputs.items), size, batch, update)
     return scores, scored, loaded - started, time.perf_counter() - loaded
 
 
