@@ -87,8 +87,8 @@ def main() -> None:
                      "--image-size", str(SIZES[model]), "--epochs", "1", "--batch-size", "32")
             pipeline("export", str(run), "--int8", "--calibration-samples", "64")
             configs = {
-                "float SavedModel, batch 128": ["--model", "float", "--batch-size", "128"],
-                "float SavedModel, batch 32 (the default off a TPU)": ["--model", "float"],
+                "float SavedModel, batch 128 (the default)": ["--model", "float", "--batch-size", "128"],
+                "float SavedModel, batch 32": ["--model", "float", "--batch-size", "32"],
                 "int8 TFLite, interpreter's default threads": ["--model", "int8"],
                 "int8 TFLite, --threads 2": ["--model", "int8", "--threads", "2"],
             }

@@ -189,7 +189,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--top-k", type=int, help="add the K best classes' names and scores")
 @click.option("--format", "out_format", type=click.Choice(["csv", "json"]), help="default: json for a .json --out, else csv")
 @click.option("--skip-bad", is_flag=True, help="leave out (and list) inputs with no id, a repeated id or an undecodable image")
-@click.option("--batch-size", type=int, help="float: global batch, split across replicas (default 16 per TPU core, else 32)")
+@click.option("--batch-size", type=int, help="float: global batch, split across replicas (default 128)")
 @click.option("--tpu", help="float: TPU name, 'local' or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
 @click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")

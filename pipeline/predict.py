@@ -29,10 +29,9 @@ from pipeline.rundir import manifest as manifest_mod
 from pipeline.rundir.files import write_json_atomic, write_text_atomic
 
 MODELS = {"float": "saved_model", "int8": "model_int8", "edgetpu": "model_int8_edgetpu"}  # --model -> artifact key
-# The float model's global batch when --batch-size is not given: 16 per core on a TPU (128 on a v3-8); 32 elsewhere,
-# which ran MobileNetV2 224 1.7 times as fast as 128 on a 2-core CPU (bench/results/predict.md).
-TPU_BATCH_PER_CORE = 16
-DEFAULT_BATCH = 32
+# The float model's global batch when --batch-size is not given: 16 per core on a v3-8 TPU. On a 2-core CPU
+# neither 32 nor 128 wins for every model (bench/results/predict.md), so one default serves everywhere.
+DEFAULT_BATCH = 128
 SHOWN = 10  # refused inputs named in the error; the count says how many more
 
 
@@ -44,7 +43,7 @@ class PredictConfig:
     top_k: Optional[int] = None  # add the K best classes' names and scores; None = id and label only (JSON: top 1)
     format: Optional[str] = None  # csv | json; None = json for a .json --out, else csv
     skip_bad: bool = False  # leave out and list the inputs that cannot be predicted, instead of refusing
-    batch_size: Optional[int] = None  # float: global batch (None = 16 per TPU core, else DEFAULT_BATCH)
+    batch_size: Optional[int] = None  # float: global batch (None = DEFAULT_BATCH)
     tpu: Optional[str] = None  # float: as `pipeline train --tpu` (None = TPU_NAME or no TPU)
     cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
     threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
@@ -118,7 +117,7 @@ def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print
             raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
                               "workers; unset TF_CONFIG")
         say(f"strategy: {chosen.description}")
-        batch = config.batch_size or (TPU_BATCH_PER_CORE * chosen.replicas if chosen.is_tpu else DEFAULT_BATCH)
+        batch = config.batch_size or DEFAULT_BATCH
         if batch % chosen.replicas:
             raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
                               f"expected a multiple of {chosen.replicas}")

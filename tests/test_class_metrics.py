@@ -194,3 +194,15 @@ def test_edge_evaluate_reports_per_class_metrics_of_its_predictions(exported_run
     predicted = [int(np.argmax(p["scores"])) for p in written["predictions"]]
     _assert_matches_sklearn(written["classes"], truth, predicted, 10)
     assert f"macro-F1 {written['classes']['macro_f1']:.4f}" in result.output
+
+
+def test_pipeline_run_passes_the_gate_metric_to_parity(exported_copy):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["run", "--out", str(exported_copy), "--gate-metric", "macro_f1", "--max-drop", "100",
+                                       "--min-agreement", "0"])
+    assert result.exit_code == 0, result.output
+    assert "gate (macro-F1 drop <= 100 pp" in result.output and "macro-F1" in result.output.split("== summary")[1]
+    assert json.loads((exported_copy / "parity" / "report.json").read_text())["gate"]["metric"] == "macro_f1"
