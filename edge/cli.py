@@ -27,6 +27,7 @@ from edge.image_files import IMAGE_SUFFIXES, is_image_file
 from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
 from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels
+from edge.metrics import class_report
 from edge.model_metadata import read_metadata
 from edge.prefetch import prefetch
 from edge.preprocess import (PYCORAL_DEFAULT, Normalization, decode_scaled, describe, load_pixels, normalization,
@@ -250,6 +251,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     interpreter = opened.model.interpreter
     predictions = []
     correct = correct_k = labelled = 0
+    truth, answered = [], []  # labelled images' true and top-1 classes, for per-class precision, recall and F1
     errors = []
     loader = _pixel_loader(opened, lambda sample: sample.path)
     with click.progressbar(prefetch(samples, loader), length=len(samples), label="evaluating", file=sys.stderr) as bar:
@@ -268,6 +270,8 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
                 best = [c.id for c in top_k(scores, k=k)]
                 correct += int(best[0] == sample.label)
                 correct_k += int(sample.label in best)
+                truth.append(sample.label)
+                answered.append(best[0])
     result = {
         "schema_version": 1,
         "model": Path(model).name,
@@ -279,12 +283,15 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
         "top1_accuracy": correct / labelled if labelled else None,
         "top_k": k,
         "top_k_accuracy": correct_k / labelled if labelled else None,
+        # precision, recall, F1, support per class id and macro-F1 (edge/metrics.py: scikit-learn's definitions)
+        "classes": class_report(truth, answered, len(labels) if labels else len(predictions[0]["scores"])) if labelled else None,
     }
     if errors:  # the files left out of predictions, each with why: parity refuses a short list, naming the count
         result["errors"] = errors
     write_json_atomic(Path(out), result, indent=1)
     accuracy = "n/a (no labels)" if not labelled else f"{correct / labelled:.4f}"
-    click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "") + f"; wrote {out}")
+    click.echo(f"{len(predictions)} images, top-1 accuracy {accuracy}" + (f", top-{k} {correct_k / labelled:.4f}" if labelled and k > 1 else "")
+               + (f", macro-F1 {result['classes']['macro_f1']:.4f}" if labelled else "") + f"; wrote {out}")
     if errors:
         for entry in errors:
             click.echo(f"error: {entry['error']}", err=True)

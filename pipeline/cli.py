@@ -1,4 +1,4 @@
-"""Command line of the host side: `pipeline prepare | train | export | compile | parity | run`.
+"""Command line of the host side: `pipeline prepare | train | export | compile | parity | predict | run`.
 
 Thin by design: each command parses options, builds its stage's config and calls the stage.
 
@@ -6,6 +6,7 @@ Thin by design: each command parses options, builds its stage's config and calls
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -19,7 +20,7 @@ import click
 
 from edge.errors import EdgeError
 from pipeline.errors import PipelineError, Terminated, describe_os_error
-from pipeline.gate import GATE
+from pipeline.gate import GATE, GATE_METRICS
 
 
 def reports_errors(command):
@@ -165,14 +166,17 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
 @click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
 @click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
 @click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
+@click.option("--gate-metric", type=click.Choice(GATE_METRICS),
+              help=f"what --max-drop limits: top1 (top-1 accuracy) or macro_f1 (macro-F1 x 100) (default {GATE.metric})")
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, top_k, bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, top_k, bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     from pipeline import parity
     from pipeline.errors import ConfigError
 
-    options = {"device_results": device_results, "max_drop": max_drop, "min_agreement": min_agreement, "top_k": top_k}
+    options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
+               "min_agreement": min_agreement, "top_k": top_k}
     given = {k: v for k, v in options.items() if v is not None}
     if bundle_dir:
         if given:
@@ -190,21 +194,61 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
 
 
+@main.command("predict")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--data", "data_specs", required=True, multiple=True,
+              help="'test/*.tfrec' (records with image and id; class optional) | folder of images | image file; local or gs://; repeatable")
+@click.option("--out", required=True, help="file to write: submission.csv (Kaggle's id,label) or .json")
+@click.option("--model", type=click.Choice(["float", "int8", "edgetpu"]), default="float", show_default=True,
+              help="the SavedModel in batches, or the TFLite model as the device runs it")
+@click.option("--top-k", type=int, help="add the K best classes' names and scores")
+@click.option("--format", "out_format", type=click.Choice(["csv", "json"]), help="default: json for a .json --out, else csv")
+@click.option("--skip-bad", is_flag=True, help="leave out (and list) inputs with no id, a repeated id or an undecodable image")
+@click.option("--batch-size", type=int, help="float: global batch, split across replicas (default 128)")
+@click.option("--tpu", help="float: TPU name, 'local' or grpc://host:8470; default: $TPU_NAME")
+@click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
+@click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")
+@reports_errors
+def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads):
+    """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
+    from pipeline import predict
+
+    config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
+                                   batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads)
+    say = functools.partial(click.echo, err=True)
+    result = predict.run(config, run_dir, say=say, progress=_progressbar)
+    for line in result.skipped:
+        say(f"skipped: {line}")
+    click.echo(f"wrote {result.out}: {result.written} predictions ({result.format})"
+               + (f", {len(result.skipped)} inputs skipped" if result.skipped else ""))
+    click.echo(f"{result.images_per_second:.1f} images/s ({result.written} in {result.seconds:.2f} s, model loaded in "
+               f"{result.load_seconds:.2f} s before): {result.what}")
+
+
+@contextlib.contextmanager
+def _progressbar(total, label):
+    """A progress bar on stderr (drawn on a terminal only, as click does), handing out its update()."""
+    with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+        yield bar.update
+
+
 @main.command("run")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
 @click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits, or the reused run's")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
-@click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed top-1 drop, pp")
+@click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed drop of the gate metric, pp")
 @click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
+@click.option("--gate-metric", type=click.Choice(GATE_METRICS), default=GATE.metric, show_default=True,
+              help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agreement):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     from pipeline import end_to_end, parity
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
-                                  max_drop=max_drop, min_agreement=min_agreement)
+                                  max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric)
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))

@@ -34,6 +34,7 @@ class RunConfig:
     epochs: Optional[int] = None  # None = train's default
     max_drop: float = GATE.max_drop  # parity gate: allowed top-1 drop of int8 vs float, percentage points
     min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
+    gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -72,7 +73,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
-        result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement), run_dir)
+        result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
+                                                gate_metric=config.gate_metric), run_dir)
     say(parity.summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)
@@ -105,7 +107,8 @@ def summary(run: Run) -> List[str]:
     lines = ["", "== summary"]
     for name in ("float_savedmodel", "int8_cpu", "edgetpu"):
         if name in models:
-            lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  agreement with float {models[name]['agreement']:.4f}")
+            lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  macro-F1 {models[name]['macro_f1']:.4f}  "
+                         f"agreement with float {models[name]['agreement']:.4f}")
     edgetpu = _edgetpu_mapping(run)
     if edgetpu:
         lines.append(f"edge tpu           {edgetpu}")

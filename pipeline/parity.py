@@ -8,9 +8,10 @@ Every model sees the held-out images as the device will: the original files, dec
 by the pixel contract (edge.preprocess). The float SavedModel is the reference. The float TFLite
 model (when exported), the int8 model on the CPU interpreter and, when given, the predictions a
 device made with `edge evaluate` on the bundle are each compared with it: top-1 and top-k
-accuracy, agreement, accuracy drop, per-class deltas, score errors. The gate (--max-drop,
---min-agreement) applies to the int8 model and to the device; it counts images, so a limit sits
-exactly where the user put it. Reports go to RUN/parity/ whether the gate passes or not.
+accuracy, agreement, accuracy drop, per-class deltas, score errors, per-class precision, recall and F1
+and macro-F1 (pipeline/inference/class_metrics.py). The gate (--max-drop on top-1 accuracy, or on
+macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and to the device;
+it counts exactly, so a limit sits exactly where the user put it. Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
 from pipeline.errors import DataError, PipelineError
-from pipeline.gate import GATE
+from pipeline.gate import GATE, GATE_METRICS
+from pipeline.inference import class_metrics
 from pipeline.rundir.files import json_bytes, staged_path, write_json_atomic, write_text_atomic
 from pipeline.rundir.run import Run, writing
 
@@ -45,16 +47,19 @@ class GateFailed(PipelineError):
 class ParityConfig:
     data: Optional[str] = None  # held-out data spec replacing the run's recorded split
     device_results: Optional[Path] = None  # PREDICTIONS.json written by `edge evaluate` on a device
-    max_drop: float = GATE.max_drop  # percentage points of top-1 accuracy a gated model may lose against float
+    max_drop: float = GATE.max_drop  # percentage points of the gate metric (top-1 accuracy, or macro-F1 x 100) a gated model may lose
     min_agreement: float = GATE.min_agreement  # share of images whose top-1 must match the float model's
     top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
+    gate_metric: str = GATE.metric  # what --max-drop limits: top1 (images counted) | macro_f1 (exact, from per-class counts)
 
     def validate(self) -> None:
         if not 0 <= self.min_agreement <= 1:
             raise PipelineError(f"--min-agreement {self.min_agreement}, expected a share between 0 and 1")
         if self.max_drop < 0:
             raise PipelineError(f"--max-drop {self.max_drop}, expected percentage points >= 0")
+        if self.gate_metric not in GATE_METRICS:
+            raise PipelineError(f"--gate-metric {self.gate_metric!r}, expected one of {', '.join(GATE_METRICS)}")
 
 
 class ParityResult(NamedTuple):
@@ -112,7 +117,7 @@ def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: 
         "top_k": k,
         "models": models,
         "device": device,
-        "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
+        "gate": {"metric": config.gate_metric, "max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
                  "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
     }
 
@@ -219,6 +224,7 @@ def _compare(scores: np.ndarray, reference: np.ndarray, labels: np.ndarray, k: i
         "score_error_mean": float(error.mean()),
         "score_error_max": float(error.max()),
         "confusion": _confusion(top1, labels, num_classes).tolist(),
+        **class_metrics.compared(top1, ref_top1, labels, num_classes),
     }
 
 
@@ -240,7 +246,11 @@ def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
         if name not in models:
             continue
         m = models[name]
-        if m["drop_images"] * 100 > max_drop * m["images"]:
+        if config.gate_metric == "macro_f1":
+            if class_metrics.macro_f1_drop(m, models[REFERENCE]) * 100 > max_drop:
+                failures.append(f"{name}: macro-F1 drop {m['macro_f1_drop_pp']:.2f} pp ({models[REFERENCE]['macro_f1']:.4f} -> "
+                                f"{m['macro_f1']:.4f}) exceeds --max-drop {config.max_drop:g} pp")
+        elif m["drop_images"] * 100 > max_drop * m["images"]:
             failures.append(f"{name}: accuracy drop {m['drop_pp']:.2f} pp ({m['drop_images']} of {m['images']} images) "
                             f"exceeds --max-drop {config.max_drop:g} pp")
         if m["agree"] < min_agreement * m["images"]:
@@ -255,12 +265,14 @@ def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
 
 def summary_table(report: dict) -> str:
     k = report["top_k"]
-    rows = [f"{'model':<18} {'top-1':>7} {f'top-{k}':>7} {'agree':>7} {'drop pp':>8} {'max |Δscore|':>13}"]
+    rows = [f"{'model':<18} {'top-1':>7} {f'top-{k}':>7} {'agree':>7} {'drop pp':>8} {'macro-F1':>9} {'F1 drop pp':>10} {'max |Δscore|':>13}"]
     for name, m in report["models"].items():
-        rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} {m['score_error_max']:>13.4f}")
+        rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} "
+                    f"{m['macro_f1']:>9.4f} {m['macro_f1_drop_pp']:>10.2f} {m['score_error_max']:>13.4f}")
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
-    rows.append(f"gate (drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
+    metric = {"top1": "top-1", "macro_f1": "macro-F1"}[gate.get("metric", "top1")]
+    rows.append(f"gate ({metric} drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
                 f"{', '.join(gate['applies_to'])}): {verdict}")
     return "\n".join(rows)
 
@@ -276,7 +288,7 @@ def _markdown(report: dict) -> str:
             delta = m["per_class_delta_pp"][c]
             cells.append("n/a" if delta is None else f"{delta:+.1f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + class_metrics.markdown(report)) + "\n"
 
 
 def _plot(report: dict, names: List[str]) -> bytes:
@@ -325,7 +337,8 @@ def _write_reports(run: Run, report: dict, scores, labels, failures: List[str]) 
         t.write_file(path.with_name("report.md"), _markdown(report).encode("utf-8"))
         t.write_file(path.with_name("confusion.png"), _plot(report, names))
         t.set("parity", {"passed": not failures, "failures": failures,
-                         **{name: {"top1": m["top1"], "agreement": m["agreement"]} for name, m in report["models"].items()}})
+                         **{name: {"top1": m["top1"], "macro_f1": m["macro_f1"], "agreement": m["agreement"]}
+                            for name, m in report["models"].items()}})
     return path.parent
 
 

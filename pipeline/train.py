@@ -30,6 +30,7 @@ import tf_keras as keras
 import models
 from edge import preprocess
 from pipeline import data as data_mod
+from pipeline.inference import class_metrics
 from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import transfer
@@ -195,12 +196,13 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         plan = _plan(config, chosen)
         model, history, weights = _fit_resumable(config, chosen, plan, run_dir, created)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
-            metrics = _evaluate(model, plan.heldout, config.batch_size, _eval_steps(plan.heldout_count, config.batch_size))
-        print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({plan.heldout_count} examples)", flush=True)
+            metrics, per_class = _evaluate(model, plan, config.batch_size)
+        print(f"held-out: accuracy {metrics['accuracy']:.4f}, macro-F1 {metrics['macro_f1']:.4f}, loss {metrics['loss']:.4f} "
+              f"({plan.heldout_count} examples)", flush=True)
         if not chosen.is_chief:
             _worker_finish(model, chosen, run_dir, created)
             return run_dir
-        record = _record(config, chosen, plan, model, weights, metrics, history)
+        record = _record(config, chosen, plan, model, weights, metrics, per_class, history)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
             _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
         shutil.rmtree(run_dir / STATE_DIR, ignore_errors=True)  # only now: a kill before this resumes, not retrains
@@ -282,7 +284,7 @@ def _remove_worker_leftovers(run_dir: Path, created: bool) -> None:
         _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
 
 
-def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, history) -> dict:
+def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, per_class, history) -> dict:
     """What the manifest records of the training run, for every later stage."""
     return {
         "model": {
@@ -319,7 +321,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, h
             "seed": config.seed,
             "config": config.as_dict(),
         },
-        "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
+        "metrics": {"heldout": metrics, "heldout_per_class": per_class, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
 
@@ -432,9 +434,16 @@ def _eval_steps(count: int, batch_size: int) -> int:
     return -(-count // batch_size)
 
 
-def _evaluate(model, heldout_ds, batch_size: int, steps: int) -> Dict[str, float]:
-    results = model.evaluate(data_mod.eval_pipeline(heldout_ds, batch_size), steps=steps, verbose=0, return_dict=True)
-    return {k: float(v) for k, v in results.items()}
+def _evaluate(model, plan: _Plan, batch_size: int):
+    """Held-out loss and accuracy, then per-class precision, recall, F1 and macro-F1 (edge.metrics) from one
+    more pass for the top-1 answers."""
+    steps = _eval_steps(plan.heldout_count, batch_size)
+    results = model.evaluate(data_mod.eval_pipeline(plan.heldout, batch_size), steps=steps, verbose=0, return_dict=True)
+    metrics = {k: float(v) for k, v in results.items()}
+    labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
+    per_class = class_metrics.heldout_report(model, plan.heldout, labels, batch_size, len(plan.train_source.labels))
+    metrics["macro_f1"] = per_class["macro_f1"]
+    return metrics, per_class
 
 
 def _write_run(run: Run, model, labels, history) -> None:

@@ -9,7 +9,7 @@ Every source becomes the same stream: (uint8 RGB image [S, S, 3], int32 label) i
 (examples.py, specs.py). Each example has an identity and a digest of its bytes; train records the
 identities (manifest `data.identity`) and every later stage refuses data whose classes or examples
 changed (identity.py). Decoding mirrors the pixel contract in pure TensorFlow (decode.py); feed.py
-batches for training and evaluation.
+batches for training and evaluation. Data to predict on, without labels, is read by unlabeled.py.
 """
 from pipeline.data.decode import training_pixels
 from pipeline.data.examples import SPLITS, Example, Source, Split, heldout_mask

@@ -1,15 +1,17 @@
 """TFRecord shards in the Kaggle TPU flowers schema (image: JPEG bytes, class: int64, id: bytes): the one
 place that reads and writes that schema. Local paths or gs:// through tf.io.gfile; class names from a
-labels.txt beside the shards, else "0".."N-1".
+labels.txt beside the shards, else "0".."N-1". `pipeline predict` reads test shards too: `id` and `image`, no
+`class` (identified_records, positioned_images).
 """
 from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from pipeline.data.decode import check_image
 from pipeline.data.examples import AUTOTUNE, Example, Source, digest
@@ -148,3 +150,38 @@ def _check_tfrecords(files: List[str]) -> Tuple[List[Example], List[int]]:
         raise DataError(f"negative class id {min(e.label for e in examples)} in {files}; expected class ids 0..N-1")
     return examples, per_file
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Predicting (`pipeline predict`): records with `image` and `id`; `class` may be missing (Kaggle's test shards) and is ignored.
+
+_IMAGE_ONLY = {"image": tf.io.FixedLenFeature([], tf.string, default_value="")}
+
+
+def identified_records(path: str) -> Iterator[Tuple[int, Optional[str], Optional[bytes]]]:
+    """(index, id, image bytes) of every record of one shard, in order; the id or the image is None when
+    the record lacks that feature. A file that is not TFRecords is a DataError naming it."""
+    index = -1
+    try:
+        for index, raw in enumerate(tf.data.TFRecordDataset(path)):
+            feature = tf.train.Example.FromString(raw.numpy()).features.feature
+            ident = feature["id"].bytes_list.value if "id" in feature else []
+            image = feature["image"].bytes_list.value if "image" in feature else []
+            yield (index, ident[0].decode("utf-8", "backslashreplace") if ident and ident[0] else None,
+                   image[0] if image else None)
+    except (tf.errors.OpError, DecodeError) as err:
+        detail = err.message.splitlines()[0] if isinstance(err, tf.errors.OpError) else str(err)
+        raise DataError(f"{path}: cannot read record {index + 1} as a TFRecord of tf.train.Example ({detail}); "
+                        "expected shards in the Kaggle TPU schema") from err
+
+
+def positioned_images(files: Sequence[str], starts: Sequence[int]) -> tf.data.Dataset:
+    """(position, image bytes) of every record of `files`, shard i's records numbered from starts[i]: shards
+    read in parallel, interleaved (the order is mixed; the positions say whose each image is)."""
+    def read(path, start):
+        return tf.data.TFRecordDataset(path).enumerate().map(lambda i, r: (start + i, r))
+
+    ds = tf.data.Dataset.from_tensor_slices((list(files), np.asarray(starts, np.int64))).interleave(
+        read, cycle_length=max(1, min(len(files), 16)), num_parallel_calls=AUTOTUNE, deterministic=True)
+    return ds.map(lambda i, r: (i, tf.io.parse_single_example(r, _IMAGE_ONLY)["image"]), num_parallel_calls=AUTOTUNE,
+                  deterministic=True)

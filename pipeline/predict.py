@@ -1,0 +1,239 @@
+"""`pipeline predict`: the run's model on data without labels, written as a Kaggle submission (CSV) or as JSON.
+
+    pipeline predict runs/flowers --data 'tfrecords-jpeg-224x224/test/*.tfrec' --out submission.csv
+    pipeline predict runs/flowers --data photos/ --out answers.json --model int8 --top-k 3
+
+--model float (the default): the SavedModel in padded batches under the strategy training would choose
+(pipeline/inference/batched.py), the images decoded by training's input pipeline (pipeline/data/decode.py).
+--model int8 | edgetpu: the exported TFLite model one image at a time, the images decoded by the pixel
+contract (edge.preprocess): what the device would answer. The output keeps each input's identity and the
+input order. An input with no id, a repeated id or an image that cannot be decoded is refused, named, and
+nothing is written; with --skip-bad it is left out and listed. The stage only reads the run: it writes --out.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ContextManager, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from edge import preprocess
+from edge.prefetch import prefetch
+from pipeline.data import unlabeled
+from pipeline.errors import ConfigError, DataError, PipelineError
+from pipeline.inference import output
+from pipeline.rundir.run import Run
+from pipeline.rundir.files import write_json_atomic, write_text_atomic
+
+MODELS = {"float": "saved_model", "int8": "model_int8", "edgetpu": "model_int8_edgetpu"}  # --model -> artifact key
+# The float model's global batch when --batch-size is not given: 16 per core on a v3-8 TPU. On a 2-core CPU
+# neither 32 nor 128 wins for every model (bench/results/predict.md), so one default serves everywhere.
+DEFAULT_BATCH = 128
+SHOWN = 10  # refused inputs named in the error; the count says how many more
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    data: Tuple[str, ...]  # data specs (unlabeled.py): TFRecord globs, folders of images, image files
+    out: str  # the file to write (local)
+    model: str = "float"  # float | int8 | edgetpu
+    top_k: Optional[int] = None  # add the K best classes' names and scores; None = id and label only (JSON: top 1)
+    format: Optional[str] = None  # csv | json; None = json for a .json --out, else csv
+    skip_bad: bool = False  # leave out and list the inputs that cannot be predicted, instead of refusing
+    batch_size: Optional[int] = None  # float: global batch (None = DEFAULT_BATCH)
+    tpu: Optional[str] = None  # float: as `pipeline train --tpu` (None = TPU_NAME or no TPU)
+    cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
+    threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
+
+    def checked(self) -> "PredictConfig":
+        if self.model not in MODELS:
+            raise ConfigError(f"--model {self.model!r}, expected one of {', '.join(MODELS)}")
+        if self.format is not None and self.format not in output.FORMATS:
+            raise ConfigError(f"--format {self.format!r}, expected one of {', '.join(output.FORMATS)}")
+        if self.out.startswith("gs://"):
+            raise ConfigError(f"--out {self.out}: predict writes a local file; write it here and copy it (gsutil cp)")
+        if Path(self.out).is_dir():
+            raise ConfigError(f"--out {self.out} is a folder; expected a file name such as submission.csv")
+        for name in ("top_k", "batch_size", "cpu_replicas", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {value}, expected 1 or more")
+        wrong = [f"--{n.replace('_', '-')}" for n in ("batch_size", "tpu", "cpu_replicas") if getattr(self, n) is not None]
+        if self.model != "float" and wrong:
+            raise ConfigError(f"{', '.join(wrong)} apply to --model float (the batched SavedModel); "
+                              f"--model {self.model} runs the TFLite model one image at a time")
+        if self.model == "float" and self.threads is not None:
+            raise ConfigError("--threads applies to the TFLite models (--model int8 or edgetpu)")
+        return self
+
+    @property
+    def out_format(self) -> str:
+        return self.format or ("json" if self.out.lower().endswith(".json") else "csv")
+
+
+class PredictResult(NamedTuple):
+    out: Path
+    format: str
+    written: int  # rows (inputs predicted)
+    skipped: List[str]  # with --skip-bad: one line per input left out, saying which and why
+    load_seconds: float  # loading the model
+    seconds: float  # reading, decoding and scoring the inputs (the throughput's time)
+    what: str  # which model answered, and how the images were decoded
+
+    @property
+    def images_per_second(self) -> float:
+        return self.written / self.seconds if self.seconds > 0 else float("inf")
+
+
+Progress = Callable[[int, str], ContextManager[Callable[[int], None]]]  # (total, label) -> context giving update(n)
+
+
+def _no_progress(total: int, label: str) -> ContextManager[Callable[[int], None]]:
+    return contextlib.nullcontext(lambda n: None)
+
+
+def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
+    """Predict every input of config.data with the run's model and write config.out. Reads the run, changes nothing in it."""
+    config = config.checked()
+    run_dir = Path(run_dir)
+    run = Run.open(run_dir)
+    labels, size = run.labels, run.image_size
+    if config.top_k is not None and config.top_k > len(labels):
+        raise ConfigError(f"--top-k {config.top_k}, the model has {len(labels)} classes; expected at most {len(labels)}")
+    key = MODELS[config.model]
+    if config.model == "edgetpu" and run.has(key):
+        run.check_compiled_is_current(key)
+    model_path = run.artifact(key)  # checks its sha256
+    chosen = None
+    if config.model == "float":
+        from pipeline.training import strategy as strategy_mod
+
+        chosen = strategy_mod.choose(config.tpu, config.cpu_replicas or 1)  # before any TF op: logical devices
+        if chosen.kind == "multi_worker_mirrored":
+            raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
+                              "workers; unset TF_CONFIG")
+        say(f"strategy: {chosen.description}")
+        batch = config.batch_size or DEFAULT_BATCH
+        if batch % chosen.replicas:
+            raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
+                              f"expected a multiple of {chosen.replicas}")
+
+    inputs = unlabeled.open_inputs(config.data)
+    problems = dict(inputs.problems)
+    _refuse_unless_skipping(config, inputs, problems)
+    total = len(inputs.items)
+    if config.model == "float":
+        problems.update(_undecodable(inputs, _kept(total, problems), size, progress))
+        _refuse_unless_skipping(config, inputs, problems)
+        scores, scored, load_s, seconds = _float_scores(chosen, batch, model_path, inputs, _kept(total, problems), size, progress)
+        what = f"float SavedModel, global batch {batch}, {chosen.description}"
+        decoded_by = "training's input pipeline (pipeline/data/decode.py)"
+    else:
+        scores, scored, load_s, seconds, bad = _tflite_scores(config, run, model_path, inputs, _kept(total, problems), size, progress)
+        problems.update(bad)
+        _refuse_unless_skipping(config, inputs, problems)
+        what = f"{model_path.name} ({config.model}), one image at a time"
+        decoded_by = "the pixel contract (edge.preprocess), as the device decodes"
+
+    keep = _kept(total, problems)
+    kept = np.flatnonzero(keep)
+    if not len(kept):
+        raise DataError(f"every one of the {total} inputs was left out (--skip-bad); nothing to write")
+    wrong = np.flatnonzero(scored != keep)  # every kept input exactly once, no other: the padding dropped, nothing lost
+    if len(wrong):
+        raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once if kept, never if left out "
+                            f"(the first, {_name(inputs.items[wrong[0]])}, {int(scored[wrong[0]])} times)")
+    ids = [inputs.items[i].id for i in kept]
+    skipped = [problems[i] for i in sorted(problems)]
+    out = Path(config.out)
+    if config.out_format == "csv":
+        write_text_atomic(out, output.csv_text(ids, scores[kept], labels, config.top_k))
+    else:
+        facts = {"run": str(run_dir), "model": config.model, "model_sha256": run.entry(key)["sha256"],
+                 "data": list(config.data), "decoded_by": decoded_by, "skipped": skipped}
+        write_json_atomic(out, output.json_object(ids, scores[kept], labels, config.top_k, facts), indent=1)
+    return PredictResult(out, config.out_format, len(kept), skipped, load_s, seconds, f"{what}; images decoded by {decoded_by}")
+
+
+def _kept(total: int, problems: Dict[int, str]) -> np.ndarray:
+    keep = np.ones(total, bool)
+    keep[list(problems)] = False
+    return keep
+
+
+def _refuse_unless_skipping(config: PredictConfig, inputs: unlabeled.Inputs, problems: Dict[int, str]) -> None:
+    if not problems or config.skip_bad:
+        return
+    named = [problems[i] for i in sorted(problems)[:SHOWN]]
+    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+    raise DataError(f"{len(problems)} of {len(inputs.items)} inputs cannot be predicted, nothing was written: "
+                    f"{'; '.join(named)}{more}. Fix them, or give --skip-bad to predict the others and list these")
+
+
+def _name(item: unlabeled.Item) -> str:
+    return item.where if item.record is None else f"{item.where} (id {item.id!r})"
+
+
+def _undecodable(inputs: unlabeled.Inputs, keep: np.ndarray, size: int, progress: Progress) -> Dict[int, str]:
+    """The kept inputs the pixel contract cannot decode (what the device would refuse, predict refuses too),
+    checked before the batched pipeline, which cannot leave an image out once it runs."""
+    def check(element):
+        position, data = element
+        preprocess.load_image(data, _name(inputs.items[position]), (size, size))  # at the contract's reduced JPEG scale
+
+    bad = {}
+    with progress(int(keep.sum()), "checking images") as update:
+        for (position, _), _, error in prefetch(inputs.encoded(keep), check):
+            if error is not None:
+                bad[position] = str(error)
+            update(1)
+    return bad
+
+
+def _float_scores(chosen, batch: int, model_path: Path, inputs: unlabeled.Inputs, keep: np.ndarray, size: int,
+                  progress: Progress) -> Tuple[np.ndarray, np.ndarray, float, float]:
+    from pipeline.inference.batched import BatchedModel
+
+    started = time.perf_counter()
+    model = BatchedModel(str(model_path), chosen)
+    loaded = time.perf_counter()
+    with progress(int(keep.sum()), "predicting") as update:
+        scores, scored = model.scores(unlabeled.decoded(inputs.dataset(keep), size), len(inputs.items), size, batch, update)
+    return scores, scored, loaded - started, time.perf_counter() - loaded
+
+
+def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: unlabeled.Inputs, keep: np.ndarray,
+                   size: int, progress: Progress) -> Tuple[np.ndarray, np.ndarray, float, float, Dict[int, str]]:
+    from pipeline.inference.device import tflite_scorer
+
+    contract = run.contract
+    norm = preprocess.normalization_from_contract(contract, "the run's manifest")
+    scaled = preprocess.decode_scaled(contract)  # the run's contract version: what its device does with these files
+    started = time.perf_counter()
+    score = tflite_scorer(model_path, config.model == "edgetpu", norm, config.threads)
+    loaded = time.perf_counter()
+
+    def pixels(element):
+        position, data = element
+        return preprocess.load_pixels(data, (size, size), name=_name(inputs.items[position]), scaled=scaled)
+
+    scores: Optional[np.ndarray] = None
+    scored = np.zeros(len(inputs.items), np.int64)
+    bad: Dict[int, str] = {}
+    with progress(int(keep.sum()), "predicting") as update:
+        for (position, _), image, error in prefetch(inputs.encoded(keep), pixels):
+            if error is not None:
+                bad[position] = str(error)
+            else:
+                row = score(image)
+                if scores is None:
+                    scores = np.full((len(inputs.items), row.size), np.nan, np.float32)
+                scores[position] = row
+                scored[position] += 1
+            update(1)
+    if scores is None:
+        scores = np.full((len(inputs.items), 0), np.nan, np.float32)
+    return scores, scored, loaded - started, time.perf_counter() - loaded, bad
