@@ -28,6 +28,7 @@ from typing import List, NamedTuple, Optional
 from edge.integrity import write_sidecar
 from edge.tflite_file import ModelFileError
 from pipeline.edgetpu import compiled_check, compiler_log, preflight
+from pipeline.report import write as write_report
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
 from pipeline.rundir.files import write_json_atomic
@@ -289,6 +290,7 @@ def _record_report(run_dir: Path, report: dict) -> Path:
     manifest = manifest_mod.load(run_dir)
     manifest_mod.record_artifact(manifest, run_dir, "edgetpu_report", path)
     manifest_mod.save(run_dir, manifest)
+    write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return path
 
 

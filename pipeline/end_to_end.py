@@ -106,6 +106,8 @@ def summary(run_dir: Path) -> List[str]:
             lines.append(f"{key:<18} {size / 1024:8.1f} KiB  {run_dir / artifacts[key]['path']}")
     lines.append(f"parity report      {run_dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
+    if (run_dir / "report.html").exists():
+        lines.append(f"report             {run_dir / 'report.html'} (one page with all of the above; open it in a browser)")
     return lines
 
 

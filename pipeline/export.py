@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from edge.integrity import sidecar_record
+from pipeline.console import native_quiet
+from pipeline.report import write as write_report
 from pipeline.rundir import manifest as manifest_lib
 from pipeline.quant import report as quant_report, verify as quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
@@ -303,6 +305,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
         if report is not None:
             manifest_lib.record_artifact(manifest, run_dir, REPORT_KEY, run_dir / REPORT_NAME)
         manifest_lib.save(run_dir, manifest)
+    write_report(run_dir)  # RUN/report.html; a failure to render only warns
 
     table = quant_report.table(report) if report else f"{spec.file_name}: {len(model_bytes):,} bytes ({spec.summary})"
     return ExportResult(
@@ -320,7 +323,8 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
 
 def _convert(converter) -> bytes:
     try:
-        return converter.convert()
+        with native_quiet():  # the converter prints "fully_quantize: ..." from C++
+            return converter.convert()
     except Exception as err:  # the converter raises ConverterError and a handful of others
         first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
         raise PipelineError(f"TFLite conversion failed: {first}") from err

@@ -27,8 +27,10 @@ from edge import preprocess
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
+from pipeline.console import native_quiet
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
+from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
 
 REFERENCE = "float_savedmodel"
@@ -99,13 +101,15 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         "device": {k2: v for k2, v in device.items() if k2 != "scores"} if device else None,
         "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
                  "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
+        "disagreements": disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples]),
     }
-    report_dir = _write_reports(run_dir, report, scores, labels, manifest["labels"])
+    report_dir = _write_reports(run_dir, report, scores, labels, manifest["labels"], images)
     manifest = manifest_mod.load(run_dir)
     manifest_mod.record_artifact(manifest, run_dir, "parity_report", report_dir / "report.json")
     manifest["parity"] = {"passed": not failures, "failures": failures,
                           **{name: {"top1": m["top1"], "agreement": m["agreement"]} for name, m in models.items()}}
     manifest_mod.save(run_dir, manifest)
+    write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return ParityResult(report_dir, report, not failures, failures)
 
 
@@ -140,7 +144,8 @@ def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalizati
     from edge.classify import get_scores, set_input
     from edge.interpreter import make_interpreter
 
-    interpreter = make_interpreter(model, edgetpu=False, threads=threads)
+    with native_quiet():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++
+        interpreter = make_interpreter(model, edgetpu=False, threads=threads)
     out = []
     for image in images:
         set_input(interpreter, image, norm)
@@ -294,7 +299,7 @@ def _plot(path: Path, report: dict, names: List[str]) -> None:
     plt.close(fig)
 
 
-def _write_reports(run_dir: Path, report: dict, scores, labels, label_names) -> Path:
+def _write_reports(run_dir: Path, report: dict, scores, labels, label_names, images) -> Path:
     """RUN/parity/ as a whole: report.json, report.md, confusion.png appear together or not at all."""
     final = run_dir / "parity"
     names = [REFERENCE] + [n for n in scores if n in GATED]
@@ -303,6 +308,7 @@ def _write_reports(run_dir: Path, report: dict, scores, labels, label_names) -> 
         write_json_atomic(staging / "report.json", report)
         write_text_atomic(staging / "report.md", _markdown(report))
         _plot(staging / "confusion.png", report, names)
+        disagreements.write_thumbnails(staging, images, report["disagreements"])
     return final
 
 

@@ -7,7 +7,7 @@ stage's file names and none works on a file that changed after it was recorded.
 
 Artifact keys in use: saved_model, keras_model, labels, history (train); model_float,
 model_int8, model_float16, model_dynamic_range, quantization_report (export); model_int8_edgetpu, edgetpu_report (compile);
-parity_report (parity).
+parity_report (parity); latency (`pipeline report --latency`).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ _PRODUCER = {
     "model_int8_edgetpu": "pipeline compile RUN",
     "edgetpu_report": "pipeline compile RUN",
     "parity_report": "pipeline parity RUN",
+    "latency": "pipeline report RUN --latency FILE",
 }
 
 
