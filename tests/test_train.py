@@ -142,7 +142,8 @@ def test_interrupted_run_resumes_and_keeps_history(tmp_path):
     history = json.loads((run_dir / "history.json").read_text())
     assert [e["epoch"] for e in history] == [1, 2, 3]
     assert history[0] == first[0]
-    assert [bool(e.get("resumed")) for e in history] == [False, True, False]  # the report marks the resume there
+    assert [bool(e.get("resumed")) for e in history] == [False, True, False]
+    assert "Resumed after an interruption before epoch 2 " in (run_dir / "report.html").read_text()
     # TensorBoard: the killed process's epoch and the resumed process's two, each once, in two sets of event files.
     scalars = tensorboard_scalars(run_dir / "logs" / "train")
     assert {step: len(values) for step, values in scalars["epoch_loss"].items()} == {0: 1, 1: 1, 2: 1}
