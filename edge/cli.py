@@ -11,6 +11,7 @@ line on stderr: exit 2 when the asked-for hardware (Edge TPU) is missing, 1 othe
 from __future__ import annotations
 
 import functools
+import platform
 import statistics
 import sys
 import time
@@ -312,9 +313,10 @@ def _percentile(values: List[float], q: float) -> float:
 @BACKEND_OPTION
 @click.option("--images", "images_dir", default=None, metavar="DIR",
               help="Also time the whole path (decode, resize, invoke, scores) over every image under DIR, in images/s.")
+@click.option("--json", "json_out", default=None, metavar="FILE", help="Also write the timings to FILE as JSON (for `pipeline report RUN --latency FILE`).")
 @_fail_cleanly
 def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verify: bool, backend: Optional[str],
-          images_dir: Optional[str]) -> None:
+          images_dir: Optional[str], json_out: Optional[str]) -> None:
     """Time the first invoke (load included) apart from the steady state (median, p90); with --images, end to end too."""
     files = _bench_images(Path(images_dir)) if images_dir is not None else []
     start = time.perf_counter()
@@ -342,10 +344,16 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
     click.echo(f"first invoke (load + first run): {first * 1000:.2f} ms")
     click.echo(f"steady state over {runs} runs: median {statistics.median(ms):.3f} ms, p90 {_percentile(ms, 90):.3f} ms"
                f" ({1000 / statistics.median(ms):.1f} invokes/s)")
+    rate = end_to_end_rate(opened, files) if files else None
     if files:
-        rate = end_to_end_rate(opened, files)
         click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, invoke, scores): {rate:.1f} images/s, "
                    f"{rate / (1000 / statistics.median(ms)):.2f} of the bare invoke rate")
+    if json_out:
+        write_json_atomic(Path(json_out), {
+            "schema_version": 1, "model": Path(model).name, "model_sha256": opened.sha256, "backend": opened.model.backend,
+            "edgetpu": opened.model.edgetpu, "threads": threads, "runs": runs, "first_invoke_ms": first * 1000,
+            "median_ms": statistics.median(ms), "p90_ms": _percentile(ms, 90), "end_to_end_images": len(files),
+            "end_to_end_images_per_s": rate, "machine": platform.machine(), "python": platform.python_version()})
 
 
 def _bench_images(folder: Path) -> List[Path]:

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import signal
 import sys
-
-# TensorFlow's C++ INFO and WARNING lines (CUDA probing on a CPU machine) drown each stage's
-# output; a user who wants them sets TF_CPP_MIN_LOG_LEVEL=0.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import click
 
 from edge.errors import EdgeError
+from pipeline import console
 from pipeline.errors import PipelineError, Terminated, describe_os_error
 from pipeline.gate import GATE, GATE_METRICS
 
@@ -59,8 +55,10 @@ def _fail(message: str, code: int) -> None:
 
 
 @click.group()
-def main():
+@click.option("--verbose", is_flag=True, help="show TensorFlow's own logs and other packages' warnings (hidden by default)")
+def main(verbose):
     """Train, quantize, compile for the Edge TPU, and check accuracy parity."""
+    console.configure(verbose)  # before anything imports TensorFlow
 
 
 # One command per stage. Keep them thin: options -> config -> stage.run.
@@ -92,13 +90,17 @@ def main():
 @click.option("--seed", type=int, help="seed for weights, shuffling and the held-out split")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
 @click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
+@click.option("--no-tensorboard", is_flag=True, help="write no TensorBoard event files (default: RUN/logs)")
 @reports_errors
 def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
-                  sustain_epochs, lr_decay, **options):
+                  sustain_epochs, lr_decay, no_tensorboard, **options):
     """Train a classifier under tf.distribute and write RUN."""
+    console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
 
     options["data"] = data_spec
+    if no_tensorboard:
+        options["tensorboard"] = False
     if alpha is not None:
         options["model_options"] = (("alpha", alpha),)
     schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
@@ -106,7 +108,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     config = train.config_from_options(options, schedule, config_file)
     out = train.run(config, run_dir)
     if (out / "manifest.json").exists():  # a non-chief worker writes nothing
-        click.echo(f"run written to {out}")
+        click.echo(f"run written to {out}" + (f"; report: {out / 'report.html'}" if (out / "report.html").exists() else ""))
 
 
 @main.command("prepare")
@@ -118,6 +120,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
 @reports_errors
 def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
     """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt."""
+    console.import_tensorflow()
     from pipeline import prepare
 
     result = prepare.run(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
@@ -142,6 +145,7 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
+    console.import_tensorflow()
     from pipeline import export
     from pipeline.errors import ConfigError
 
@@ -172,6 +176,7 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
 @reports_errors
 def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, top_k, bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
+    console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
 
@@ -245,6 +250,7 @@ def _progressbar(total, label):
 @reports_errors
 def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
+    console.import_tensorflow()
     from pipeline import end_to_end, parity
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
@@ -280,3 +286,18 @@ def compile_command(target, as_json, **options):
         say(f"wrote {model}")
     if result.report_path:
         say(f"report in {result.report_path}")
+
+
+@main.command("report")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--latency", type=click.Path(dir_okay=False),
+              help="JSON written by `edge bench MODEL --json FILE` on the device: kept in RUN and shown")
+@reports_errors
+def report_command(run_dir, latency):
+    """Write RUN/report.html: one self-contained page of what the run found (every stage also rewrites it)."""
+    from pipeline import report
+    from pipeline.report import latency as bench_file
+
+    if latency:
+        bench_file.record(run_dir, latency)
+    click.echo(f"wrote {report.write(run_dir, strict=True)}")

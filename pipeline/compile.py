@@ -28,6 +28,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from edge.integrity import sidecar_record
 from edge.tflite_file import ModelFileError
 from pipeline.edgetpu import compiled_check, compiler_log, preflight
+from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, is_compiled, writing
@@ -95,6 +96,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
                   "compiler": None, "compiled": None, "disagreements": []}
         if config.check_only:
             path = _record_check_only(run, report, say)
+            write_report(run.dir)  # RUN/report.html; a failure to render only warns
             _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
             return CompileResult(prediction, path, [], None)
         run.contract  # the compiled model's sidecar needs it: refuse before compiling, not after
@@ -104,6 +106,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
             compiled, outputs, logs, parsed = _compile(config, compiler, model, Path(scratch), prediction, report)
             written, report_path = _install(run, report, outputs, logs)
+        write_report(run.dir)
     on_cpu = sum(len(c.cpu_ops) for c in compiled)
     say(f"compiler {parsed.version}: {len(outputs)} Edge TPU model(s) checked; {on_cpu} op(s) left on the CPU "
         f"({', '.join(op for c in compiled for op in c.cpu_ops) or 'none'}); log: {parsed.ops_on_edgetpu} ops on the "

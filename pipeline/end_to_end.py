@@ -118,6 +118,8 @@ def summary(run: Run) -> List[str]:
             lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
     lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
+    if (run.dir / "report.html").exists():
+        lines.append(f"report             {run.dir / 'report.html'} (one page with all of the above; open it in a browser)")
     return lines
 
 

@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from edge.integrity import sidecar_record
+from pipeline.console import native_quiet
+from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
 from pipeline.quant import report as quant_report, verify as quant_verify
 from pipeline.rundir.files import json_bytes
@@ -246,7 +248,9 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     with writing(run_dir, "pipeline export") as run:
         model = convert(config, run)
         report = _report(config, run, model) if config.mode is Mode.INT8 else None
-        return _write(config, run, model, report)
+        result = _write(config, run, model, report)
+        write_report(run.dir)  # RUN/report.html; a failure to render only warns
+    return result
 
 
 class Converted(NamedTuple):
@@ -323,7 +327,8 @@ def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[di
 
 def _convert(converter) -> bytes:
     try:
-        return converter.convert()
+        with native_quiet():  # the converter prints "fully_quantize: ..." from C++
+            return converter.convert()
     except Exception as err:  # the converter raises ConverterError and a handful of others
         first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
         raise PipelineError(f"TFLite conversion failed: {first}") from err

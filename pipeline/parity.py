@@ -28,9 +28,11 @@ from edge import preprocess
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from pipeline import data as data_mod
+from pipeline.console import native_quiet
 from pipeline.errors import DataError, PipelineError
 from pipeline.gate import GATE, GATE_METRICS
 from pipeline.inference import class_metrics
+from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import json_bytes, staged_path, write_json_atomic, write_text_atomic
 from pipeline.rundir.run import Run, writing
 
@@ -80,7 +82,9 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
         failures = _gate(models, config)
         report = _report(config, run, labels, k, models, failures, device)
-        report_dir = _write_reports(run, report, scores, labels, failures)
+        report["disagreements"] = disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples])
+        report_dir = _write_reports(run, report, scores, images, failures)
+        write_report(run.dir)  # RUN/report.html; a failure to render only warns
     return ParityResult(report_dir, report, not failures, failures)
 
 
@@ -153,7 +157,8 @@ def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalizati
     from edge.classify import get_scores, set_input
     from edge.interpreter import make_interpreter
 
-    interpreter = make_interpreter(model, edgetpu=False, threads=threads)
+    with native_quiet():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++
+        interpreter = make_interpreter(model, edgetpu=False, threads=threads)
     out = []
     for image in images:
         set_input(interpreter, image, norm)
@@ -328,14 +333,16 @@ def _plot(report: dict, names: List[str]) -> bytes:
     return out.getvalue()
 
 
-def _write_reports(run: Run, report: dict, scores, labels, failures: List[str]) -> Path:
-    """report.json, report.md and confusion.png in RUN/parity/, with the manifest, in one transaction; any other
-    file a user put in RUN/parity/ stays."""
+def _write_reports(run: Run, report: dict, scores, images: np.ndarray, failures: List[str]) -> Path:
+    """report.json, report.md, confusion.png and the thumbnails of the images a model answers differently from
+    float, in RUN/parity/, with the manifest, in one transaction; any other file a user put in RUN/parity/ stays."""
     names = [REFERENCE] + [n for n in scores if n in GATED]
     with run.transaction() as t:
         path = t.write("parity_report", json_bytes(report))
         t.write_file(path.with_name("report.md"), _markdown(report).encode("utf-8"))
         t.write_file(path.with_name("confusion.png"), _plot(report, names))
+        for name, data in disagreements.thumbnails(images, report["disagreements"]).items():
+            t.write_file(path.parent / name, data)
         t.set("parity", {"passed": not failures, "failures": failures,
                          **{name: {"top1": m["top1"], "macro_f1": m["macro_f1"], "agreement": m["agreement"]}
                             for name, m in report["models"].items()}})

@@ -32,7 +32,9 @@ from edge import preprocess
 from pipeline import data as data_mod
 from pipeline.inference import class_metrics
 from pipeline.rundir import lock, manifest as manifest_io
+from pipeline.report import write as write_report
 from pipeline.training import strategy as strategy_mod
+from pipeline.training import logs as train_logs
 from pipeline.training import transfer
 from pipeline.errors import ConfigError, DataError
 from pipeline.rundir.files import json_bytes, write_json_atomic
@@ -68,6 +70,7 @@ class TrainConfig:
     seed: int = 1234  # seeds weights, shuffling and the held-out split
     heldout_fraction: float = 0.2  # share held out when no val_data is given
     resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
+    tensorboard: bool = True  # TensorBoard event files in RUN/logs (the chief only)
 
     def validate(self) -> "TrainConfig":
         for name, kind in _FIELD_TYPES.items():
@@ -96,6 +99,8 @@ class TrainConfig:
                               f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
         if self.cache_mb < 0:
             raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
+        if self.tensorboard:
+            train_logs.check_installed()
         if not self.fine_tune_learning_rate > 0:
             raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
         if not 0 < self.heldout_fraction < 1:
@@ -123,7 +128,7 @@ class TrainConfig:
 _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
                 "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
-                "fine_tune_learning_rate": (int, float), "cache_mb": int}
+                "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 
@@ -206,6 +211,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
             _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
         shutil.rmtree(run_dir / STATE_DIR, ignore_errors=True)  # only now: a kill before this resumes, not retrains
+        write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return run_dir
 
 
@@ -249,6 +255,7 @@ def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, crea
     resuming = (state_dir / "config.json").is_file()
     if config.resume and not resuming:
         raise ConfigError(f"--resume given but {state_dir} holds no interrupted run to resume")
+    logs_created = not (run_dir / train_logs.LOG_DIR).exists()
     if chosen.is_chief:
         state_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -266,6 +273,8 @@ def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, crea
             _remove_worker_leftovers(run_dir, created)
         elif not (state_dir / "history.json").exists():
             shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
+            if logs_created:
+                shutil.rmtree(run_dir / train_logs.LOG_DIR, ignore_errors=True)
         raise
 
 
@@ -319,6 +328,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "mixed_precision": keras.mixed_precision.global_policy().name,
             "schedule": config.schedule.as_dict(),
             "seed": config.seed,
+            "tensorboard": train_logs.LOG_DIR if config.tensorboard else None,  # event files inside RUN
             "config": config.as_dict(),
         },
         "metrics": {"heldout": metrics, "heldout_per_class": per_class, "final_epoch": history[-1] if history else {}},
@@ -381,6 +391,9 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
             # trained, and one killed while writing finishes without training again.
             keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
+            train_logs.LearningRateLog(),
+            # Before the epoch's line: its scalars are on disk when the line is printed.
+            *([train_logs.EpochTensorBoard(state_dir.parent / train_logs.LOG_DIR)] if config.tensorboard and chosen.is_chief else []),
             epoch_log,
         ]
         try:
@@ -410,6 +423,7 @@ class EpochLog(keras.callbacks.Callback):
         super().__init__()
         self.path, self.epochs, self.write = Path(path), epochs, write
         self.entries = json.loads(self.path.read_text()) if self.path.exists() else []
+        self.resuming = bool(self.entries)  # the first epoch this process finishes is marked `resumed`
         self.started = time.time()
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -418,11 +432,13 @@ class EpochLog(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
                  "seconds": round(time.time() - self.started, 2)}
+        if self.resuming:
+            entry["resumed"], self.resuming = True, False
         self.entries = [e for e in self.entries if e["epoch"] < epoch + 1] + [entry]
         if self.write:
             write_json_atomic(self.path, self.entries)
         if not sys.stdout.isatty():
-            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds"))
+            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds", "resumed"))
             print(f"epoch {epoch + 1}/{self.epochs} - {shown} - {entry['seconds']}s", flush=True)
 
     def history(self):

@@ -188,3 +188,29 @@ def forget_artifact(run_dir: Path, key: str) -> None:
     manifest = manifest_io.load(run_dir)
     manifest["artifacts"].pop(key, None)
     manifest_io.save(run_dir, manifest)
+
+
+def tensorboard_scalars(log_dir: Path) -> dict:
+    """{tag: {step: [values]}} of every scalar in the event files under log_dir (read with TensorFlow's own reader)."""
+    import tensorflow as tf
+
+    scalars: dict = {}
+    for events in sorted(Path(log_dir).glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                # tf.summary (TF2) writes scalars as tensors marked for the scalars plugin; the old API as simple_value.
+                if value.HasField("simple_value"):
+                    number = value.simple_value
+                elif value.metadata.plugin_data.plugin_name == "scalars":
+                    number = float(tf.make_ndarray(value.tensor))
+                else:
+                    continue  # the model's config, written as text
+                scalars.setdefault(value.tag, {}).setdefault(event.step, []).append(number)
+    return scalars
+
+
+def tensorboard_has_graph(log_dir: Path) -> bool:
+    import tensorflow as tf
+
+    return any(event.HasField("graph_def") for events in Path(log_dir).glob("events.out.tfevents.*")
+               for event in tf.compat.v1.train.summary_iterator(str(events)))

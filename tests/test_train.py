@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from tests.helpers import cli, free_port, kill_after_first_epoch, quiet_env, start_worker, write_class_folders, write_kaggle_tfrecords
+from tests.helpers import (cli, free_port, kill_after_first_epoch, quiet_env, start_worker, tensorboard_scalars, write_class_folders,
+                           write_kaggle_tfrecords)
 
 pytestmark = pytest.mark.host
 
@@ -100,7 +101,8 @@ def test_multi_worker_mirrored_two_processes(tmp_path):
     manifest = json.loads((tmp_path / "w0" / "manifest.json").read_text())
     assert manifest["training"]["strategy"] == "multi_worker_mirrored"
     assert manifest["training"]["replicas"] == 2
-    assert not (tmp_path / "w1").exists()  # only the chief writes a run
+    assert not (tmp_path / "w1").exists()  # only the chief writes a run, TensorBoard's event files included
+    assert sorted(tensorboard_scalars(tmp_path / "w0" / "logs" / "train")["epoch_loss"]) == [0, 1]
 
 
 def test_kaggle_tfrecords_train_end_to_end(tmp_path):
@@ -140,6 +142,13 @@ def test_interrupted_run_resumes_and_keeps_history(tmp_path):
     history = json.loads((run_dir / "history.json").read_text())
     assert [e["epoch"] for e in history] == [1, 2, 3]
     assert history[0] == first[0]
+    assert [bool(e.get("resumed")) for e in history] == [False, True, False]
+    assert "Resumed after an interruption before epoch 2 " in (run_dir / "report.html").read_text()
+    # TensorBoard: the killed process's epoch and the resumed process's two, each once, in two sets of event files.
+    scalars = tensorboard_scalars(run_dir / "logs" / "train")
+    assert {step: len(values) for step, values in scalars["epoch_loss"].items()} == {0: 1, 1: 1, 2: 1}
+    assert scalars["epoch_loss"][0] == pytest.approx([first[0]["loss"]], rel=1e-6)
+    assert len(list((run_dir / "logs" / "train").glob("events.out.tfevents.*"))) == 2
 
 
 def test_resume_refuses_changed_options(tmp_path):

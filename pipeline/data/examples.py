@@ -88,7 +88,16 @@ class Source:
         keep = np.zeros(self.num_examples, bool)
         keep[indices] = True
         keep_t = tf.constant(keep)  # a lookup, not Python, inside the graph: runs on a TPU host too
-        return positioned.filter(lambda i, ex: tf.gather(keep_t, i)).map(lambda i, ex: ex)
+
+        # Named functions, not two lambdas on one line: AutoGraph finds a lambda's source by its line
+        # and cannot tell two apart ("found multiple definitions with identical signatures").
+        def kept(position, example):
+            return tf.gather(keep_t, position)
+
+        def without_position(position, example):
+            return example
+
+        return positioned.filter(kept).map(without_position)
 
     def _decoded(self, ds: tf.data.Dataset, image_size: int) -> tf.data.Dataset:
         decode = DECODERS[self.kind]

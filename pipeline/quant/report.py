@@ -28,8 +28,11 @@ def layer_errors(make_converter: Callable, images: np.ndarray) -> List[Dict[str,
         for image in images:
             yield [image[None].astype(np.float32)]
 
-    debugger = tf.lite.experimental.QuantizationDebugger(converter=make_converter(), debug_dataset=dataset)
-    debugger.run()
+    from pipeline.console import native_quiet
+
+    with native_quiet():  # the converter and TFLite's interpreter print from C++
+        debugger = tf.lite.experimental.QuantizationDebugger(converter=make_converter(), debug_dataset=dataset)
+        debugger.run()
     dump = io.StringIO()
     debugger.layer_statistics_dump(dump)
     layers = []

@@ -42,6 +42,7 @@ ARTIFACTS: Dict[str, Artifact] = {
     "model_int8_edgetpu": Artifact("model_int8_edgetpu.tflite", "pipeline compile RUN"),
     "edgetpu_report": Artifact("edgetpu.json", "pipeline compile RUN"),
     "parity_report": Artifact("parity/report.json", "pipeline parity RUN"),
+    "latency": Artifact("latency.json", "pipeline report RUN --latency FILE"),
 }
 # `edgetpu_compiler --num_segments N` writes one model per segment, named by the compiler.
 _SEGMENT = re.compile(r"model_int8_edgetpu_segment_(\d+)$")

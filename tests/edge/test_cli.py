@@ -165,6 +165,17 @@ def test_bench_reports_first_invoke_and_steady_state(int8_copy: Path):
     assert "steady state over 5 runs: median" in result.stdout and "p90" in result.stdout
 
 
+def test_bench_json_holds_what_it_printed(int8_copy: Path, tmp_path: Path):
+    out = tmp_path / "bench.json"
+    result = _run("bench", int8_copy, "--runs", "4", "--json", out)
+    assert result.exit_code == 0, result.stderr
+    bench = json.loads(out.read_text())  # what `pipeline report RUN --latency FILE` reads
+    assert bench["model_sha256"] == sha256_bytes(int8_copy.read_bytes()) and bench["model"] == int8_copy.name
+    assert bench["runs"] == 4 and bench["end_to_end_images_per_s"] is None
+    assert f"median {bench['median_ms']:.3f} ms, p90 {bench['p90_ms']:.3f} ms" in result.stdout
+    assert result.stdout.splitlines()[0].split()[3] == bench["backend"]
+
+
 def test_bench_edgetpu_flag_on_compiled_model_exits_2(tmp_path: Path):
     model = tmp_path / "m_edgetpu.tflite"
     shutil.copy(EDGETPU, model)

@@ -1,0 +1,100 @@
+"""What a person sees on the terminal: our lines, not TensorFlow's start-up logs.
+
+    pipeline run                 quiet: TensorFlow's C++ logs and other packages' Python warnings hidden
+    pipeline --verbose run       everything TensorFlow and its libraries print
+    TF_CPP_MIN_LOG_LEVEL=0 pipeline run   the user's own level: nothing is hidden by us
+
+Measured with TensorFlow 2.21 (tensorflow-cpu, x86-64): `import tensorflow` prints, from C++, absl's
+"All log messages before absl::InitializeLog() is called are written to STDERR", oneDNN's and
+cudart's INFO lines and the CPU-feature notice, twice (two libraries), whatever TF_CPP_MIN_LOG_LEVEL
+says: they are written before TensorFlow reads it. Only level 3 hides the "failed call to cuInit"
+ERROR at the first op. The TFLite converter prints "fully_quantize: ..." and the interpreters
+"INFO: Created TensorFlow Lite XNNPACK delegate for CPU." with no level at all. So, when quiet:
+TF_CPP_MIN_LOG_LEVEL=3 before TensorFlow loads, file descriptor 2 pointed at a temporary file while
+it is imported and while a converter or interpreter starts (`native_quiet`; what was caught is
+printed after all when the block fails), and Python warnings and log records from other packages
+at ERROR only.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from typing import Iterator
+
+_quiet = False
+# Our packages: their warnings are always shown.
+_OURS = r"(pipeline|edge|models)(\..*)?$"
+
+
+def configure(verbose: bool) -> bool:
+    """Decide, before TensorFlow is imported, how much of it to show; returns True when quiet.
+
+    Quiet unless --verbose or the user set TF_CPP_MIN_LOG_LEVEL (then TensorFlow's own level rules).
+    """
+    global _quiet
+    _quiet = not verbose and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    if not _quiet:
+        return False
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=_OURS)
+    for name in ("tensorflow", "absl", "h5py", "matplotlib"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return True
+
+
+def is_quiet() -> bool:
+    return _quiet
+
+
+def import_tensorflow() -> None:
+    """Import TensorFlow (and tf-keras, which stages use) with its start-up lines hidden when quiet."""
+    with native_quiet():
+        import tensorflow  # noqa: F401
+    if _quiet:
+        # TensorFlow's Python logger adds its own handler at import; records below ERROR stay unshown.
+        tensorflow.get_logger().setLevel(logging.ERROR)
+        try:  # absl's Python logging, which TensorFlow and tf-keras also write to
+            from absl import logging as absl_logging
+
+            absl_logging.set_verbosity(absl_logging.ERROR)
+        except ImportError:
+            pass
+
+
+@contextlib.contextmanager
+def native_quiet() -> Iterator[None]:
+    """When quiet, send what C++ code writes to file descriptor 2 to a temporary file for the block.
+
+    If the block raises, what was caught is written to stderr first: a failure keeps its context.
+    Python's own writes to sys.stderr go the same way, so keep the block to the native call.
+    """
+    if not _quiet:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            _restore(saved)
+            caught.seek(0)
+            text = caught.read().decode("utf-8", "replace")
+            if text:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            raise
+        else:
+            _restore(saved)
+
+
+def _restore(saved: int) -> None:
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)

@@ -1,0 +1,328 @@
+"""What each section of the report shows, read from the run directory (no TensorFlow).
+
+Each section is a dict for the template: `ran` False says its stage has not run (with the command
+that runs it); `error` says why a section could not be read, and the rest of the page still
+renders. Files are read through the run (`Run.artifact` checks each one's sha256), with the
+schema of the code that writes them: pipeline/train.py (history.json), pipeline/quant/report.py
+(quantization.json), pipeline/compile.py and pipeline/edgetpu/ (edgetpu.json), pipeline/parity.py
+(parity/report.json), `edge bench --json` (latency.json).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import numbers
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from pipeline.report import disagreements, latency, plots
+from pipeline.rundir.run import Run
+
+# (stage, the artifact that says it ran, the command that runs it)
+STAGES = (
+    ("train", "history", "pipeline train --data SPEC --out RUN"),
+    ("export", "quantization_report", "pipeline export RUN --int8"),
+    ("compile", "edgetpu_report", "pipeline compile RUN (or --check-only without edgetpu_compiler)"),
+    ("parity", "parity_report", "pipeline parity RUN"),
+    ("latency", latency.KEY, "edge bench MODEL --json bench.json on the device, then pipeline report RUN --latency bench.json"),
+)
+_COMMAND = {stage: command for stage, _, command in STAGES}
+# Keys of an epoch in history.json that are not metrics.
+_NOT_METRICS = ("epoch", "seconds", "resumed", "lr")
+# Numbers parity/report.json gives every model today (pipeline/parity.py `_compare`): the table shows
+# them, or what they add up to, in its own columns. Any other number gets a column named by its key.
+_PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement", "drop_pp", "score_error_mean",
+                 "score_error_max")
+
+
+def gather(run_dir: Path, manifest: dict) -> Dict[str, Any]:
+    """Every section's dict, each read on its own: one that fails carries its error; and the page's headline."""
+    sections = {
+        "run": _guarded(run_section, run_dir, manifest),
+        "training": _guarded(training_section, run_dir, manifest),
+        "quantization": _guarded(quantization_section, run_dir, manifest),
+        "edgetpu": _guarded(edgetpu_section, run_dir, manifest),
+        "parity": _guarded(parity_section, run_dir, manifest),
+        "latency": _guarded(latency_section, run_dir, manifest),
+    }
+    return {**sections, "glance": glance(sections)}
+
+
+def glance(sections: Dict[str, dict]) -> List[dict]:
+    """The answers people look for first, from the sections that ran: (label, value, tone) tiles."""
+    tiles = []
+    parity, quant, tpu = sections["parity"], sections["quantization"], sections["edgetpu"]
+    if _usable(parity):
+        models = parity["models"]
+        tiles.append({"label": f"top-1, {parity['reference']}", "value": _fixed(models[parity["reference"]]["top1"])})
+        for name in ("int8_cpu", "edgetpu", "device_cpu"):
+            if name in models:
+                tiles.append({"label": f"top-1, {name}", "value": _fixed(models[name]["top1"])})
+                tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
+        tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
+                      "tone": "good" if parity["gate"]["passed"] else "bad"})
+    elif _usable(sections["training"]):
+        tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
+    if _usable(quant):
+        tiles.append({"label": "int8 size", "value": f"{quant['sizes']['int8_bytes'] / 1024:.1f} KiB",
+                      "note": f"float32 {quant['sizes']['float32_bytes'] / 1024:.1f} KiB"})
+    if _usable(tpu):
+        pre = tpu["preflight"]
+        tiles.append({"label": "ops on the Edge TPU" + ("" if tpu["compiler"] else " (predicted)"),
+                      "value": f"{pre['ops_on_edgetpu']} / {pre['total_ops']}", "tone": "good" if pre["ops_on_cpu"] == 0 else "warn"})
+    if _usable(sections["latency"]):
+        tiles.append({"label": "median latency", "value": f"{sections['latency']['bench']['median_ms']:.2f} ms",
+                      "note": sections["latency"]["bench"]["backend"]})
+    return tiles
+
+
+def _usable(section: dict) -> bool:
+    return bool(section.get("ran")) and not section.get("error")
+
+
+def _guarded(section: Callable[[Path, dict], dict], run_dir: Path, manifest: dict) -> dict:
+    try:
+        return section(run_dir, manifest)
+    except Exception as err:  # one unreadable file must not take the whole page with it
+        return {"ran": True, "error": f"{type(err).__name__}: {err}"}
+
+
+def _not_run(stage: str) -> dict:
+    return {"ran": False, "error": None, "command": _COMMAND[stage]}
+
+
+def _read_json(manifest: dict, run_dir: Path, key: str) -> Any:
+    return json.loads(Run(run_dir, manifest).artifact(key).read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run_section(run_dir: Path, manifest: dict) -> dict:
+    """Data (classes with counts, held-out size, identity digests), model, strategy, versions, stages."""
+    artifacts = manifest.get("artifacts", {})
+    data = manifest.get("data") or {}
+    identity = data.get("identity") or {}
+    labels = manifest.get("labels") or []
+    train_counts = (identity.get("train") or {}).get("per_class") or [None] * len(labels)
+    heldout_counts = (identity.get("heldout") or {}).get("per_class") or [None] * len(labels)
+    split = data.get("split") or {}
+    training = manifest.get("training") or {}
+    model = manifest.get("model") or {}
+    weights = model.get("weights")
+    return {
+        "ran": True, "error": None,
+        "name": run_dir.resolve().name, "path": str(run_dir.resolve()), "updated": manifest.get("updated"),
+        "stages": [{"name": stage, "done": key in artifacts, "command": command} for stage, key, command in STAGES],
+        "classes": [{"name": n, "train": t, "heldout": h} for n, t, h in zip(labels, train_counts, heldout_counts)],
+        "data": _present({
+            "training data": (data.get("train") or {}).get("spec"),
+            "kind": (data.get("train") or {}).get("kind"),
+            "held-out data": (data.get("val") or {}).get("spec") or (split.get("method") and "a split of the training data"),
+            "split": split.get("method"),
+            "training examples": split.get("train_examples"),
+            "held-out examples": split.get("heldout_examples"),
+            "training examples digest": _short((identity.get("train") or {}).get("sha256")),
+            "held-out examples digest": _short((identity.get("heldout") or {}).get("sha256")),
+        }),
+        "heldout_examples": split.get("heldout_examples"),
+        "model": _present({
+            "name": model.get("name"), "input": model.get("image_size") and f"{model['image_size']}x{model['image_size']} RGB",
+            "classes": model.get("num_classes"), "parameters": model.get("parameters"),
+            "options": model.get("options") or None,
+            "starting weights": (weights or {}).get("source", "random") if "weights" in model else None,
+            "preprocessing in the model": model.get("in_model_preprocessing"),
+        }),
+        "strategy": _present({
+            "strategy": training.get("strategy_description"), "replicas": training.get("replicas"),
+            "global batch": training.get("global_batch"), "steps per epoch": training.get("steps_per_epoch"),
+            "steps per execution": training.get("steps_per_execution"), "mixed precision": training.get("mixed_precision"),
+            "decoded training set kept in memory": (training.get("feed") or {}).get("cached"),
+        }),
+        "contract": _present(manifest.get("preprocessing") or {}),
+        "versions": manifest.get("versions") or {},
+    }
+
+
+def training_section(run_dir: Path, manifest: dict) -> dict:
+    """Loss and accuracy per epoch (training and held-out), learning rate, frozen / fine-tune switch, resumes."""
+    if "history" not in manifest.get("artifacts", {}):
+        return _not_run("train")
+    history = _read_json(manifest, run_dir, "history")
+    training = manifest.get("training") or {}
+    config = training.get("config") or {}
+    frozen = int(config.get("frozen_epochs") or 0)
+    switch = frozen if 0 < frozen < len(history) else None  # the last frozen epoch, when fine-tuning followed
+    resumes = [e["epoch"] for e in history if e.get("resumed")]
+    metrics = [k for k in history[0] if k not in _NOT_METRICS] if history else []
+    logs = training.get("tensorboard")
+    return {
+        "ran": True, "error": None,
+        "epochs": history, "metrics": metrics, "resumes": resumes, "frozen_epochs": frozen, "switch": switch,
+        "fine_tune_learning_rate": config.get("fine_tune_learning_rate") if switch else None,
+        "unfreeze_from": config.get("unfreeze_from"),
+        "schedule": training.get("schedule"),
+        "heldout": (manifest.get("metrics") or {}).get("heldout") or {},
+        "seconds": round(sum(e.get("seconds", 0.0) for e in history), 1),
+        "plot": plots.training_curves(history, switch, resumes) if history else None,
+        "tensorboard": str(run_dir / logs) if logs and (run_dir / logs).is_dir() else None,
+    }
+
+
+def quantization_section(run_dir: Path, manifest: dict) -> dict:
+    """Sizes float vs int8, per-layer error (worst layers named), calibration, integer-only check."""
+    if "quantization_report" not in manifest.get("artifacts", {}):
+        return _not_run("export")
+    report = _read_json(manifest, run_dir, "quantization_report")
+    by_tensor = {layer["tensor"]: layer for layer in report["layers"]}
+    worst = [by_tensor[name] for name in report["worst_layers"] if name in by_tensor]
+    return {
+        "ran": True, "error": None,
+        "sizes": report["sizes"], "ops": report["ops"], "per_channel_tensors": report["per_channel_tensors"],
+        "input": report.get("input"), "output": report.get("output"), "raw_pixels": report.get("raw_pixels"),
+        "calibration": report.get("calibration") or {}, "qat": report.get("qat"), "debug_images": report.get("debug_images"),
+        "layers": len(report["layers"]), "worst": worst, "notes": report.get("notes") or [],
+        "plot": plots.layer_errors(report["layers"], report["worst_layers"]) if report["layers"] else None,
+        "verification": _verify_int8(run_dir, manifest, (report.get("input") or {}).get("dtype")),
+    }
+
+
+def _verify_int8(run_dir: Path, manifest: dict, io_dtype: Optional[str]) -> dict:
+    """The export's integer-only check, run again now on the int8 file the run records."""
+    from pipeline.quant import verify
+
+    if "model_int8" not in manifest.get("artifacts", {}):
+        return {"checked": False, "problems": [], "what": "the run records no int8 model"}
+    path = Run(run_dir, manifest).artifact("model_int8")
+    io_dtype = manifest["artifacts"]["model_int8"].get("io_type") or io_dtype or "uint8"
+    try:
+        verify.verify_int8(path.read_bytes(), io_dtype)
+        problems: List[str] = []
+    except verify.VerificationError as err:
+        problems = str(err).splitlines()[1:] or [str(err)]
+    return {"checked": True, "problems": [p.strip() for p in problems], "file": path.name, "io_dtype": io_dtype}
+
+
+def edgetpu_section(run_dir: Path, manifest: dict) -> dict:
+    """The op strip (predicted, and compiled when a compiler ran), the first fallback and its reason."""
+    artifacts = manifest.get("artifacts", {})
+    if "edgetpu_report" not in artifacts:
+        return _not_run("compile")
+    report = _read_json(manifest, run_dir, "edgetpu_report")
+    pre = report["preflight"]
+    first = pre.get("first_fallback")
+    current = (artifacts.get("model_int8") or {}).get("sha256")
+    return {
+        "ran": True, "error": None,
+        "model": report.get("model"), "stale": current is not None and report.get("model_sha256") != current,
+        "preflight": pre, "first": first,
+        "ops": [dict(op, first=bool(first) and op["index"] == first["index"]) for op in pre["ops"]],
+        "compiler": report.get("compiler"), "compiled": report.get("compiled") or [],
+        "disagreements": report.get("disagreements") or [],
+    }
+
+
+def parity_section(run_dir: Path, manifest: dict) -> dict:
+    """Every model side by side, the gate, confusion matrices, per-class deltas, the images that differ."""
+    if "parity_report" not in manifest.get("artifacts", {}):
+        return _not_run("parity")
+    path = Run(run_dir, manifest).artifact("parity_report")
+    report = json.loads(path.read_text())
+    k, labels = report["top_k"], report["labels"]
+    models = report["models"]
+    # Numbers a newer parity adds (macro-F1, ...) get columns of their own, named by their keys.
+    extra = [key for key in _numbers_in(models) if key not in _PARITY_KNOWN and key != f"top{k}"]
+    extra.sort(key=lambda key: ("f1" not in key.lower(), key))
+    reference = models[report["reference"]]
+    per_class = [{"name": name, "images": int(sum(reference["confusion"][c])),
+                  "reference": reference["per_class_accuracy"][c],
+                  "deltas": {m: models[m]["per_class_delta_pp"][c] for m in models if m != report["reference"]}}
+                 for c, name in enumerate(labels)]
+    compared = [m for m in models if m != report["reference"]]
+    return {
+        "ran": True, "error": None,
+        "heldout": report["heldout"], "reference": report["reference"], "k": k, "labels": labels,
+        "models": models, "extra": extra, "gate": report["gate"], "device": report.get("device"),
+        "per_class": per_class, "compared": compared,
+        "confusions": {name: plots.confusion(m["confusion"], labels, f"{name}: top-1 {m['top1']:.4f}") for name, m in models.items()},
+        "deltas_plot": plots.class_deltas(labels, {m: models[m]["per_class_delta_pp"] for m in compared}) if compared else None,
+        "disagreements": _disagreements(path.parent, report.get("disagreements"), labels),
+    }
+
+
+def _disagreements(parity_dir: Path, record: Optional[dict], labels: List[str]) -> Optional[dict]:
+    if record is None:  # a report written before parity kept them
+        return None
+    shown = []
+    for entry in record["kept"]:
+        thumbnail = parity_dir / entry["thumbnail"]
+        shown.append({**entry, "label_name": labels[entry["label"]],
+                      # The float answer and the answers of the models compared with it.
+                      "answer_names": {m: labels[entry["answers"][m]] for m in [record["reference"], *record["models"]]},
+                      "image": _data_uri(thumbnail.read_bytes(), "image/png") if thumbnail.is_file() else None})
+    return {"total": record["total"], "models": record["models"], "reference": record["reference"], "shown": shown,
+            "limit": disagreements.MAX_KEPT}
+
+
+def latency_section(run_dir: Path, manifest: dict) -> dict:
+    """What `edge bench` measured, and which of the run's models it measured."""
+    artifacts = manifest.get("artifacts", {})
+    if latency.KEY not in artifacts:
+        return _not_run("latency")
+    bench = _read_json(manifest, run_dir, latency.KEY)
+    measured = next((key for key, entry in artifacts.items() if entry.get("sha256") == bench.get("model_sha256")
+                     and key != latency.KEY), None)
+    return {"ran": True, "error": None, "bench": bench, "measured": measured}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _numbers_in(models: Dict[str, dict]) -> List[str]:
+    keys: List[str] = []
+    for m in models.values():
+        keys += [key for key, value in m.items() if _is_number(value) and key not in keys]
+    return keys
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _present(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None and v != ""}
+
+
+def _short(digest: Optional[str]) -> Optional[str]:
+    return digest[:16] if digest else None
+
+
+def _data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _fixed(value: Any, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _signed(value: Any, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:+.{digits}f}"
+
+
+def _thousands(value: Any) -> str:
+    return "n/a" if value is None else f"{int(value):,}"
+
+
+def _general(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+FILTERS = {"fixed": _fixed, "signed": _signed, "thousands": _thousands, "general": _general}

@@ -1,0 +1,56 @@
+"""TensorBoard event files for a training run, and the learning rate in every epoch's logs.
+
+    tensorboard --logdir RUN/logs
+
+tf.summary needs the tensorboard package to write anything (TensorFlow 2.21 does not bring it; the
+host extra does).
+
+Keras' own TensorBoard callback writes RUN/logs/train and RUN/logs/validation: per-epoch loss,
+accuracy and learning rate, and the model's graph. Steps are epoch numbers, so a resumed run's
+event files continue where the interrupted one stopped.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import tf_keras as keras
+
+LOG_DIR = "logs"  # inside RUN
+
+
+def check_installed() -> None:
+    """tf.summary writes nothing without the tensorboard package (TBNotInstalledError at the first epoch): say so first."""
+    import importlib.util
+
+    from pipeline.errors import ConfigError
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("TensorBoard event files need the tensorboard package, which TensorFlow 2.21 does not bring: "
+                          "pip install tensorboard==2.21.0 (part of the host extra), or train with --no-tensorboard")
+
+
+class LearningRateLog(keras.callbacks.Callback):
+    """Puts the optimizer's learning rate into each epoch's logs as `lr`, in every phase: the
+    fine-tune phase has no scheduler to do it. history.json and TensorBoard read it from there."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = float(keras.backend.get_value(self.model.optimizer.learning_rate))
+
+
+class EpochTensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard callback with two fixes for tf-keras 2.21: the graph is written (tf-keras
+    writes it from a batch hook that it runs only while profiling), and the event files are flushed
+    at every epoch's end, so a run that is killed keeps the epochs it finished (the writers would
+    otherwise flush every two minutes)."""
+
+    def __init__(self, log_dir: Path):
+        super().__init__(log_dir=str(log_dir), histogram_freq=0, write_graph=True, update_freq="epoch", profile_batch=0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._should_write_train_graph:  # set by tf-keras' set_model when write_graph is on
+            self._write_keras_model_train_graph()
+            self._should_write_train_graph = False
+        super().on_epoch_end(epoch, logs)
+        for writer in self._writers.values():  # tf-keras keeps its summary writers here
+            writer.flush()
