@@ -1,6 +1,10 @@
 """Errors of the device side. Each says what was got and what was expected; the CLI prints them without a traceback."""
 from __future__ import annotations
 
+import functools
+import sys
+from typing import Any, Callable, Type
+
 
 class EdgeError(Exception):
     """Base of every error edge/ raises on purpose (bad model, bad input, missing runtime)."""
@@ -36,3 +40,24 @@ class IntegrityError(EdgeError):
 
 class InputError(EdgeError, ValueError):
     """An input (image, array, option) does not fit the model."""
+
+
+def exits_cleanly(*error_types: Type[Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator for a command: an error of `error_types` becomes "error: <message>" on stderr and the
+    process exits with the error's `exit_code` (1 unless it says otherwise): no traceback for bad input.
+    Both command lines use it: edge's with EdgeError, pipeline's with PipelineError and EdgeError."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return command(*args, **kwargs)
+            except error_types as err:
+                import click  # only on the way out: the library itself does not need click
+
+                click.echo(f"error: {err}", err=True)
+                sys.exit(getattr(err, "exit_code", 1))
+
+        return wrapper
+
+    return decorate

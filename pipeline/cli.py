@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
 # TensorFlow's C++ INFO and WARNING lines (CUDA probing on a CPU machine) drown each stage's
 # output; a user who wants them sets TF_CPP_MIN_LOG_LEVEL=0.
@@ -16,22 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import click
 
-from edge.errors import EdgeError
+from edge.errors import EdgeError, exits_cleanly
 from pipeline.errors import PipelineError
 
 
-def reports_errors(command):
-    """Turn a PipelineError or EdgeError into its message on stderr and its exit code (no traceback)."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (PipelineError, EdgeError) as err:  # stages read models with edge/'s reader, which raises EdgeErrors
-            click.echo(f"error: {err}", err=True)
-            sys.exit(err.exit_code)
-
-    return wrapper
+# Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
+reports_errors = exits_cleanly(PipelineError, EdgeError)
 
 
 @click.group()
