@@ -23,9 +23,10 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from edge import preprocess
+from edge.contract import PixelContract
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
+from edge.runner import Runner
 from pipeline import data as data_mod
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
@@ -65,12 +66,10 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         raise PipelineError(f"--max-drop {config.max_drop}, expected percentage points >= 0")
     run_dir = Path(run_dir)
     manifest = manifest_mod.load(run_dir)
-    contract = manifest_mod.contract(manifest)
-    norm = preprocess.normalization_from_contract(contract, "the run's manifest")
+    # The run's own contract, version included: what its device will do with these files.
+    contract = PixelContract.from_record(manifest_mod.contract(manifest), "the run's manifest")
     heldout = heldout_examples(manifest, config.data)
-    # The run's own contract version: what its device will do with these files.
-    scaled = preprocess.decode_scaled(contract)
-    images = np.stack([preprocess.load_pixels(original, (heldout.size, heldout.size), name=e.id, scaled=scaled)
+    images = np.stack([contract.load_pixels(original, (heldout.size, heldout.size), name=e.id)
                        for e, original in zip(heldout.examples, heldout.originals)])
     labels = np.array([e.label for e in heldout.examples], np.int64)
     num_classes = len(manifest["labels"])
@@ -78,8 +77,8 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
     scores: Dict[str, np.ndarray] = {REFERENCE: _savedmodel_scores(manifest, run_dir, images)}
     if "model_float" in manifest["artifacts"]:
-        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, norm, config.threads)
-    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, norm, config.threads)
+        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, contract, config.threads)
+    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, contract, config.threads)
     device = None
     if config.device_results:
         device = _device_results(Path(config.device_results), manifest, heldout.examples, num_classes)
@@ -135,18 +134,9 @@ def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.
     return np.concatenate(out).astype(np.float32)
 
 
-def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalization, threads: Optional[int]) -> np.ndarray:
-    """Scores one image at a time through edge's own functions: what the device will run."""
-    from edge.classify import get_scores, set_input
-    from edge.interpreter import make_interpreter
-
-    interpreter = make_interpreter(model, edgetpu=False, threads=threads)
-    out = []
-    for image in images:
-        set_input(interpreter, image, norm)
-        interpreter.invoke()
-        out.append(get_scores(interpreter))
-    return np.stack(out).astype(np.float32)
+def _tflite_scores(model: Path, images: np.ndarray, contract: PixelContract, threads: Optional[int]) -> np.ndarray:
+    """Scores one image at a time through the device's own runner: what the device will run."""
+    return Runner.with_contract(model, contract, edgetpu=False, threads=threads).score_all(images)
 
 
 def _device_results(path: Path, manifest: dict, examples: Sequence[data_mod.Example], num_classes: int) -> dict:

@@ -27,7 +27,6 @@ import tensorflow as tf
 import tf_keras as keras
 
 import models
-from edge import preprocess
 from pipeline import data as data_mod
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.training import strategy as strategy_mod
@@ -239,7 +238,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
         },
         # How an image becomes the model's input, for every later stage and the device.
-        "preprocessing": preprocess.contract(preprocess.RAW_PIXELS),
+        "preprocessing": data_mod.TRAINING_CONTRACT.as_record(),
         "labels": train_source.labels,
         "data": {
             "train": train_source.describe(),
