@@ -117,8 +117,9 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     samples, labels = list_samples(data, runner.labels)
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
-    with click.progressbar(runner.score_files(samples, lambda sample: sample.path), length=len(samples),
-                           label="evaluating", file=sys.stderr) as bar:
+    # On a terminal the bar is drawn at most about 100 times, not once per image (a terminal write each).
+    with click.progressbar(runner.score_files(samples, lambda sample: sample.path), length=len(samples), label="evaluating",
+                           file=sys.stderr, update_min_steps=max(1, len(samples) // 100)) as bar:
         for sample, scores, error in bar:
             if error is not None:
                 errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
