@@ -95,46 +95,60 @@ def rounds(model: Path, photos: Path, one: Path, count: int, out: Path, baseline
     runner = Runner.with_contract(model, PixelContract(), edgetpu=False, threads=1)
     end_to_end_rate(runner, files[:8])  # warm-up: file cache, first invokes
     timed_command(ROOT, model, one, out, 1)
+
+    def in_process():
+        cpu, wall = _cpu_seconds(), time.perf_counter()
+        rate = end_to_end_rate(runner, files)
+        return rate, (_cpu_seconds() - cpu) / (time.perf_counter() - wall)
+
+    paths = {"runner": in_process, "command": lambda: per_image(ROOT, model, photos, one, out, len(files))}
+    if baseline:
+        paths["baseline"] = lambda: per_image(baseline, model, photos, one, out, len(files))
     rows = []
     for r in range(count):
-        steps = ["bare", "runner", "command"] + (["baseline"] if baseline else [])
+        steps = ["bare"] + list(paths)
         row = {}
         for step in (steps if r % 2 == 0 else steps[::-1]):
             if step == "bare":
                 start = time.perf_counter()
                 times = invoke_seconds(runner.interpreter, len(files))
                 row["bare"], row["bare_median"] = len(files) / (time.perf_counter() - start), 1 / statistics.median(times)
-            elif step == "runner":
-                row["runner"] = end_to_end_rate(runner, files)
-            elif step == "command":
-                row["command"], row["share"] = per_image(ROOT, model, photos, one, out, len(files))
             else:
-                row["baseline"], row["baseline_share"] = per_image(baseline, model, photos, one, out, len(files))
+                row[step] = paths[step]()  # (images/s, CPU seconds per wall second)
         rows.append(row)
-    return runner, files, rows
+    return runner, files, list(paths), rows
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(folder: Path, count: int, write: bool, baseline: Optional[Path]) -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="edge-command-") as scratch:
         model, photos, one = prepare(folder, Path(scratch))
-        runner, files, rows = rounds(model, photos, one, count, Path(scratch) / "p.json", baseline)
-        text = report(runner, files, rows, model.read_bytes(), load_before, baseline)
+        runner, files, paths, rows = rounds(model, photos, one, count, Path(scratch) / "p.json", baseline)
+        text = report(runner, files, paths, rows, model.read_bytes(), load_before, baseline)
     print(text)
     if write:
         RESULTS.write_text(text)
-    return 0 if statistics.median(r["command"] / r["bare"] for r in rows) >= TARGET else 1
+    return 0 if statistics.median(r["command"][0] / r["bare"] for r in rows) >= TARGET else 1
 
 
-def report(runner, files, rows, data: bytes, load_before, baseline: Optional[Path]) -> str:
+def _spread(values) -> str:
+    values = list(values)
+    return f"median {statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f}, {len(values)} rounds)" if values else "no round"
+
+
+NAMES = {"runner": "runner's loop in this process", "command": "`edge evaluate`", "baseline": "baseline `edge evaluate`"}
+
+
+def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optional[Path]) -> str:
     from bench_edge_speed import cpu_info
 
-    count = len(rows)
-    ratios = [r["command"] / r["bare"] for r in rows]
-    in_process = [r["runner"] / r["bare"] for r in rows]
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
-    median = statistics.median(ratios)
     lines = [
         "# `edge evaluate` images/s against the bare invoke rate",
         "",
@@ -142,7 +156,8 @@ def report(runner, files, rows, data: bytes, load_before, baseline: Optional[Pat
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_command.py {' '.join(sys.argv[1:])}`"
         f" (model and JPEGs from `bench/bench_edge_speed.py make --per-class 300`)",
         f"- what is timed: `python -m edge.cli evaluate MODEL --data DIR --out p.json --threads 1` (what `edge` runs)"
-        f" as a subprocess, over {len(files)} JPEGs and over 1; per image = (time({len(files)}) - time(1)) / {len(files) - 1}",
+        f" as a subprocess, over {len(files)} JPEGs and over 1; per image = (time({len(files)}) - time(1)) / {len(files) - 1}"
+        + (f"; baseline: the same command from the source tree {baseline}" if baseline else ""),
         f"- CPU: {cpu_info()}; Python {platform.python_version()}, {platform.machine()}, numpy {np.__version__}",
         f"- interpreter: {backend} {version} ({runner.loaded.why}), 1 thread",
         f"- model: MobileNetV2 1.0 224, int8 through the export stage's converter, uint8 I/O, 10 classes ({len(data) / 1e6:.2f} MB),"
@@ -151,28 +166,26 @@ def report(runner, files, rows, data: bytes, load_before, baseline: Optional[Pat
         f"- machine load (1-minute load average): {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after; the 2 cores are "
         "shared with other agents' work, so every ratio is taken within one round",
         "",
-        f"## {count} rounds",
+        f"## {len(rows)} rounds: images/s, its share of the bare invoke rate, and CPU seconds per wall second",
         "",
-        "| round | bare invokes/s (1 / median) | runner in-process img/s (/ bare) | command img/s (/ bare) | command CPU / wall |"
-        + (" baseline command img/s (/ bare) |" if baseline else ""),
-        "|---|---|---|---|---|" + ("---|" if baseline else ""),
+        "CPU / wall near 1: the process had one core's worth (decoding could not overlap the invokes); near 2: a free second core.",
+        "",
+        "| round | bare invokes/s (1 / median invoke) | " + " | ".join(NAMES[p] for p in paths) + " |",
+        "|---|---|" + "---|" * len(paths),
     ]
     for i, r in enumerate(rows):
-        lines.append(f"| {i + 1} | {r['bare']:.1f} ({r['bare_median']:.1f}) | {r['runner']:.1f} ({r['runner'] / r['bare']:.2f}) | "
-                     f"{r['command']:.1f} ({r['command'] / r['bare']:.2f}) | {r['share']:.2f} |"
-                     + (f" {r['baseline']:.1f} ({r['baseline'] / r['bare']:.2f}) |" if baseline else ""))
+        lines.append(f"| {i + 1} | {r['bare']:.1f} ({r['bare_median']:.1f}) | "
+                     + " | ".join(f"{r[p][0]:.1f} ({r[p][0] / r['bare']:.2f}; CPU {r[p][1]:.2f})" for p in paths) + " |")
+    lines += ["", "| path | share of the bare rate, all rounds | in rounds where it had a second core (CPU / wall >= 1.5) |",
+              "|---|---|---|"]
+    for p in paths:
+        lines.append(f"| {NAMES[p]} | {_spread(r[p][0] / r['bare'] for r in rows)} | "
+                     f"{_spread(r[p][0] / r['bare'] for r in rows if r[p][1] >= 1.5)} |")
     lines += [
         "",
-        f"**command / bare: median {median:.2f}** (min {min(ratios):.2f}, max {max(ratios):.2f}; target >= {TARGET}); "
-        f"the runner's loop in-process: median {statistics.median(in_process):.2f} (min {min(in_process):.2f}, max {max(in_process):.2f}).",
-        "",
-        *([f"Baseline command ({baseline}): median {statistics.median(r['baseline'] / r['bare'] for r in rows):.2f} of bare; "
-           f"this command / baseline command per round: median {statistics.median(r['command'] / r['baseline'] for r in rows):.2f}.", ""]
-          if baseline else []),
-        f"Per image, the command took {statistics.median(1000 / r['command'] for r in rows):.2f} ms (median) against "
-        f"{statistics.median(1000 / r['bare'] for r in rows):.2f} ms per bare invoke (median invoke "
-        f"{statistics.median(1000 / r['bare_median'] for r in rows):.2f} ms) and "
-        f"{statistics.median(1000 / r['runner'] for r in rows):.2f} ms through the runner in-process.",
+        f"Target: `edge evaluate` >= {TARGET} of the bare invoke rate with a free second core. Per image, the command took "
+        f"{statistics.median(1000 / r['command'][0] for r in rows):.2f} ms (median of all rounds) against "
+        f"{statistics.median(1000 / r['bare'] for r in rows):.2f} ms per bare invoke.",
         "",
     ]
     return "\n".join(lines)
