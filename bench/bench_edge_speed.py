@@ -8,8 +8,9 @@
 `run` imports no TensorFlow. Per interpreter: the model loaded at 1 thread, invokes timed in
 interleaved rounds (so drift in machine load hits each alike). End to end: the interpreter the
 device side picks by default (edge.interpreter.choose_backend) runs what `edge bench --images`
-runs (edge.cli.end_to_end_rate: decode and resize ahead on a worker thread, set_input, invoke,
-get_scores), in rounds interleaved with bare invokes on the same interpreter. Also the JPEG decode
+runs (edge.timing.end_to_end_rate over edge.runner.Runner's score loop: decode and resize ahead on a
+worker thread, set_input, invoke, get_scores), in rounds interleaved with bare invokes on the same
+interpreter. The command itself (`edge evaluate`, process and all) is timed by bench_edge_command.py. Also the JPEG decode
 and resize alone, full size vs the pixel contract's reduced scale, and their mean absolute difference.
 Targets: default invoke <= 1.2x the fastest installed; end to end >= 0.75 of the bare invoke rate.
 """
@@ -35,7 +36,7 @@ PHOTOS = "photos"
 INVOKE_TARGET, END_TO_END_TARGET = 1.2, 0.75
 
 
-def make(out: Path) -> None:
+def make(out: Path, per_class: int = 50) -> None:
     """Host only: the model through the export stage's own converter settings, and the JPEGs."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -45,7 +46,7 @@ def make(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MODEL).write_bytes(mobilenet_models()[1])
-    write_camera_jpegs(out / PHOTOS, per_class=50, size=(640, 480))
+    write_camera_jpegs(out / PHOTOS, per_class=per_class, size=(640, 480))
     print(f"wrote {out / MODEL} and {len(list((out / PHOTOS).rglob('*.jpg')))} JPEGs under {out / PHOTOS}")
 
 
@@ -86,22 +87,21 @@ def invoke_times(modules, data: bytes, rounds: int, per_round: int):
 
 def end_to_end(model: Path, files, rounds: int):
     """(backend, why, bare invokes/s, images/s): what `edge bench --images` measures, rounds interleaved."""
-    from edge.cli import Opened, end_to_end_rate
-    from edge.interpreter import open_model
-    from edge.preprocess import RAW_PIXELS
+    from edge.contract import PixelContract
+    from edge.runner import Runner
+    from edge.timing import end_to_end_rate
 
-    loaded = open_model(model, edgetpu=False, threads=1)
-    opened = Opened(loaded, "", RAW_PIXELS, True, None)  # the pipeline's models: raw pixels, contract version 2
-    interpreter = loaded.interpreter
+    runner = Runner.with_contract(model, PixelContract(), edgetpu=False, threads=1)  # the pipeline's models: raw pixels, v2
+    loaded, interpreter = runner.loaded, runner.interpreter
     bare, rates, cpu_share = [], [], []
-    end_to_end_rate(opened, files[:8])  # warm-up: file cache, first invokes
+    end_to_end_rate(runner, files[:8])  # warm-up: file cache, first invokes
     for _ in range(rounds):
         for _ in range(len(files)):
             start = time.perf_counter()
             interpreter.invoke()
             bare.append(time.perf_counter() - start)
         cpu, wall = _cpu_seconds(), time.perf_counter()
-        rates.append(end_to_end_rate(opened, files))
+        rates.append(end_to_end_rate(runner, files))
         # Above 1: decoding and invoking overlapped on two cores; 1.0: this process got one core's worth.
         cpu_share.append((_cpu_seconds() - cpu) / (time.perf_counter() - wall))
     return loaded.backend, loaded.why, 1 / statistics.median(bare), rates, cpu_share
@@ -200,14 +200,16 @@ def run(folder: Path, rounds: int, write: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("make").add_argument("--out", type=Path, required=True)
+    maker = sub.add_parser("make")
+    maker.add_argument("--out", type=Path, required=True)
+    maker.add_argument("--per-class", type=int, default=50, help="JPEGs per photo (bench_edge_command.py wants 300)")
     runner = sub.add_parser("run")
     runner.add_argument("--dir", type=Path, required=True, help="what `make` wrote")
     runner.add_argument("--rounds", type=int, default=20)
     runner.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.command == "make":
-        make(args.out)
+        make(args.out, args.per_class)
         return 0
     return run(args.dir, args.rounds, not args.no_write)
 

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edge.errors import InputError
+from edge.errors import InputError, ModelLoadError
 from edge.preprocess import RAW_PIXELS, Normalization, dequantize, resize, to_input
 
 
@@ -55,6 +55,15 @@ def set_input(interpreter: Any, image: Any, norm: Normalization = RAW_PIXELS) ->
         raise InputError(f"model input batch {shape[0]}, expected 1: set_input puts one image in")
     pixels = resize(image, input_size(interpreter))
     interpreter.set_tensor(details["index"], to_input(pixels, norm, details))
+
+
+def invoke(interpreter: Any, what: str = "the input") -> None:
+    """interpreter.invoke(), with the interpreter's own errors (a model that loads but cannot run) as a
+    ModelLoadError naming `what` (the image), so a command prints one line instead of a traceback."""
+    try:
+        interpreter.invoke()
+    except (RuntimeError, ValueError) as err:
+        raise ModelLoadError(f"the interpreter failed on {what}: {str(err).strip()}") from err
 
 
 def output_details(interpreter: Any) -> Dict[str, Any]:
@@ -101,5 +110,5 @@ def classify(interpreter: Any, image: Any, k: int = 1, labels: Optional[Sequence
              norm: Normalization = RAW_PIXELS) -> List[Class]:
     """set_input, invoke, top_k: one image in, its k best classes out."""
     set_input(interpreter, image, norm)
-    interpreter.invoke()
+    invoke(interpreter)
     return top_k(get_scores(interpreter), k=k, labels=labels)

@@ -1,6 +1,11 @@
 """Errors of the device side. Each says what was got and what was expected; the CLI prints them without a traceback."""
 from __future__ import annotations
 
+import functools
+import sys
+import threading
+from typing import Any, Callable, Type
+
 
 class EdgeError(Exception):
     """Base of every error edge/ raises on purpose (bad model, bad input, missing runtime)."""
@@ -36,3 +41,64 @@ class IntegrityError(EdgeError):
 
 class InputError(EdgeError, ValueError):
     """An input (image, array, option) does not fit the model."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so a command's clean-up and roll-back run as they do for Ctrl-C."""
+
+    exit_code = 143
+
+
+def describe_os_error(err: OSError) -> str:
+    """An OS error in words: the path and what the errno means (`/run/x: No space left on device (ENOSPC)`)."""
+    import errno
+    import os
+
+    where = f"{err.filename}: " if err.filename else ""
+    if err.errno in errno.errorcode:
+        return f"{where}{os.strerror(err.errno)} ({errno.errorcode[err.errno]})"
+    return f"{where}{err}"
+
+
+_STOPPED = ("what this command was writing was rolled back (training keeps its last completed epoch); "
+            "run the same command again to continue")
+
+
+def exits_cleanly(*error_types: Type[Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator for a command: what a user can act on becomes one line on stderr and an exit code, never a
+    traceback: an error of `error_types` (its `exit_code`, 1 unless it says otherwise), an OS error while reading
+    or writing (1, the path and the reason named), Ctrl-C (130), SIGTERM (143). Both command lines use it: edge's
+    with EdgeError, pipeline's with PipelineError and EdgeError."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            import signal
+
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, _raise_terminated)
+            try:
+                return command(*args, **kwargs)
+            except error_types as err:
+                _fail(f"error: {err}", getattr(err, "exit_code", 1))
+            except OSError as err:
+                _fail(f"error: {describe_os_error(err)}; nothing this command was writing was kept", 1)
+            except KeyboardInterrupt:
+                _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
+            except Terminated:
+                _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
+
+        return wrapper
+
+    return decorate
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _fail(message: str, code: int) -> None:
+    import click  # only on the way out: the library itself does not need click
+
+    click.echo(message, err=True)
+    sys.exit(code)

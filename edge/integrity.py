@@ -8,7 +8,7 @@ Two records can vouch for a model:
   sidecar   `<model file>.json` next to the model:
             {"schema_version": 1, "model": "<file name>", "sha256": "<hex>", "labels": [...],
              "image_size": N, "input": {"dtype": "uint8", "scale": s, "zero_point": z},
-             "preprocessing": <the pixel contract, edge.preprocess.contract()>}
+             "preprocessing": <the pixel contract, edge.contract.PixelContract.as_record()>}
   manifest  `manifest.json` in the model's directory (the run directory the pipeline wrote):
             {"schema_version": 1, "artifacts": {key: {"path": "<relative>", "sha256": "<hex>"}}, "labels": [...],
              "preprocessing": {...}}
@@ -35,7 +35,7 @@ class ModelRecord(NamedTuple):
     sha256: str
     labels: Optional[List[str]]
     image_size: Optional[int]
-    preprocessing: Optional[Dict[str, Any]]  # the pixel contract (edge.preprocess.contract), when recorded
+    preprocessing: Optional[Dict[str, Any]]  # the pixel contract (edge.contract reads it), when recorded
 
 
 def sha256_bytes(data: bytes) -> str:

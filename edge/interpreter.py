@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 from edge.errors import BackendUnavailable, EdgeTpuUnavailable, InputError, ModelLoadError
 
@@ -306,9 +306,3 @@ def backend_name(compiled: bool = False) -> str:
     """Name of the interpreter module a CPU model (or, compiled=True, an Edge TPU model) would run on."""
     return choose_backend(compiled).name
 
-
-def io_shapes(interpreter: Any) -> Tuple[List[tuple], List[tuple]]:
-    """(input shapes, output shapes), for messages."""
-    ins = [tuple(int(x) for x in d["shape"]) for d in interpreter.get_input_details()]
-    outs = [tuple(int(x) for x in d["shape"]) for d in interpreter.get_output_details()]
-    return ins, outs

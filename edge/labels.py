@@ -11,6 +11,10 @@ file is one name per line, a COCO file gives its own ids, and a mixed file takes
 that rule. Unlike pycoral, an id given twice is refused rather than overwritten. Labels come
 back as a list indexed by class id; ids a file skips (COCO has gaps) hold the id as a string,
 so `labels[class_id]` always works and a missing name prints as the id.
+
+`names_only=True` is the stricter rule of the labels.txt that `pipeline prepare` writes beside
+TFRecord shards (read by pipeline/data/tfrecords.py): every line is a name, line N names class
+id N, and no line is blank or repeated.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ _ID_LINE = re.compile(r"([0-9]+)[:\s]+(\S.*)", re.ASCII)
 # filling the gaps up to it would build a list of millions of ids.
 MAX_CLASS_ID = 100_000
 _FORMS = "one label per line, or `ID label` lines"
+_NAMES_ONLY = "one distinct name a line, line N naming class id N"
 
 
 def read_labels(path: Union[str, Path]) -> List[str]:
@@ -39,18 +44,22 @@ def read_labels(path: Union[str, Path]) -> List[str]:
     return parse_labels(data, f"labels file {path}")
 
 
-def parse_labels(content: Union[str, bytes], source: str = "labels") -> List[str]:
-    """Labels from the text (or UTF-8 bytes) of a label file; `source` names it in errors."""
+def parse_labels(content: Union[str, bytes], source: str = "labels", names_only: bool = False) -> List[str]:
+    """Labels from the text (or UTF-8 bytes) of a label file; `source` names it in errors. names_only: one
+    distinct name a line, no `ID name` lines (module docstring)."""
+    forms = _NAMES_ONLY if names_only else _FORMS
     if isinstance(content, bytes):
         try:
             content = content.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise InputError(f"{source} is not UTF-8 text (bad byte at {err.start}); expected {_FORMS}") from None
+            raise InputError(f"{source} is not UTF-8 text (bad byte at {err.start}); expected {forms}") from None
     lines = content.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()  # a trailing newline or two is not a class
     if not lines:
-        raise InputError(f"{source} is empty, expected {_FORMS}")
+        raise InputError(f"{source} is empty, expected {forms}")
+    if names_only:
+        return _names(lines, source)
     names: Dict[int, Tuple[str, int]] = {}  # id -> (name, line number) for the duplicate message
     for row, line in enumerate(lines):
         class_id, name = _split(line, row)
@@ -61,6 +70,19 @@ def parse_labels(content: Union[str, bytes], source: str = "labels") -> List[str
                              f"{names[class_id][1]} ({names[class_id][0]!r}); expected each id once")
         names[class_id] = (name, row + 1)
     return [names[i][0] if i in names else str(i) for i in range(max(names) + 1)]
+
+
+def _names(lines: List[str], source: str) -> List[str]:
+    names = [line.strip() for line in lines]
+    first: Dict[str, int] = {}
+    for row, name in enumerate(names):
+        if not name:
+            raise InputError(f"{source} is not a list of class names: line {row + 1} is blank; expected {_NAMES_ONLY}")
+        if name in first:
+            raise InputError(f"{source} is not a list of class names: line {row + 1} repeats {name!r} (line {first[name]}); "
+                             f"expected {_NAMES_ONLY}")
+        first[name] = row + 1
+    return names
 
 
 def _split(line: str, row: int) -> Tuple[int, str]:

@@ -5,7 +5,8 @@
     tensor = to_input(pixels, RAW_PIXELS, interpreter.get_input_details()[0])
 
 The device, the host's parity evaluation and the bundle all go through these functions, so the
-pixels a board computes from a camera JPEG are the pixels the parity report measured. Training's
+pixels a board computes from a camera JPEG are the pixels the parity report measured. Which version
+of the steps a model follows, and the contract as manifests and sidecars record it: edge.contract. Training's
 tf.data pipeline (pipeline/data/decode.py) cannot call Pillow on a TPU; it mirrors each step below in
 TensorFlow and the remaining difference is measured (bench/bench_pixel_contract.py).
 
@@ -37,12 +38,6 @@ import numpy as np
 
 from edge.errors import InputError
 
-CONTRACT_VERSION = 2
-# Version 1 models (full-size JPEG decoding) still run, decoded as they were trained: see decode_scaled.
-HONOURED_VERSIONS = (1, 2)
-JPEG_SCALE = "largest 1/k (k in 8, 4, 2, 1) with k <= width // input width and k <= height // input height"
-RESIZE = "bilinear_antialias"
-CROP = "stretch"
 # Modes whose conversion to RGB Pillow and TensorFlow's decoders agree on.
 ACCEPTED_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA")
 
@@ -75,48 +70,6 @@ def normalization(mean: Union[float, Sequence[float]], std: Union[float, Sequenc
 RAW_PIXELS = normalization(0.0, 1.0, "raw pixels 0..255: the model normalizes inside")
 # pycoral's classify example feeds mean 128, std 128 unless told otherwise.
 PYCORAL_DEFAULT = normalization(128.0, 128.0, "pycoral's default (--input-mean 128 --input-std 128)")
-
-
-# ---------------------------------------------------------------------------------------------
-# The contract as recorded in the manifest and in each model's sidecar
-
-
-def contract(norm: Normalization = RAW_PIXELS) -> Dict[str, Any]:
-    """The contract as JSON-ready data, for the manifest and the sidecars."""
-    return {
-        "version": CONTRACT_VERSION,
-        "decode": "Pillow (JPEG: libjpeg accurate integer DCT); EXIF orientation not applied",
-        "jpeg_scale": JPEG_SCALE,
-        "color": "RGB (grey repeated, palette expanded, alpha dropped; CMYK, 16-bit and float refused)",
-        "resize": RESIZE,
-        "crop": CROP,
-        "mean": list(norm.mean),
-        "std": list(norm.std),
-    }
-
-
-def normalization_from_contract(recorded: Any, where: str) -> Normalization:
-    """The Normalization a recorded contract asks for; a contract this code cannot honour is refused."""
-    if not isinstance(recorded, dict):
-        raise InputError(f"{where} records preprocessing {recorded!r}, expected a pixel contract object")
-    if recorded.get("version") not in HONOURED_VERSIONS:
-        raise InputError(f"{where} records preprocessing version {recorded.get('version')!r}, expected one of "
-                         f"{', '.join(map(str, HONOURED_VERSIONS))}: this model was made for another pixel contract "
-                         "(update edgeflow on this device)")
-    expected = {"resize": RESIZE, "crop": CROP}
-    if recorded.get("version") >= 2:
-        expected["jpeg_scale"] = JPEG_SCALE
-    for key, value in expected.items():
-        if recorded.get(key) != value:
-            raise InputError(f"{where} records preprocessing {key} {recorded.get(key)!r}, expected {value!r}: "
-                             "this model was made for another pixel contract (update edgeflow on this device)")
-    return normalization(recorded.get("mean", []), recorded.get("std", []), f"recorded in {where}")
-
-
-def decode_scaled(recorded: Any) -> bool:
-    """Whether a recorded contract decodes JPEGs at reduced scale (version 2 on); None (no record, a model from
-    elsewhere) decodes at full size, as pycoral's examples and the model's own trainers did."""
-    return isinstance(recorded, dict) and isinstance(recorded.get("version"), int) and recorded["version"] >= 2
 
 
 # ---------------------------------------------------------------------------------------------

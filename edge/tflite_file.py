@@ -96,15 +96,6 @@ def _dtype_name(code: int) -> str:
     return {"BOOL": "bool", "STRING": "object"}.get(name, name.lower())
 
 
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "int32": 4, "uint8": 1, "int64": 8, "int16": 2, "int8": 1,
-                "float64": 8, "uint32": 4, "uint16": 2, "uint64": 8, "bool": 1}
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a TensorInfo dtype (0 when unknown or variable-size)."""
-    return _DTYPE_BYTES.get(dtype, 0)
-
-
 def _snake(name: str) -> str:
     """'DilationHFactor' -> 'dilation_h_factor', as the schema's own field names read."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()

@@ -8,50 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import sys
 
 import click
 
-from edge.errors import EdgeError
+from edge.errors import EdgeError, exits_cleanly
 from pipeline import console
-from pipeline.errors import PipelineError, Terminated, describe_os_error
+from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
 
-
-def reports_errors(command):
-    """Turn what a user can act on into one message on stderr and an exit code, never a traceback: a
-    PipelineError or EdgeError (its own code), an OS error while reading or writing (1), Ctrl-C (130),
-    SIGTERM (143). Every stage rolls back what it was writing before the message is printed."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        signal.signal(signal.SIGTERM, _terminated)
-        try:
-            return command(*args, **kwargs)
-        except (PipelineError, EdgeError) as err:  # stages read models with edge/'s reader, which raises EdgeErrors
-            _fail(f"error: {err}", err.exit_code)
-        except OSError as err:
-            _fail(f"error: {describe_os_error(err)}; nothing this command was writing was kept", 1)
-        except KeyboardInterrupt:
-            _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
-        except Terminated:
-            _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
-
-    return wrapper
-
-
-_STOPPED = ("what this command was writing was rolled back (training keeps its last completed epoch); "
-            "run the same command again to continue")
-
-
-def _terminated(signum, frame):
-    raise Terminated()
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(message, err=True)
-    sys.exit(code)
+# Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
+reports_errors = exits_cleanly(PipelineError, EdgeError)
 
 
 @click.group()

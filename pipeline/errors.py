@@ -1,5 +1,4 @@
 """Errors a user can act on. The CLI prints their message and exits with their code."""
-import os
 
 
 class PipelineError(Exception):
@@ -35,19 +34,3 @@ class PeerLost(PipelineError):
 
 class RunBusy(PipelineError):
     """Another stage holds the run directory's writer lock; nothing was changed."""
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the process is, so every stage's rollback runs as it does for Ctrl-C."""
-
-    exit_code = 143
-
-
-def describe_os_error(err: OSError) -> str:
-    """An OS error in words: the path and what the errno means (`/run/x: No space left on device (ENOSPC)`)."""
-    import errno
-
-    where = f"{err.filename}: " if err.filename else ""
-    if err.errno in errno.errorcode:
-        return f"{where}{os.strerror(err.errno)} ({errno.errorcode[err.errno]})"
-    return f"{where}{err}"

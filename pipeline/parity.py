@@ -24,9 +24,10 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from edge import preprocess
+from edge.contract import PixelContract
 from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
+from edge.runner import Runner
 from pipeline import data as data_mod
 from pipeline.console import native_quiet
 from pipeline.errors import DataError, PipelineError
@@ -89,21 +90,21 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
 
 def _heldout_pixels(run: Run, heldout: "Heldout"):
-    # The run's own contract version: what its device will do with these files.
-    scaled = preprocess.decode_scaled(run.contract)
-    images = np.stack([preprocess.load_pixels(original, (heldout.size, heldout.size), name=e.id, scaled=scaled)
+    # The run's own contract, version included: what its device will do with these files.
+    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    images = np.stack([contract.load_pixels(original, (heldout.size, heldout.size), name=e.id)
                        for e, original in zip(heldout.examples, heldout.originals)])
     return images, np.array([e.label for e in heldout.examples], np.int64)
 
 
 def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
     """Each model's scores on the held-out images, and what the device results file says of itself (or None)."""
-    norm = preprocess.normalization_from_contract(run.contract, "the run's manifest")
+    contract = PixelContract.from_record(run.contract, "the run's manifest")
     scores = {REFERENCE: _savedmodel_scores(run, images)}
     device = None
     if run.has("model_float"):
-        scores["float_tflite_cpu"] = _tflite_scores(run.artifact("model_float"), images, norm, config.threads)
-    scores["int8_cpu"] = _tflite_scores(run.artifact("model_int8"), images, norm, config.threads)
+        scores["float_tflite_cpu"] = _tflite_scores(run.artifact("model_float"), images, contract, config.threads)
+    scores["int8_cpu"] = _tflite_scores(run.artifact("model_int8"), images, contract, config.threads)
     if config.device_results:
         device = _device_results(Path(config.device_results), run, heldout)
         scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device.pop("scores"), np.float32)
@@ -152,19 +153,11 @@ def _savedmodel_scores(run: Run, images: np.ndarray) -> np.ndarray:
     return np.concatenate(out).astype(np.float32)
 
 
-def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalization, threads: Optional[int]) -> np.ndarray:
-    """Scores one image at a time through edge's own functions: what the device will run."""
-    from edge.classify import get_scores, set_input
-    from edge.interpreter import make_interpreter
-
+def _tflite_scores(model: Path, images: np.ndarray, contract: PixelContract, threads: Optional[int]) -> np.ndarray:
+    """Scores one image at a time through the device's own runner: what the device will run."""
     with native_quiet():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++
-        interpreter = make_interpreter(model, edgetpu=False, threads=threads)
-    out = []
-    for image in images:
-        set_input(interpreter, image, norm)
-        interpreter.invoke()
-        out.append(get_scores(interpreter))
-    return np.stack(out).astype(np.float32)
+        runner = Runner.with_contract(model, contract, edgetpu=False, threads=threads)
+    return runner.score_all(images)
 
 
 def _device_results(path: Path, run: Run, heldout: "Heldout") -> dict:

@@ -207,33 +207,27 @@ def _float_scores(chosen, batch: int, model_path: Path, inputs: unlabeled.Inputs
 
 def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: unlabeled.Inputs, keep: np.ndarray,
                    size: int, progress: Progress) -> Tuple[np.ndarray, np.ndarray, float, float, Dict[int, str]]:
-    from pipeline.inference.device import tflite_scorer
+    """The int8 or Edge TPU model through the device's own runner and the run's pixel contract (its version too:
+    what its device does with these files), one image at a time, decoding ahead."""
+    from edge.contract import PixelContract
+    from edge.runner import Runner
 
-    contract = run.contract
-    norm = preprocess.normalization_from_contract(contract, "the run's manifest")
-    scaled = preprocess.decode_scaled(contract)  # the run's contract version: what its device does with these files
+    contract = PixelContract.from_record(run.contract, "the run's manifest")
     started = time.perf_counter()
-    score = tflite_scorer(model_path, config.model == "edgetpu", norm, config.threads)
+    runner = Runner.with_contract(model_path, contract, edgetpu=True if config.model == "edgetpu" else False,
+                                  threads=config.threads)
     loaded = time.perf_counter()
-
-    def pixels(element):
-        position, data = element
-        return preprocess.load_pixels(data, (size, size), name=_name(inputs.items[position]), scaled=scaled)
-
-    scores: Optional[np.ndarray] = None
+    scores = np.full((len(inputs.items), runner.num_classes), np.nan, np.float32)
     scored = np.zeros(len(inputs.items), np.int64)
     bad: Dict[int, str] = {}
     with progress(int(keep.sum()), "predicting") as update:
-        for (position, _), image, error in prefetch(inputs.encoded(keep), pixels):
+        elements = runner.score_files(inputs.encoded(keep), path_of=lambda element: element[1],
+                                      name_of=lambda element: _name(inputs.items[element[0]]))
+        for (position, _), row, error in elements:
             if error is not None:
                 bad[position] = str(error)
             else:
-                row = score(image)
-                if scores is None:
-                    scores = np.full((len(inputs.items), row.size), np.nan, np.float32)
                 scores[position] = row
                 scored[position] += 1
             update(1)
-    if scores is None:
-        scores = np.full((len(inputs.items), 0), np.nan, np.float32)
     return scores, scored, loaded - started, time.perf_counter() - loaded, bad

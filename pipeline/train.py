@@ -28,7 +28,6 @@ import tensorflow as tf
 import tf_keras as keras
 
 import models
-from edge import preprocess
 from pipeline import data as data_mod
 from pipeline.inference import class_metrics
 from pipeline.rundir import lock, manifest as manifest_io
@@ -306,7 +305,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
         },
         # How an image becomes the model's input, for every later stage and the device.
-        "preprocessing": preprocess.contract(preprocess.RAW_PIXELS),
+        "preprocessing": data_mod.TRAINING_CONTRACT.as_record(),
         "labels": plan.train_source.labels,
         "data": {
             "train": plan.train_source.describe(),

@@ -3,7 +3,6 @@ held-out metrics, parity's report and its macro-F1 gate, and `edge evaluate`'s o
 from __future__ import annotations
 
 import json
-import shutil
 import warnings
 
 import numpy as np

@@ -18,7 +18,8 @@ from collections import Counter
 
 import pytest
 
-from edge.preprocess import PYCORAL_DEFAULT, contract
+from edge.contract import PixelContract
+from edge.preprocess import PYCORAL_DEFAULT
 from edge.tflite_file import cpu_ops, io_signatures, is_edgetpu_compiled, read_model
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.rundir.run import Run
@@ -37,7 +38,7 @@ def reference_run(tmp_path, name, folder="run"):
     shutil.copyfile(REFERENCE / f"{name}.tflite", run_dir / "model_int8.tflite")
     shape = read_model(run_dir / "model_int8.tflite").tensors[read_model(run_dir / "model_int8.tflite").inputs[0]].shape
     manifest = manifest_mod.new(labels=["background", "other"], model={"image_size": shape[1]},
-                                preprocessing=contract(PYCORAL_DEFAULT))  # how Coral feeds its models
+                                preprocessing=PixelContract(PYCORAL_DEFAULT).as_record())  # how Coral feeds its models
     record_artifact(run_dir, "model_int8", run_dir / "model_int8.tflite", manifest=manifest)
     return run_dir
 

@@ -73,7 +73,7 @@ def _assert_integer_only_by_the_interpreter(model: bytes) -> None:
 
 @pytest.mark.host
 def test_int8_export_is_verified_and_recorded(int8_run):
-    from edge.preprocess import contract
+    from edge.contract import PixelContract
     from pipeline.rundir import manifest as manifest_lib
     from pipeline.rundir.files import sha256_of
 
@@ -91,7 +91,7 @@ def test_int8_export_is_verified_and_recorded(int8_run):
     sidecar = json.loads((run_dir / "model_int8.tflite.json").read_text())
     assert sidecar["sha256"] == sha256_of(path)
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == 16
-    assert sidecar["preprocessing"] == manifest["preprocessing"] == contract()  # raw pixels: mean 0, std 1
+    assert sidecar["preprocessing"] == manifest["preprocessing"] == PixelContract().as_record()  # raw pixels: mean 0, std 1
     assert sidecar["input"] == entry["input"]
     report = json.loads(Run.open(run_dir).artifact("quantization_report").read_text())
     assert report["sizes"]["int8_bytes"] < report["sizes"]["float32_bytes"]

@@ -148,7 +148,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     from PIL import Image
 
     from edge.cli import main as edge_main
-    from edge.preprocess import RAW_PIXELS
+    from edge.contract import PixelContract
     from pipeline import data, parity
     from pipeline.rundir import manifest as manifest_mod
 
@@ -157,7 +157,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     jpeg = tmp_path / "digit.jpg"
     Image.fromarray(images[0]).save(jpeg, quality=95)
     decoded = np.asarray(Image.open(jpeg).convert("RGB"))
-    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], RAW_PIXELS, threads=None)[0]
+    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], PixelContract(), threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output
     expected = int(host.argmax())

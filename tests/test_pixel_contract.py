@@ -57,3 +57,15 @@ def test_the_old_preprocessing_would_have_missed_the_target():
     old = tf.image.resize(tf.io.decode_jpeg(raw, channels=3), [32, 32], method="bilinear")
     old = np.clip(np.round(old.numpy()), 0, 255).astype(np.int64)
     assert np.abs(old - load_pixels(raw, (32, 32)).astype(np.int64)).mean() > 5 * TARGET_MEAN_DIFFERENCE
+
+
+def test_training_decodes_by_the_contract_version_it_is_given():
+    """Version 1 decodes JPEGs at full size on both sides; version 2 (the default) at 1/k: other pixels."""
+    from edge.contract import PixelContract
+    from edge.preprocess import RAW_PIXELS, load_pixels
+    from pipeline.data import training_pixels
+
+    raw = sample_photos()["china"]
+    v1 = training_pixels(raw, 128, PixelContract(RAW_PIXELS, 1)).astype(np.int64)
+    assert np.abs(v1 - load_pixels(raw, (128, 128), scaled=False)).mean() <= TARGET_MEAN_DIFFERENCE
+    assert np.abs(v1 - training_pixels(raw, 128)).mean() > TARGET_MEAN_DIFFERENCE

@@ -1,6 +1,7 @@
 """Decoding and resizing as the pixel contract (edge/preprocess.py) says, in pure TensorFlow, so the
-input pipeline still runs on a TPU host: JPEG with the accurate integer DCT at the contract's reduced
-scale, bilinear resize with antialiasing. What remains different is measured in bench/results/pixel_contract.md.
+input pipeline still runs on a TPU host: JPEG with the accurate integer DCT at the scale the contract's
+version asks for, bilinear resize with antialiasing. What remains different is measured in
+bench/results/pixel_contract.md.
 """
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from edge.contract import PixelContract
 from edge.errors import InputError
 from edge.preprocess import load_image
 from pipeline.errors import DataError
+
+# What training decodes by, and what train records in the manifest for every later stage and the device:
+# the newest contract version, raw pixels (the models normalize inside).
+TRAINING_CONTRACT = PixelContract()
 
 
 def _to_size(image, image_size: int):
@@ -25,10 +31,10 @@ def _decode_pixels(raw, image_size):
     return _to_size(raw, image_size)
 
 
-def _decode_encoded(raw, image_size):
-    # Pixel contract v2: JPEG through the accurate integer DCT (TensorFlow's default is the fast one), at the
+def _decode_encoded(raw, image_size, contract: PixelContract = TRAINING_CONTRACT):
+    # JPEG through the accurate integer DCT (TensorFlow's default is the fast one); from contract version 2 at the
     # largest scale 1/k (k = 8, 4, 2, 1) with k <= height // size and k <= width // size: libjpeg's scaled
-    # IDCT, as Pillow's draft decodes it on the device.
+    # IDCT, as Pillow's draft decodes it on the device. Version 1 decodes at full size.
     def jpeg(ratio):
         return lambda: tf.io.decode_jpeg(raw, channels=3, dct_method="INTEGER_ACCURATE", ratio=ratio)
 
@@ -38,16 +44,17 @@ def _decode_encoded(raw, image_size):
         branch = tf.cast(k >= 2, tf.int32) + tf.cast(k >= 4, tf.int32) + tf.cast(k >= 8, tf.int32)
         return tf.switch_case(branch, [jpeg(1), jpeg(2), jpeg(4), jpeg(8)])  # `ratio` must be a Python int
 
-    image = tf.cond(tf.io.is_jpeg(raw), scaled_jpeg,
+    image = tf.cond(tf.io.is_jpeg(raw), scaled_jpeg if contract.scaled else jpeg(1),
                     lambda: tf.io.decode_image(raw, channels=3, expand_animations=False))
     return _to_size(image, image_size)
 
 
-def training_pixels(raw: Any, image_size: int) -> np.ndarray:
-    """One example as training's input pipeline turns it into pixels (encoded bytes, or uint8 pixels);
-    for measuring it against the pixel contract."""
-    decode = _decode_pixels if isinstance(raw, np.ndarray) else _decode_encoded
-    return decode(tf.constant(raw), image_size).numpy()
+def training_pixels(raw: Any, image_size: int, contract: PixelContract = TRAINING_CONTRACT) -> np.ndarray:
+    """One example as training's input pipeline turns it into pixels (encoded bytes, or uint8 pixels) by
+    `contract`'s version; for measuring it against the pixel contract."""
+    if isinstance(raw, np.ndarray):
+        return _decode_pixels(tf.constant(raw), image_size).numpy()
+    return _decode_encoded(tf.constant(raw), image_size, contract).numpy()
 
 
 DECODERS = {"digits": _decode_pixels, "tfrecord": _decode_encoded, "folder": _decode_encoded}

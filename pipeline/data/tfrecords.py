@@ -13,6 +13,8 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from edge.errors import InputError
+from edge.labels import parse_labels
 from pipeline.data.decode import check_image
 from pipeline.data.examples import AUTOTUNE, Example, Source, digest
 from pipeline.errors import DataError
@@ -95,14 +97,12 @@ def _labels_beside(files: List[str]) -> Optional[List[str]]:
     for folder in sorted({os.path.dirname(f) for f in files}):
         path = f"{folder}/{LABELS_NAME}" if folder else LABELS_NAME
         if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path, "r") as f:
-                names = [line.strip() for line in f.read().splitlines()]
-            while names and not names[-1]:
-                names.pop()
-            if not names or "" in names or len(set(names)) != len(names):
-                raise DataError(f"{path} is not a list of class names (empty, blank or repeated lines); "
-                                "expected one distinct name a line, line N naming class id N")
-            found[path] = names
+            with tf.io.gfile.GFile(path, "rb") as f:
+                text = f.read()
+            try:
+                found[path] = parse_labels(text, str(path), names_only=True)
+            except InputError as err:
+                raise DataError(str(err)) from err
         else:
             found[path] = None
     if len({json.dumps(v) for v in found.values()}) > 1:

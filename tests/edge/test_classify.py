@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from edge import Class, InputError, classify, dequantize, get_scores, input_size, make_interpreter, quantize, set_input, top_k
-from edge_paths import FLOAT, IMAGES, INT8, LABELS, expected_scores
+from edge_paths import FLOAT, IMAGES, INT8, LABELS, bare_scores, expected_scores
 
 
 def test_quantize_and_dequantize_round_trip_and_do_not_wrap():
@@ -69,24 +69,6 @@ def test_bad_arrays_say_what_was_expected():
         set_input(interpreter, np.zeros((16, 16, 3), dtype=np.float32))
 
 
-def _reference_scores(model, pixels):
-    """Scores by the bare interpreter API: set_tensor / invoke / get_tensor, quantization by hand."""
-    interpreter = make_interpreter(model)
-    ind, outd = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    if ind["dtype"] == np.float32:
-        x = pixels.astype(np.float32)
-    else:
-        s, z = ind["quantization"]
-        x = np.clip(np.rint(pixels / s) + z, 0, 255).astype(ind["dtype"])
-    interpreter.set_tensor(ind["index"], x[None])
-    interpreter.invoke()
-    y = interpreter.get_tensor(outd["index"])[0]
-    if outd["dtype"] == np.float32:
-        return y
-    s, z = outd["quantization"]
-    return (y.astype(np.int64) - z) * s
-
-
 @pytest.mark.parametrize("name", ["red", "green", "blue"])
 def test_scores_match_bare_interpreter_float_model_and_keras(name):
     expected = np.array(expected_scores()[f"{name}.png"])
@@ -97,7 +79,7 @@ def test_scores_match_bare_interpreter_float_model_and_keras(name):
     int8.invoke()
     scores = get_scores(int8)
     assert scores.dtype == np.float32 and scores.shape == (3,)
-    assert np.allclose(scores, _reference_scores(INT8, pixels), atol=1e-6)
+    assert np.allclose(scores, bare_scores(INT8, pixels), atol=1e-6)
     # The float32 model equals Keras closely; the int8 one within quantization error.
     floats = make_interpreter(FLOAT)
     set_input(floats, pixels)

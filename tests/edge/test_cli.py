@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from edge.integrity import sha256_bytes, write_sidecar
-from edge.preprocess import contract
+from edge.contract import PixelContract
 from edge_paths import EDGETPU, IMAGES, LABELS, run_edge
 
 
@@ -22,7 +22,7 @@ def _no_traceback(result) -> None:
 
 
 def test_classify_uses_sidecar_labels(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     result = _run("classify", int8_copy, IMAGES / "red.png", IMAGES / "blue.png", "--top-k", "2")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -52,7 +52,7 @@ def test_a_model_with_no_record_gets_pycorals_default_normalization_and_says_so(
 
 
 def test_input_mean_is_refused_where_the_model_records_its_contract(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     result = _run("classify", int8_copy, IMAGES / "green.png", "--input-mean", "128")
     assert result.exit_code == 1 and "--input-mean/--input-std do not apply" in result.stderr
     _no_traceback(result)
@@ -66,13 +66,13 @@ def test_a_sidecar_without_a_pixel_contract_is_refused(int8_copy: Path):
 
 
 def test_a_contract_this_device_cannot_honour_is_refused(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(contract(), resize="bicubic"))
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(PixelContract().as_record(), resize="bicubic"))
     result = _run("classify", int8_copy, IMAGES / "green.png")
     assert result.exit_code == 1 and "resize 'bicubic', expected 'bilinear_antialias'" in result.stderr
 
 
 def test_tampered_model_is_refused_unless_no_verify(int8_copy: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     data = bytearray(int8_copy.read_bytes())
     data[-1] ^= 0xFF
     int8_copy.write_bytes(bytes(data))
@@ -143,7 +143,7 @@ def test_evaluate_on_class_folders(int8_copy: Path, tmp_path: Path):
     (data / "notes.txt").write_text("ignored")
     out = tmp_path / "p.json"
     # Sorted folder names are blue, green, red: the labels decide the class order instead.
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     result = _run("evaluate", int8_copy, "--data", data, "--out", out)
     assert result.exit_code == 0, result.stderr
     got = json.loads(out.read_text())
@@ -152,7 +152,7 @@ def test_evaluate_on_class_folders(int8_copy: Path, tmp_path: Path):
 
 
 def test_evaluate_refuses_bundle_labels_that_differ_from_the_model(int8_copy: Path, tmp_path: Path):
-    write_sidecar(int8_copy, labels=["blue", "green", "red"], preprocessing=contract())
+    write_sidecar(int8_copy, labels=["blue", "green", "red"], preprocessing=PixelContract().as_record())
     result = _run("evaluate", int8_copy, "--data", _bundle(tmp_path), "--out", tmp_path / "p.json")
     assert result.exit_code == 1 and "differ from the model's labels" in result.stderr
     assert not (tmp_path / "p.json").exists()
@@ -220,10 +220,10 @@ def test_the_recorded_contract_version_decides_the_jpeg_decode(int8_copy: Path, 
 
     photo = tmp_path / "red.jpg"
     Image.open(IMAGES / "red.png").convert("RGB").resize((64, 48)).save(photo)
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     result = _run("classify", int8_copy, photo)
     assert result.exit_code == 0 and "decode: JPEGs at reduced scale (the recorded pixel contract)" in result.stderr
-    v1 = {k: v for k, v in contract().items() if k != "jpeg_scale"}
+    v1 = {k: v for k, v in PixelContract().as_record().items() if k != "jpeg_scale"}
     write_sidecar(int8_copy, labels=LABELS, preprocessing=dict(v1, version=1))
     result = _run("classify", int8_copy, photo)
     assert result.exit_code == 0 and "decode: JPEGs at full size (pixel contract version 1)" in result.stderr

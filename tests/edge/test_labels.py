@@ -129,3 +129,14 @@ def test_bad_packed_label_file_is_a_model_error():
         archive.writestr("imagenet_labels.txt", "0 background\n0 tench\n")
     with pytest.raises(ModelCheckError, match=r"imagenet_labels\.txt packed in m\.tflite line 2 gives class 0"):
         labels_from_model(data[:start] + out.getvalue(), name="m.tflite")
+
+
+def test_names_only_is_the_rule_of_the_labels_txt_beside_tfrecords():
+    # Every line a name (an `ID name` line too), line N naming class id N; trailing blank lines dropped.
+    assert parse_labels("cat\n0 dog\n\n", "labels.txt", names_only=True) == ["cat", "0 dog"]
+    with pytest.raises(InputError, match="labels.txt is not a list of class names: line 2 is blank"):
+        parse_labels("a\n\nb\n", "labels.txt", names_only=True)
+    with pytest.raises(InputError, match=r"labels.txt is not a list of class names: line 3 repeats 'a' \(line 1\)"):
+        parse_labels("a\nb\na\n", "labels.txt", names_only=True)
+    with pytest.raises(InputError, match="labels.txt is empty, expected one distinct name a line"):
+        parse_labels("\n", "labels.txt", names_only=True)

@@ -11,7 +11,7 @@ import pytest
 from edge.errors import InputError
 from edge.integrity import write_sidecar
 from edge.prefetch import prefetch
-from edge.preprocess import contract
+from edge.contract import PixelContract
 from edge_paths import IMAGES, LABELS, run_edge
 
 
@@ -66,7 +66,7 @@ def _folders_with_a_damaged_image(root: Path) -> Path:
 
 
 def test_evaluate_reports_a_damaged_image_by_name_and_scores_the_others(int8_copy: Path, tmp_path: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     out = tmp_path / "p.json"
     result = _run("evaluate", int8_copy, "--data", _folders_with_a_damaged_image(tmp_path / "data"), "--out", out)
     assert result.exit_code == 1, result.stderr
@@ -79,7 +79,7 @@ def test_evaluate_reports_a_damaged_image_by_name_and_scores_the_others(int8_cop
 
 
 def test_classify_reports_a_damaged_image_by_name_and_classifies_the_others(int8_copy: Path, tmp_path: Path):
-    write_sidecar(int8_copy, labels=LABELS, preprocessing=contract())
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not an image")
     result = _run("classify", int8_copy, IMAGES / "red.png", bad, IMAGES / "blue.png", "--top-k", "1")

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from edge.errors import InputError
-from edge.preprocess import (PYCORAL_DEFAULT, RAW_PIXELS, contract, decode_scaled, load_image, load_pixels, normalization,
-                             normalization_from_contract, passes_raw, to_input)
+from edge.contract import PixelContract
+from edge.preprocess import PYCORAL_DEFAULT, RAW_PIXELS, load_image, load_pixels, normalization, passes_raw, to_input
 from edge_paths import CORAL
 
 
@@ -94,10 +94,10 @@ def test_bad_normalizations_and_contracts_are_refused():
     with pytest.raises(InputError, match="one number or three"):
         normalization([1, 2], 1, "test")
     with pytest.raises(InputError, match="version 9, expected one of 1, 2"):
-        normalization_from_contract(dict(contract(), version=9), "sidecar x.json")
+        PixelContract.from_record(dict(PixelContract().as_record(), version=9), "sidecar x.json")
     with pytest.raises(InputError, match="crop 'center', expected 'stretch'"):
-        normalization_from_contract(dict(contract(), crop="center"), "sidecar x.json")
-    assert normalization_from_contract(contract(PYCORAL_DEFAULT), "x").mean == (128.0, 128.0, 128.0)
+        PixelContract.from_record(dict(PixelContract().as_record(), crop="center"), "sidecar x.json")
+    assert PixelContract.from_record(PixelContract(PYCORAL_DEFAULT).as_record(), "x").norm.mean == (128.0, 128.0, 128.0)
 
 
 def _jpeg(path: Path, size) -> Path:
@@ -122,9 +122,10 @@ def test_scaled_decoding_is_version_2_and_other_formats_are_untouched(tmp_path: 
     png = tmp_path / "photo.png"
     Image.open(_jpeg(tmp_path / "photo.jpg", (640, 480))).save(png)
     assert load_image(png, size=(32, 32)).size == (640, 480)
-    assert contract()["version"] == 2 and decode_scaled(contract())
-    assert not decode_scaled(dict(contract(), version=1)) and not decode_scaled(None)
-    v1 = {k: v for k, v in contract().items() if k != "jpeg_scale"}
-    assert normalization_from_contract(dict(v1, version=1), "x").mean == (0.0, 0.0, 0.0)  # version 1 models still run
+    record = PixelContract().as_record()
+    assert record["version"] == 2 and PixelContract.from_record(record, "x").scaled
+    assert not PixelContract.from_record(dict(record, version=1), "x").scaled and not PixelContract.unrecorded(RAW_PIXELS).scaled
+    v1 = {k: v for k, v in record.items() if k != "jpeg_scale"}
+    assert PixelContract.from_record(dict(v1, version=1), "x").norm.mean == (0.0, 0.0, 0.0)  # version 1 models still run
     with pytest.raises(InputError, match="jpeg_scale None, expected 'largest 1/k"):
-        normalization_from_contract(v1, "sidecar x.json")
+        PixelContract.from_record(v1, "sidecar x.json")

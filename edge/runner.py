@@ -1,0 +1,162 @@
+"""One model opened on this device, with its checks, ready to score images: what `edge classify | evaluate |
+bench`, parity's TFLite scoring and the benchmarks all run.
+
+    from edge.runner import Runner
+    runner = Runner.open("run/model_int8.tflite")         # sha256, pixel contract, labels, interpreter
+    print(runner.classify("cat.jpg", k=3))                 # [Class(id, score, label), ...]
+    for path, scores, error in runner.score_files(paths):  # decoded ahead on a worker thread, in order
+        ...
+
+Opening a model (`Runner.open`) is the device's policy, in this order:
+  sha256     checked against the sidecar (`<model>.json`) and the run's manifest.json when either is
+             there (verify=False skips that and says so); a record that does not list the model is refused.
+  interpreter  edge.interpreter: the Edge TPU when the model is compiled for it (edgetpu=True requires it),
+             else the fastest installed CPU interpreter, or the one `backend` names.
+  contract   the pixel contract recorded next to the model (then mean/std options are refused); a record
+             without one is refused. No record: the model's TFLite metadata, else mean/std, else pycoral's
+             128/128, with JPEGs decoded at full size (edge.contract.PixelContract.unrecorded).
+  labels     edge.labels.choose_labels: a labels file, else the recorded labels, else the ones packed in the model.
+Each choice is said through `say` (the CLI prints it on stderr): a wrong guess is the usual cause of noise.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+
+import numpy as np
+
+from edge.classify import Class, get_scores, input_details, input_size, invoke, output_details, set_input, top_k
+from edge.contract import PixelContract
+from edge.errors import InputError, IntegrityError
+from edge.integrity import ModelRecord, find_records, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.interpreter import LoadedModel, open_model
+from edge.labels import choose_labels
+from edge.model_metadata import read_metadata
+from edge.prefetch import prefetch
+from edge.preprocess import PYCORAL_DEFAULT, normalization
+
+T = TypeVar("T")
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """The library's default: it says nothing; the CLI passes a function that prints on stderr."""
+
+
+class Runner:
+    """An opened model: its interpreter, the pixel contract that feeds it, its class names and checked sha256."""
+
+    def __init__(self, loaded: LoadedModel, contract: PixelContract, labels: Optional[List[str]] = None, sha256: str = ""):
+        self.loaded = loaded
+        self.contract = contract
+        self.labels = labels  # class names by id; None = report class ids
+        self.sha256 = sha256  # of the bytes the interpreter loaded; "" when the caller did not read them
+        self.interpreter = loaded.interpreter
+
+    # Asked for when images are scored, not at opening: `edge bench` times any model, an image classifier or not.
+    @functools.cached_property
+    def size(self) -> Tuple[int, int]:
+        """(width, height) of the model's image input, as Pillow counts sizes."""
+        return input_size(self.interpreter)
+
+    @functools.cached_property
+    def num_classes(self) -> int:
+        """How many scores the model gives per image."""
+        return int(output_details(self.interpreter)["shape"][-1])
+
+    @classmethod
+    def open(cls, model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,
+             backend: Optional[str] = None, verify_sha256: bool = True, labels_file: Optional[Union[str, Path]] = None,
+             mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = _quiet) -> "Runner":
+        """Open `model` by the device's policy (module docstring). edgetpu=True requires the Edge TPU; None lets a
+        compiled model go to it. mean/std (pycoral's --input-mean/--input-std) only for a model with no record."""
+        path = Path(model)
+        if not path.is_file():
+            raise InputError(f"model {path} not found, expected a .tflite file")
+        data = path.read_bytes()
+        records, sha256 = _checked_records(path, data, verify_sha256, say)
+        loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
+        say(f"interpreter: {loaded.backend} ({loaded.why})")
+        contract = _contract(records, data, mean, std)
+        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)
+        say(contract.describe(input_details(loaded.interpreter)))
+        say(labels_from)
+        return cls(loaded, contract, labels, sha256)
+
+    @classmethod
+    def with_contract(cls, model: Union[str, Path, bytes], contract: PixelContract, *, edgetpu: Optional[bool] = None,
+                      threads: Optional[int] = None, backend: Optional[str] = None,
+                      labels: Optional[List[str]] = None) -> "Runner":
+        """A model whose contract the caller already knows (parity reads it from the run's manifest): no records looked up."""
+        return cls(open_model(model, edgetpu=edgetpu, threads=threads, backend=backend), contract, labels)
+
+    def pixels(self, source: Any, name: Optional[str] = None) -> np.ndarray:
+        """The contract's pixels of one image (a file, encoded bytes or uint8 pixels) at the model's input size."""
+        return self.contract.load_pixels(source, self.size, name=name)
+
+    def scores(self, pixels: np.ndarray, what: str = "an image") -> np.ndarray:
+        """float32 scores of one image's pixels: set_input, invoke, get_scores (`what` names it in an error)."""
+        set_input(self.interpreter, pixels, self.contract.norm)
+        invoke(self.interpreter, what)
+        return get_scores(self.interpreter)
+
+    def top_k(self, scores: np.ndarray, k: int = 1) -> List[Class]:
+        """The k best of one image's scores as Class(id, score, label), best first."""
+        return top_k(scores, k=k, labels=self.labels)
+
+    def classify(self, source: Any, k: int = 1, name: Optional[str] = None) -> List[Class]:
+        """The k best classes of one image (file, bytes or pixels), best first."""
+        name = name or (str(source) if isinstance(source, (str, Path)) else "an image")
+        return self.top_k(self.scores(self.pixels(source, name), name), k)
+
+    def score_files(self, items: Iterable[T], path_of: Callable[[T], Any] = lambda item: item,
+                    name_of: Optional[Callable[[T], str]] = None) -> Iterator[Tuple[T, Optional[np.ndarray], Optional[InputError]]]:
+        """(item, scores, None) per item in order, or (item, None, the InputError naming the file it could not read).
+        `path_of(item)` is a file or encoded bytes; `name_of(item)` names it in errors (default: its path).
+        The next images are decoded and resized on a worker thread while the interpreter runs."""
+        name = name_of or (lambda item: str(path_of(item)))
+
+        def load(item: T) -> np.ndarray:
+            return self.pixels(path_of(item), name(item))
+
+        for item, pixels, error in prefetch(items, load):
+            yield item, (None if error is not None else self.scores(pixels, name(item))), error
+
+    def score_all(self, images: np.ndarray) -> np.ndarray:
+        """[N, classes] scores of [N, H, W, 3] uint8 pixels already at the model's size, one at a time as a device runs them."""
+        return np.stack([self.scores(pixels, f"image {i}") for i, pixels in enumerate(images)]).astype(np.float32)
+
+
+def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> Tuple[List[ModelRecord], str]:
+    """(the sidecar and manifest records of the model, its sha256), after checking the bytes against them."""
+    if not verify_sha256:
+        say(f"WARNING: --no-verify: the sha256 of {path} is NOT checked; this device may run a model that did not pass parity")
+        try:
+            return find_records(path), sha256_bytes(data)
+        except IntegrityError:
+            return [], sha256_bytes(data)
+    records = find_records(path)
+    if not records:
+        say(f"note: no {sidecar_path(path).name} or manifest.json next to {path}; its sha256 is not checked")
+    return records, verify(path, data, records)
+
+
+def _contract(records: List[ModelRecord], data: bytes, mean: Optional[Sequence[float]],
+              std: Optional[Sequence[float]]) -> PixelContract:
+    """The recorded contract, else the model's TFLite metadata, else mean/std (pycoral's 128, 128 by default)."""
+    recorded = next((r for r in records if r.preprocessing is not None), None)  # the record holding the contract
+    if records and recorded is None:
+        raise InputError(f"{records[0].source} vouches for this model but records no pixel contract (it was written by an "
+                         "earlier edgeflow); export the model again, so the device knows how to feed it")
+    if recorded is not None:
+        if mean is not None or std is not None:
+            raise InputError(f"--input-mean/--input-std do not apply: {recorded.source} records this model's pixel contract")
+        return PixelContract.from_record(recorded.preprocessing, str(recorded.source))
+    if mean is not None or std is not None:
+        return PixelContract.unrecorded(normalization(PYCORAL_DEFAULT.mean if mean is None else mean,
+                                                      PYCORAL_DEFAULT.std if std is None else std, "--input-mean/--input-std"))
+    meta = read_metadata(data)
+    if meta.mean is not None and meta.std is not None:
+        return PixelContract.unrecorded(normalization(meta.mean, meta.std, "the model's TFLite metadata"))
+    return PixelContract.unrecorded(PYCORAL_DEFAULT)
