@@ -84,10 +84,9 @@ def _predictions(run_dir):
 
     from edge import preprocess
     from pipeline import parity
-    from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(run_dir)
-    heldout = parity.heldout_examples(manifest)
+    heldout = parity.heldout_examples(Run.open(run_dir))
     pixels = np.stack([preprocess.load_pixels(o, (heldout.size, heldout.size)) for o in heldout.originals])
     serve = tf.saved_model.load(str(run_dir / "saved_model")).signatures["serving_default"]
     float_top1 = next(iter(serve(tf.constant(pixels, tf.float32)).values())).numpy().argmax(axis=1)
