@@ -24,7 +24,8 @@ from edge.atomic import write_json_atomic
 from edge.classify import get_scores, input_details, input_size, set_input, top_k
 from edge.errors import EdgeError, InputError, IntegrityError, ModelLoadError
 from edge.image_files import IMAGE_SUFFIXES, is_image_file
-from edge.integrity import ModelRecord, find_records, load_record, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.integrity import (ModelRecord, check_agreement, find_records, load_record, metadata_record, recorded_labels,
+                            sha256_bytes, sidecar_path, verify)
 from edge.interpreter import CPU_ORDER, LoadedModel, open_model
 from edge.labels import choose_labels
 from edge.model_metadata import read_metadata
@@ -114,7 +115,9 @@ def _open(model: str, edgetpu: bool, no_verify: bool, threads: Optional[int], la
     # --edgetpu requires the Edge TPU; without it, a compiled model still goes to the Edge TPU.
     loaded = open_model(path, edgetpu=True if edgetpu else None, threads=threads, data=data, backend=backend)
     click.echo(f"interpreter: {loaded.backend} ({loaded.why})", err=True)
-    recorded = next((r for r in records if r.preprocessing is not None), None)  # the record holding the contract
+    embedded = metadata_record(path, data)  # the model's own record (pipeline exports carry one in their metadata)
+    check_agreement(records, embedded)
+    recorded = next((r for r in records if r.preprocessing is not None), embedded)  # the record holding the contract
     norm = _normalization(recorded, records, data, mean, std)
     scaled = decode_scaled(recorded.preprocessing if recorded is not None else None)
     labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)

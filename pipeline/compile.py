@@ -27,6 +27,7 @@ from typing import List, NamedTuple, Optional
 
 from edge.integrity import write_sidecar
 from edge.tflite_file import ModelFileError
+from pipeline import metadata
 from pipeline.edgetpu import compiled_check, compiler_log, preflight
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
@@ -97,6 +98,8 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                       else "no 'Model compiled successfully' in its output")
             raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+        if len(outputs) == 1 and metadata.restore(source, outputs[0]):
+            say(f"the compiler dropped the int8 model's TFLite metadata: put back into {outputs[0].name}")
         if config.num_segments and len(outputs) != config.num_segments:
             raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
                                 f"{', '.join(out.name for out in outputs)}")
@@ -271,9 +274,11 @@ def _install_outputs(run_dir: Path, manifest: dict, outputs: List[Path], logs: L
         key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"
         final = run_dir / ("model_int8_edgetpu.tflite" if single else produced.name)
         os.replace(produced, final)
-        manifest_mod.record_artifact(manifest, run_dir, key, final,
-                                             compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
-        facts = {"image_size": manifest["model"]["image_size"], "preprocessing": manifest_mod.contract(manifest)}
+        # The int8 model's own contract (Coral's input grid), else the run's (int8 models exported before it was recorded).
+        contract = manifest["artifacts"]["model_int8"].get("preprocessing") or manifest_mod.contract(manifest)
+        manifest_mod.record_artifact(manifest, run_dir, key, final, preprocessing=contract,
+                                     compiled_from=manifest["artifacts"]["model_int8"]["sha256"])
+        facts = {"image_size": manifest["model"]["image_size"], "preprocessing": contract}
         if "input" in manifest["artifacts"]["model_int8"]:  # the device quantizes pixels with it
             facts["input"] = manifest["artifacts"]["model_int8"]["input"]
         write_sidecar(final, labels=manifest["labels"], **facts)

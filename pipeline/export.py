@@ -5,8 +5,11 @@
 int8 is post-training quantization calibrated on real training images (class-balanced, seeded, so
 two exports of one run give identical bytes), or quantization-aware fine-tuning first with
 `--qat-epochs N`. The int8 model is verified (integer only, static, batch 1, op versions that
-edgetpu_compiler 16 parses) before anything is written; a model that fails is refused.
-Each model gets a sidecar `<model>.json` (sha256, labels, image size, input quantization) for the device.
+edgetpu_compiler 16 parses) before anything is written; a model that fails is refused. Its input
+follows Coral's convention (pipeline/quant/convention.py): uint8 with scale 1/128 and zero point 128,
+so camera bytes go straight in. Each model carries TFLite metadata (pipeline/metadata: normalization,
+labels, pixel contract, provenance) and gets a sidecar `<model>.json` (sha256, labels, image size,
+input quantization, pixel contract) for the device.
 """
 from __future__ import annotations
 
@@ -22,9 +25,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from edge import preprocess
 from edge.integrity import sidecar_record
+from pipeline import metadata
 from pipeline.rundir import manifest as manifest_lib
-from pipeline.quant import report as quant_report, verify as quant_verify
+from pipeline.quant import convention, report as quant_report, verify as quant_verify
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
 from pipeline.rundir.files import json_bytes, replacing
 
@@ -62,7 +67,7 @@ IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
 class ExportConfig:
     mode: Mode = Mode.FLOAT32  # float32 is the reference every quantized model is compared against
     calibration_samples: Optional[int] = None  # int8 only: training images to calibrate on (None: 300)
-    io_type: Optional[str] = None  # int8 only: uint8 (None, camera pixels as they are) or int8
+    io_type: Optional[str] = None  # int8 only: uint8 (None: Coral's scale 1/128, zero point 128, camera bytes as they are) or int8
     per_tensor: bool = False  # int8 only: one scale per weight tensor instead of per channel
     qat_epochs: int = 0  # int8 only: quantization-aware fine-tuning epochs before converting (0: post-training)
     calibration_data: Optional[Path] = None  # int8 only: a .npy of uint8 [N,S,S,3] instead of the run's training split
@@ -266,22 +271,30 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
         model = qat.fine_tune(manifest, run_dir, epochs=config.qat_epochs, seed=config.seed)
         concrete, trackable = keras_function(model, image_size)
         facts["qat"] = {"epochs": config.qat_epochs}
+    if config.mode is Mode.INT8:  # the input takes normalized pixels on Coral's grid; the SavedModel stays as it is
+        concrete, calibration = convention.wrap(concrete, calibration)
 
     model_bytes = _convert(make_converter(concrete, trackable, config.mode, config, calibration))
-    if config.mode is Mode.INT8:
-        info = quant_verify.verify_int8(model_bytes, config.io_type or "uint8")
-    else:
-        info = quant_verify.verify_static(model_bytes)
+    verify = (lambda b: quant_verify.verify_int8(b, config.io_type or "uint8")) if config.mode is Mode.INT8 else quant_verify.verify_static
+    info = verify(model_bytes)
     io = _io_quantization(info)
     facts.update(io)
+    contract = convention.contract(manifest_lib.contract(manifest), int8=config.mode is Mode.INT8)
     if config.mode is Mode.INT8:
-        raw = io["input"]["dtype"] == "uint8" and _is_identity(io["input"])
+        convention.check(io["input"], config.io_type or "uint8")
+        norm = preprocess.normalization_from_contract(contract, "the exported model's contract")
+        raw = preprocess.passes_raw(norm, io["input"]["scale"], io["input"]["zero_point"], io["input"]["dtype"])
         facts["raw_pixels"] = raw
         if not raw:
             notes.append(
                 f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
                 f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are"
             )
+
+    written = metadata.embed(model_bytes, manifest, run_dir, spec.file_name, contract, facts)
+    model_bytes, info = written.model, verify(written.model)  # what was packed changes no op or tensor; checked anyway
+    notes += written.notes
+    facts.update(preprocessing=contract, metadata=written.facts)
 
     report = None
     if config.mode is Mode.INT8:
@@ -294,7 +307,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     model_path = run_dir / spec.file_name
     side = model_path.with_name(model_path.name + ".json")
     contents = {model_path: model_bytes,
-                side: json_bytes(sidecar(model_path.name, model_bytes, manifest, image_size, io["input"]))}
+                side: json_bytes(sidecar(model_path.name, model_bytes, manifest, image_size, io["input"], contract))}
     if report is not None:
         contents[run_dir / REPORT_NAME] = json_bytes(report)
     # All files and the manifest that records them change together, or none of them does.
@@ -337,11 +350,6 @@ def _io_quantization(info) -> Dict[str, Dict[str, object]]:
     return out
 
 
-def _is_identity(q: Dict[str, object]) -> bool:
-    # The tolerance edge.classify uses to feed pixels unchanged; TF 2.21 gives exactly 1.0 for Rescaling(1/127.5, -1).
-    return abs(float(q["scale"]) - 1.0) < 1e-6 and q["zero_point"] == 0
-
-
 def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
     """Bytes of the float32 TFLite model: the recorded one if there is one, else converted here (not written)."""
     if "model_float" in manifest.get("artifacts", {}):
@@ -350,8 +358,9 @@ def _float_size(manifest, run_dir, saved_model, image_size, config) -> int:
     return len(_convert(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
 
 
-def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object]) -> dict:
+def sidecar(model_name: str, model_bytes: bytes, manifest: dict, image_size: int, input_q: Dict[str, object],
+            contract: Optional[dict] = None) -> dict:
     """What the device checks the model against: its sha256, labels, image size, input quantization and the
-    pixel contract it feeds the model by."""
+    pixel contract it feeds the model by (this model's own; the run's when not given)."""
     return sidecar_record(model_name, model_bytes, manifest["labels"], image_size=image_size, input=dict(input_q),
-                          preprocessing=manifest_lib.contract(manifest))
+                          preprocessing=contract or manifest_lib.contract(manifest))

@@ -66,7 +66,6 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     run_dir = Path(run_dir)
     manifest = manifest_mod.load(run_dir)
     contract = manifest_mod.contract(manifest)
-    norm = preprocess.normalization_from_contract(contract, "the run's manifest")
     heldout = heldout_examples(manifest, config.data)
     # The run's own contract version: what its device will do with these files.
     scaled = preprocess.decode_scaled(contract)
@@ -78,8 +77,10 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
     scores: Dict[str, np.ndarray] = {REFERENCE: _savedmodel_scores(manifest, run_dir, images)}
     if "model_float" in manifest["artifacts"]:
-        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images, norm, config.threads)
-    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images, norm, config.threads)
+        scores["float_tflite_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_float"), images,
+                                                    _model_normalization(manifest, "model_float", contract), config.threads)
+    scores["int8_cpu"] = _tflite_scores(manifest_mod.artifact_path(manifest, run_dir, "model_int8"), images,
+                                        _model_normalization(manifest, "model_int8", contract), config.threads)
     device = None
     if config.device_results:
         device = _device_results(Path(config.device_results), manifest, heldout.examples, num_classes)
@@ -133,6 +134,13 @@ def _savedmodel_scores(manifest: dict, run_dir: Path, images: np.ndarray) -> np.
         result = serve(tf.constant(images[start:start + 128], tf.float32))
         out.append(next(iter(result.values())).numpy())
     return np.concatenate(out).astype(np.float32)
+
+
+def _model_normalization(manifest: dict, key: str, contract: dict) -> preprocess.Normalization:
+    """How pixels become this model's input: its own recorded contract (an int8 export takes mean 128, std 128),
+    else the run's (models exported before per-model contracts)."""
+    entry = manifest["artifacts"].get(key, {})
+    return preprocess.normalization_from_contract(entry.get("preprocessing", contract), f"the manifest's {key}")
 
 
 def _tflite_scores(model: Path, images: np.ndarray, norm: preprocess.Normalization, threads: Optional[int]) -> np.ndarray:
