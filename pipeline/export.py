@@ -275,8 +275,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
         concrete, calibration = convention.wrap(concrete, calibration)
 
     model_bytes = _convert(make_converter(concrete, trackable, config.mode, config, calibration))
-    verify = (lambda b: quant_verify.verify_int8(b, config.io_type or "uint8")) if config.mode is Mode.INT8 else quant_verify.verify_static
-    info = verify(model_bytes)
+    info = _verify(model_bytes, config)
     io = _io_quantization(info)
     facts.update(io)
     contract = convention.contract(manifest_lib.contract(manifest), int8=config.mode is Mode.INT8)
@@ -292,7 +291,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
             )
 
     written = metadata.embed(model_bytes, manifest, run_dir, spec.file_name, contract, facts)
-    model_bytes, info = written.model, verify(written.model)  # what was packed changes no op or tensor; checked anyway
+    model_bytes, info = written.model, _verify(written.model, config)  # packing changes no op or tensor; checked anyway
     notes += written.notes
     facts.update(preprocessing=contract, metadata=written.facts)
 
@@ -337,6 +336,12 @@ def _convert(converter) -> bytes:
     except Exception as err:  # the converter raises ConverterError and a handful of others
         first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
         raise PipelineError(f"TFLite conversion failed: {first}") from err
+
+
+def _verify(model: bytes, config: ExportConfig):
+    if config.mode is Mode.INT8:
+        return quant_verify.verify_int8(model, config.io_type or "uint8")
+    return quant_verify.verify_static(model)
 
 
 def _io_quantization(info) -> Dict[str, Dict[str, object]]:
