@@ -151,6 +151,28 @@ def test_int8_io_and_per_tensor(run_copy):
 
 
 @pytest.mark.host
+def test_without_a_metadata_writer_the_model_is_written_and_says_it_carries_none(run_copy, monkeypatch):
+    from edge.model_metadata import read_metadata
+    from pipeline.export import ExportConfig, run
+    from pipeline.rundir import manifest as manifest_lib
+
+    monkeypatch.delenv("EDGEFLOW_METADATA_PYTHON", raising=False)
+    result = run(ExportConfig(), run_copy)
+    assert any("no TFLite metadata written: EDGEFLOW_METADATA_PYTHON is not set" in n for n in result.notes)
+    assert not read_metadata(result.model_path.read_bytes()).present
+    assert manifest_lib.load(run_copy)["artifacts"]["model_float"]["metadata"] is None
+
+
+@pytest.mark.host
+def test_a_metadata_writer_that_fails_leaves_the_run_as_it_was(run_copy, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_METADATA_PYTHON", "/bin/false")
+    before = (run_copy / "manifest.json").read_bytes()
+    result = _invoke(run_copy)
+    assert result.exit_code == 1 and "the metadata writer /bin/false (EDGEFLOW_METADATA_PYTHON) failed" in result.output
+    assert _leftovers(run_copy) == [] and (run_copy / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.host
 def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
     import tensorflow as tf
 
