@@ -2,14 +2,17 @@
 
     from edge.interpreter import make_interpreter
     from edge.classify import set_input, get_scores, top_k
+    from edge.preprocess import PYCORAL_DEFAULT
     interpreter = make_interpreter("model_int8.tflite")
-    set_input(interpreter, Image.open("cat.png"))
+    set_input(interpreter, Image.open("cat.png"), PYCORAL_DEFAULT)     # mean 128, std 128: an int8 export's
     interpreter.invoke()
     print(top_k(get_scores(interpreter), k=3, labels=["cat", "dog"]))
 
 Pixels reach the input tensor by the pixel contract (edge.preprocess): stretched bilinear resize,
-then (pixel - mean) / std quantized with the input's scale and zero point. The pipeline's models
-take raw pixels (mean 0, std 1); with uint8 input, scale 1 and zero point 0 they go in unchanged.
+then (pixel - mean) / std quantized with the input's scale and zero point. The pipeline's float models
+take raw pixels (mean 0, std 1); its int8 models mean 128, std 128 on Coral's uint8 grid (scale 1/128,
+zero point 128), so raw bytes go in unchanged; int8 models exported before that took mean 0, std 1 on
+scale 1, zero point 0. `edge` reads which from the model's record or metadata.
 """
 from __future__ import annotations
 
@@ -46,8 +49,9 @@ def input_size(interpreter: Any) -> Tuple[int, int]:
 def set_input(interpreter: Any, image: Any, norm: Normalization = RAW_PIXELS) -> None:
     """Put one image (PIL image, or uint8 (H, W, 3) pixels) into the model's input, by the pixel contract.
 
-    `norm` is the model's normalization: RAW_PIXELS for the pipeline's own models, which normalize
-    inside; a model from elsewhere brings its own (its TFLite metadata, or pycoral's PYCORAL_DEFAULT).
+    `norm` is the model's normalization: RAW_PIXELS for the pipeline's float models (and int8 models exported
+    before Coral's convention), which normalize inside; its int8 models and models from elsewhere bring their
+    own (the recorded contract, the TFLite metadata, or pycoral's PYCORAL_DEFAULT, which a current int8 export matches).
     """
     details = input_details(interpreter)
     shape = tuple(int(x) for x in details["shape"])

@@ -14,13 +14,20 @@ Two records can vouch for a model:
              "preprocessing": {...}}
 A present manifest that does not list the model (and no sidecar) is refused: a device must not
 run a model nobody recorded. No record at all is allowed; the CLI says the hash was not checked.
+A manifest artifact entry's own "preprocessing" (an int8 model's differs from the run's) wins over the
+manifest-wide one, which older runs have alone.
+
+A model exported by edgeflow also carries its record inside (edge.model_metadata.embedded_record):
+`metadata_record` reads it as a third kind of record that vouches for nothing (it cannot hold its own
+file's hash) but gives the contract and labels, and `check_agreement` refuses a sidecar or manifest that
+says otherwise.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Type
+from typing import Any, Dict, List, NamedTuple, Optional, Type, Union
 
 from edge.atomic import write_json_atomic
 from edge.errors import EdgeError, IntegrityError
@@ -30,9 +37,9 @@ MANIFEST_NAME = "manifest.json"
 
 
 class ModelRecord(NamedTuple):
-    source: Path  # the sidecar or manifest that holds the record
-    kind: str  # "sidecar" or "manifest"
-    sha256: str
+    source: Union[Path, str]  # the sidecar or manifest that holds the record (a description, for the model's metadata)
+    kind: str  # "sidecar", "manifest" or "metadata"
+    sha256: str  # "" for "metadata": a file cannot hold its own hash
     labels: Optional[List[str]]
     image_size: Optional[int]
     preprocessing: Optional[Dict[str, Any]]  # the pixel contract (edge.contract reads it), when recorded
@@ -89,7 +96,7 @@ def _manifest_record(model: Path) -> Optional[ModelRecord]:
         if isinstance(entry, dict) and isinstance(entry.get("path"), str):
             if (path.parent / entry["path"]).resolve() == target:
                 return ModelRecord(path, "manifest", _hex(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
-                                   obj.get("preprocessing"))
+                                   entry.get("preprocessing", obj.get("preprocessing")))
     listed = sorted(str(e.get("path")) for e in artifacts.values() if isinstance(e, dict))
     raise IntegrityError(
         f"{model.name} is not listed in {path} (it lists {', '.join(listed) or 'nothing'}); "
@@ -120,6 +127,36 @@ def verify(model: Path, data: bytes, records: List[ModelRecord]) -> str:
                 "this is not the model that was recorded (damaged in transfer, or replaced); copy it again"
             )
     return actual
+
+
+def metadata_record(model: Path, data: bytes) -> Optional[ModelRecord]:
+    """The record packed in the model's own TFLite metadata, as a ModelRecord that vouches for no hash; None when absent."""
+    from edge.model_metadata import EDGEFLOW_RECORD, embedded_record
+
+    record = embedded_record(data, Path(model).name)
+    if record is None:
+        return None
+    return ModelRecord(f"the TFLite metadata of {Path(model).name} ({EDGEFLOW_RECORD})", "metadata", "", record["labels"],
+                       record.get("image_size"), record["preprocessing"])
+
+
+def check_agreement(records: List[ModelRecord], embedded: Optional[ModelRecord]) -> None:
+    """Refuse a sidecar or manifest whose pixel contract or labels contradict the model's own metadata, naming both."""
+    if embedded is None:
+        return
+    for record in records:
+        for what, theirs, ours in (("preprocessing", record.preprocessing, embedded.preprocessing),
+                                   ("labels", record.labels, embedded.labels)):
+            if theirs is None or theirs == ours:
+                continue
+            if isinstance(theirs, dict) and isinstance(ours, dict):
+                keys = sorted(set(theirs) | set(ours), key=str)
+                detail = "; ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} in the model"
+                                   for k in keys if theirs.get(k) != ours.get(k))
+            else:
+                detail = f"{theirs!r} there, {ours!r} in the model"
+            raise IntegrityError(f"{record.kind} {record.source} contradicts {embedded.source} on {what}: {detail}; "
+                                 "refusing to guess which is right (export the model again, or remove the stale record)")
 
 
 def recorded_labels(records: List[ModelRecord]) -> Optional[List[str]]:

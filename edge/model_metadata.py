@@ -1,8 +1,9 @@
 """Read the TFLite metadata a model may carry: normalization of its input, label files of its outputs.
 
-    from edge.model_metadata import read_metadata, associated_file
+    from edge.model_metadata import read_metadata, associated_file, embedded_record
     meta = read_metadata(Path("mobilenet_v1_0.25_128_quant.tflite").read_bytes())
     meta.mean, meta.std, meta.outputs[0].label_files      # (127.5,), (127.5,), ('imagenet_labels.txt',)
+    embedded_record(Path("run/model_int8.tflite").read_bytes())["preprocessing"]   # the pixel contract it carries
 
 Models made with TensorFlow Lite's metadata writer (Coral's newer classifiers among them) hold a
 buffer named "TFLITE_METADATA": a flatbuffer of tflite-support's metadata_schema.fbs (root table
@@ -10,10 +11,15 @@ ModelMetadata, file identifier "M001"). Files it names (label files, mostly) are
 appended to the model. Only what the device side needs is read: names, NormalizationOptions of
 each tensor, the colour space of image inputs, associated files. A model without metadata gives
 an empty ModelMetadata; metadata that is there but damaged raises ModelCheckError.
+
+Models the pipeline exports also pack `edgeflow_model.json` as one of the model's own files: the
+sidecar's facts without the sha256 (labels, image size, input quantization, the pixel contract) and
+the run's provenance, so the file alone tells a device how to feed it.
 """
 from __future__ import annotations
 
 import io
+import json
 import math
 import zipfile
 from typing import List, NamedTuple, Optional, Tuple
@@ -23,6 +29,8 @@ from edge.model_check import FILE_IDENTIFIER, _Reader, _Table
 
 METADATA_NAME = b"TFLITE_METADATA"
 METADATA_IDENTIFIER = b"M001"
+EDGEFLOW_RECORD = "edgeflow_model.json"  # the model's own associated file written by `pipeline export`
+EDGEFLOW_RECORD_SCHEMA = 1
 
 # metadata_schema.fbs enums, by schema number (1.x; the "M001" identifier promises these stay).
 _FILE_TYPES = {0: "UNKNOWN", 1: "DESCRIPTIONS", 2: "TENSOR_AXIS_LABELS", 3: "TENSOR_VALUE_LABELS",
@@ -127,6 +135,29 @@ def associated_file(model_bytes: bytes, file_name: str, name: str = "model") -> 
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError) as err:
         # BadZipFile covers a CRC mismatch: the packed file was damaged after packing.
         raise ModelCheckError(f"{name}: packed file {file_name!r} cannot be read: {err}") from err
+
+
+def embedded_record(model_bytes: bytes, name: str = "model") -> Optional[dict]:
+    """The edgeflow record packed in the model (see the module docstring); None when the model carries none.
+    A record that is there but unreadable, of another schema, or without a pixel contract raises ModelCheckError."""
+    data = bytes(model_bytes)
+    meta = read_metadata(data, name)
+    if not any(f.name == EDGEFLOW_RECORD for f in meta.associated_files):
+        return None
+    where = f"{EDGEFLOW_RECORD} packed in {name}"
+    try:
+        record = json.loads(associated_file(data, EDGEFLOW_RECORD, name).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ModelCheckError(f"{where} is not readable JSON ({err}); expected the record `pipeline export` writes") from err
+    if not isinstance(record, dict) or record.get("schema_version") != EDGEFLOW_RECORD_SCHEMA:
+        got = record.get("schema_version") if isinstance(record, dict) else type(record).__name__
+        raise ModelCheckError(f"{where} has schema_version {got!r}, expected {EDGEFLOW_RECORD_SCHEMA}")
+    labels = record.get("labels")
+    if not isinstance(record.get("preprocessing"), dict) or not (
+            isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)):
+        raise ModelCheckError(f"{where} holds preprocessing {record.get('preprocessing')!r} and labels {labels!r}; "
+                              "expected a pixel contract object and a list of class names")
+    return record
 
 
 def _model_facts(data: bytes, name: str) -> _ModelFacts:

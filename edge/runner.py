@@ -29,7 +29,8 @@ import numpy as np
 from edge.classify import Class, get_scores, input_details, input_size, invoke, output_details, set_input, top_k
 from edge.contract import PixelContract
 from edge.errors import InputError, IntegrityError
-from edge.integrity import ModelRecord, find_records, recorded_labels, sha256_bytes, sidecar_path, verify
+from edge.integrity import (ModelRecord, check_agreement, find_records, metadata_record, recorded_labels, sha256_bytes,
+                            sidecar_path, verify)
 from edge.interpreter import LoadedModel, open_model
 from edge.labels import choose_labels
 from edge.model_metadata import read_metadata
@@ -76,10 +77,14 @@ class Runner:
             raise InputError(f"model {path} not found, expected a .tflite file")
         data = path.read_bytes()
         records, sha256 = _checked_records(path, data, verify_sha256, say)
+        # The model's own record (pipeline exports carry one in their metadata): it gives the contract and labels
+        # when no sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused.
+        embedded = metadata_record(path, data)
+        check_agreement(records, embedded)
         loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
         say(f"interpreter: {loaded.backend} ({loaded.why})")
-        contract = _contract(records, data, mean, std)
-        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)
+        contract = _contract(records, embedded, data, mean, std)
+        labels, labels_from = choose_labels(labels_file, recorded_labels(records + ([embedded] if embedded else [])), data)
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
         return cls(loaded, contract, labels, sha256)
@@ -142,10 +147,11 @@ def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> 
     return records, verify(path, data, records)
 
 
-def _contract(records: List[ModelRecord], data: bytes, mean: Optional[Sequence[float]],
+def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], data: bytes, mean: Optional[Sequence[float]],
               std: Optional[Sequence[float]]) -> PixelContract:
-    """The recorded contract, else the model's TFLite metadata, else mean/std (pycoral's 128, 128 by default)."""
-    recorded = next((r for r in records if r.preprocessing is not None), None)  # the record holding the contract
+    """The recorded contract (sidecar or manifest, else the one the model carries), else the model's TFLite metadata
+    normalization, else mean/std (pycoral's 128, 128 by default)."""
+    recorded = next((r for r in records if r.preprocessing is not None), embedded)  # the record holding the contract
     if records and recorded is None:
         raise InputError(f"{records[0].source} vouches for this model but records no pixel contract (it was written by an "
                          "earlier edgeflow); export the model again, so the device knows how to feed it")

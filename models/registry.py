@@ -1,8 +1,8 @@
 """The model registry: a builder per architecture, each returning an uncompiled tf-keras model.
 
-Every model starts with `Rescaling(1/127.5, offset=-1)`, so it takes raw pixels and the int8
-export can give it a uint8 input with scale 1 and zero point 0: the device feeds camera pixels
-as they are. Every model ends in a float32 softmax, so bfloat16 mixed precision on a TPU still
+Every model starts with `Rescaling(1/127.5, offset=-1)`, so it takes raw pixels (the int8
+export wraps it to take Coral's input grid, scale 1/128 and zero point 128: the device feeds camera
+pixels as they are). Every model ends in a float32 softmax, so bfloat16 mixed precision on a TPU still
 gives float32 scores. Built with tf-keras (Keras 2 API): Keras 3 cannot train under
 MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (DESIGN.md).
 """

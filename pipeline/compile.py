@@ -27,6 +27,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 from edge.integrity import sidecar_record
 from edge.tflite_file import ModelFileError
+from pipeline import metadata
 from pipeline.edgetpu import compiled_check, compiler_log, preflight
 from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
@@ -99,12 +100,12 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             write_report(run.dir)  # RUN/report.html; a failure to render only warns
             _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
             return CompileResult(prediction, path, [], None)
-        run.contract  # the compiled model's sidecar needs it: refuse before compiling, not after
+        run.contract_of("model_int8")  # the compiled model's sidecar needs it: refuse before compiling, not after
         compiler = _find_compiler(config, prediction)
         with tempfile.TemporaryDirectory(prefix=".compile-", dir=run.dir) as scratch:
             # A failure raises before anything in RUN is touched: an earlier compiled model (still
             # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
-            compiled, outputs, logs, parsed = _compile(config, compiler, model, Path(scratch), prediction, report)
+            compiled, outputs, logs, parsed = _compile(config, compiler, model, Path(scratch), prediction, report, say)
             written, report_path = _install(run, report, outputs, logs)
         write_report(run.dir)
     on_cpu = sum(len(c.cpu_ops) for c in compiled)
@@ -116,7 +117,8 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
     return CompileResult(prediction, report_path, written, parsed)
 
 
-def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, prediction: preflight.Preflight, report: dict):
+def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, prediction: preflight.Preflight, report: dict,
+             say):
     """Run the compiler on a copy of `model` in `work` and check what it wrote; fills `report`'s compiler parts.
     Returns (compiled facts, output models, their logs, the parsed console)."""
     source = work / model.name
@@ -129,6 +131,8 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
         reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                   else "no 'Model compiled successfully' in its output")
         raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
+    if len(outputs) == 1 and metadata.restore(source, outputs[0]):
+        say(f"the compiler dropped the int8 model's TFLite metadata: put back into {outputs[0].name}")
     if config.num_segments and len(outputs) != config.num_segments:
         raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
                             f"{', '.join(out.name for out in outputs)}")
@@ -269,8 +273,8 @@ def _segment_number(path: Path) -> int:
 def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> Tuple[List[Path], Path]:
     """The compiled model(s) with their sidecars and logs, and the report, into RUN with the manifest, all or
     nothing; compiled models of an earlier compile (maybe other segments) go in the same step."""
-    source = run.entry("model_int8")
-    facts = {"image_size": run.image_size, "preprocessing": run.contract}
+    source, contract = run.entry("model_int8"), run.contract_of("model_int8")
+    facts = {"image_size": run.image_size, "preprocessing": contract}
     if "input" in source:  # the device quantizes pixels with it
         facts["input"] = source["input"]
     single = len(outputs) == 1
@@ -280,7 +284,8 @@ def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> T
             t.forget(key)
         for k, produced in enumerate(outputs):
             key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"
-            final = t.write(key, produced, name=None if single else produced.name, compiled_from=source["sha256"])
+            final = t.write(key, produced, name=None if single else produced.name, preprocessing=contract,
+                            compiled_from=source["sha256"])
             sidecar = sidecar_record(final.name, produced.read_bytes(), labels=run.labels, **facts)
             t.write_file(final.with_name(final.name + ".json"), json_bytes(sidecar))
             written.append(final)

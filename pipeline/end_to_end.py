@@ -65,10 +65,11 @@ def run(config: RunConfig, run_dir: Path, say=print):
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
-        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+        exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+        say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         say("== export int8")
         exported = export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
-        say(exported.table)
+        say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         compiler = shutil.which("edgetpu_compiler")
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)

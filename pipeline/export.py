@@ -5,8 +5,11 @@
 int8 is post-training quantization calibrated on real training images (class-balanced, seeded, so
 two exports of one run give identical bytes), or quantization-aware fine-tuning first with
 `--qat-epochs N`. The int8 model is verified (integer only, static, batch 1, op versions that
-edgetpu_compiler 16 parses) before anything is written; a model that fails is refused.
-Each model gets a sidecar `<model>.json` (sha256, labels, image size, input quantization) for the device.
+edgetpu_compiler 16 parses) before anything is written; a model that fails is refused. Its input
+follows Coral's convention (pipeline/quant/convention.py): uint8 with scale 1/128 and zero point 128,
+so camera bytes go straight in. Each model carries TFLite metadata (pipeline/metadata: normalization,
+labels, pixel contract, provenance) and gets a sidecar `<model>.json` (sha256, labels, image size,
+input quantization, pixel contract) for the device.
 """
 from __future__ import annotations
 
@@ -22,13 +25,16 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from edge import preprocess
+from edge.contract import PixelContract
 from edge.integrity import sidecar_record
 from pipeline.console import native_quiet
 from pipeline.report import write as write_report
+from pipeline import metadata
 from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
-from pipeline.quant import report as quant_report, verify as quant_verify
+from pipeline.quant import convention, report as quant_report, verify as quant_verify
 from pipeline.rundir.files import json_bytes
-from pipeline.rundir.run import Run, writing
+from pipeline.rundir.run import Run, artifact, writing
 
 DEFAULT_CALIBRATION_SAMPLES = 300
 REPORT_KEY = "quantization_report"
@@ -63,7 +69,7 @@ IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
 class ExportConfig:
     mode: Mode = Mode.FLOAT32  # float32 is the reference every quantized model is compared against
     calibration_samples: Optional[int] = None  # int8 only: training images to calibrate on (None: 300)
-    io_type: Optional[str] = None  # int8 only: uint8 (None, camera pixels as they are) or int8
+    io_type: Optional[str] = None  # int8 only: uint8 (None: Coral's scale 1/128, zero point 128, camera bytes as they are) or int8
     per_tensor: bool = False  # int8 only: one scale per weight tensor instead of per channel
     qat_epochs: int = 0  # int8 only: quantization-aware fine-tuning epochs before converting (0: post-training)
     calibration_data: Optional[Path] = None  # int8 only: a .npy of uint8 [N,S,S,3] instead of the run's training split
@@ -261,6 +267,7 @@ class Converted(NamedTuple):
     info: object  # quant_verify's reading of the model
     converter: Callable  # () -> a fresh converter for the same model (the per-layer report converts again)
     calibration: Optional[np.ndarray]  # int8 only: the calibration images
+    contract: Dict[str, object]  # the pixel contract this model takes (int8: Coral's mean 128, std 128)
 
 
 def convert(config: ExportConfig, run: Run) -> Converted:
@@ -280,26 +287,29 @@ def convert(config: ExportConfig, run: Run) -> Converted:
 
         concrete, trackable = keras_function(qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed), image_size)
         facts["qat"] = {"epochs": config.qat_epochs}
+    if config.mode is Mode.INT8:  # the input takes normalized pixels on Coral's grid; the SavedModel stays as it is
+        concrete, calibration = convention.wrap(concrete, calibration)
 
     def converter():
         return make_converter(concrete, trackable, config.mode, config, calibration)
 
     model_bytes = _convert(converter())
-    if config.mode is Mode.INT8:
-        info = quant_verify.verify_int8(model_bytes, config.io_type or "uint8")
-    else:
-        info = quant_verify.verify_static(model_bytes)
+    info = _verify(model_bytes, config)
     io = _io_quantization(info)
     facts.update(io)
+    contract = convention.contract(run.contract, int8=config.mode is Mode.INT8)  # what this model truly takes
     if config.mode is Mode.INT8:
-        raw = io["input"]["dtype"] == "uint8" and _is_identity(io["input"])
-        facts["raw_pixels"] = raw
-        if not raw:
-            notes.append(
-                f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
-                f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are"
-            )
-    return Converted(model_bytes, io, facts, notes, info, converter, calibration)
+        convention.check(io["input"], config.io_type or "uint8")
+        norm = PixelContract.from_record(contract, "the exported model's contract").norm
+        facts["raw_pixels"] = preprocess.passes_raw(norm, io["input"]["scale"], io["input"]["zero_point"], io["input"]["dtype"])
+        if not facts["raw_pixels"]:
+            notes.append(f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
+                         f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are")
+    written = metadata.embed(model_bytes, run.manifest, run.dir, artifact(MODES[config.mode].key).name, contract, facts)
+    model_bytes, info = written.model, _verify(written.model, config)  # packing changes no op or tensor; checked anyway
+    notes += written.notes
+    facts.update(preprocessing=contract, metadata=written.facts)
+    return Converted(model_bytes, io, facts, notes, info, converter, calibration, contract)
 
 
 def _report(config: ExportConfig, run: Run, model: Converted) -> dict:
@@ -316,7 +326,7 @@ def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[di
     with run.transaction() as t:
         model_path = t.write(spec.key, model.bytes, **model.facts, size_bytes=len(model.bytes))
         side = t.write_file(model_path.with_name(model_path.name + ".json"),
-                            json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"])))
+                            json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"], model.contract)))
         if report is not None:
             report_path = t.write(REPORT_KEY, json_bytes(report))
     table = quant_report.table(report) if report else f"{model_path.name}: {len(model.bytes):,} bytes ({spec.summary})"
@@ -334,6 +344,12 @@ def _convert(converter) -> bytes:
         raise PipelineError(f"TFLite conversion failed: {first}") from err
 
 
+def _verify(model: bytes, config: ExportConfig):
+    if config.mode is Mode.INT8:
+        return quant_verify.verify_int8(model, config.io_type or "uint8")
+    return quant_verify.verify_static(model)
+
+
 def _io_quantization(info) -> Dict[str, Dict[str, object]]:
     out = {}
     for role, indices in (("input", info.inputs), ("output", info.outputs)):
@@ -345,11 +361,6 @@ def _io_quantization(info) -> Dict[str, Dict[str, object]]:
     return out
 
 
-def _is_identity(q: Dict[str, object]) -> bool:
-    # The tolerance edge.classify uses to feed pixels unchanged; TF 2.21 gives exactly 1.0 for Rescaling(1/127.5, -1).
-    return abs(float(q["scale"]) - 1.0) < 1e-6 and q["zero_point"] == 0
-
-
 def _float_size(run: Run, config: ExportConfig) -> int:
     """Bytes of the float32 TFLite model: the recorded one if there is one, else converted here (not written)."""
     if run.has("model_float"):
@@ -358,8 +369,8 @@ def _float_size(run: Run, config: ExportConfig) -> int:
     return len(_convert(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
 
 
-def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object]) -> dict:
+def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object], contract: Dict[str, object]) -> dict:
     """What the device checks the model against: its sha256, labels, image size, input quantization and the
-    pixel contract it feeds the model by."""
+    pixel contract it feeds the model by (this model's own)."""
     return sidecar_record(model_name, model_bytes, run.labels, image_size=run.image_size, input=dict(input_q),
-                          preprocessing=run.contract)
+                          preprocessing=contract)

@@ -99,12 +99,13 @@ def _heldout_pixels(run: Run, heldout: "Heldout"):
 
 def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
     """Each model's scores on the held-out images, and what the device results file says of itself (or None)."""
-    contract = PixelContract.from_record(run.contract, "the run's manifest")
     scores = {REFERENCE: _savedmodel_scores(run, images)}
     device = None
-    if run.has("model_float"):
-        scores["float_tflite_cpu"] = _tflite_scores(run.artifact("model_float"), images, contract, config.threads)
-    scores["int8_cpu"] = _tflite_scores(run.artifact("model_int8"), images, contract, config.threads)
+    for name, key in (("float_tflite_cpu", "model_float"), ("int8_cpu", "model_int8")):
+        if run.has(key) or key == "model_int8":  # the int8 model is required: "run export --int8 first"
+            # Each model by its own contract (an int8 export takes mean 128, std 128), the run's decode.
+            contract = PixelContract.from_record(run.contract_of(key), f"the manifest's {key}")
+            scores[name] = _tflite_scores(run.artifact(key), images, contract, config.threads)
     if config.device_results:
         device = _device_results(Path(config.device_results), run, heldout)
         scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device.pop("scores"), np.float32)

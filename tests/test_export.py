@@ -74,6 +74,7 @@ def _assert_integer_only_by_the_interpreter(model: bytes) -> None:
 @pytest.mark.host
 def test_int8_export_is_verified_and_recorded(int8_run):
     from edge.contract import PixelContract
+    from edge.preprocess import normalization
     from pipeline.rundir import manifest as manifest_lib
     from pipeline.rundir.files import sha256_of
 
@@ -83,15 +84,16 @@ def test_int8_export_is_verified_and_recorded(int8_run):
     assert path == run_dir / "model_int8.tflite" == result.model_path
     _assert_integer_only_by_the_interpreter(path.read_bytes())
     entry = manifest["artifacts"]["model_int8"]
-    # Rescaling(1/127.5, -1) first and uint8 I/O: raw pixels go in as they are (DESIGN.md).
-    assert entry["input"]["dtype"] == "uint8" and entry["input"]["zero_point"] == 0
-    assert entry["input"]["scale"] == pytest.approx(1.0, abs=1e-3)
+    # Coral's convention, exactly: byte p stands for (p - 128) / 128, so camera bytes go in as they are.
+    assert entry["input"] == {"dtype": "uint8", "scale": 1 / 128, "zero_point": 128}
     assert entry["raw_pixels"] is True
     assert entry["calibration"]["samples"] == 300 and entry["calibration"]["balanced"]
     sidecar = json.loads((run_dir / "model_int8.tflite.json").read_text())
     assert sidecar["sha256"] == sha256_of(path)
     assert sidecar["labels"] == manifest["labels"] and sidecar["image_size"] == 16
-    assert sidecar["preprocessing"] == manifest["preprocessing"] == PixelContract().as_record()  # raw pixels: mean 0, std 1
+    # The int8 model's own contract (mean 128, std 128); the run's (the SavedModel's, the float model's) stays raw pixels.
+    assert sidecar["preprocessing"] == entry["preprocessing"] == PixelContract(normalization(128, 128, "int8")).as_record()
+    assert manifest["preprocessing"] == PixelContract().as_record()
     assert sidecar["input"] == entry["input"]
     report = json.loads(Run.open(run_dir).artifact("quantization_report").read_text())
     assert report["sizes"]["int8_bytes"] < report["sizes"]["float32_bytes"]
@@ -118,7 +120,7 @@ def test_int8_predictions_agree_with_float(int8_run):
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     int8_top1 = []
     for image in images:
-        interpreter.set_tensor(inp["index"], image[None])  # raw uint8 pixels: scale 1, zero point 0
+        interpreter.set_tensor(inp["index"], image[None])  # raw uint8 pixels: scale 1/128, zero point 128 take them as they are
         interpreter.invoke()
         int8_top1.append(int(np.argmax(interpreter.get_tensor(out["index"])[0])))
     agreement = float(np.mean(np.array(int8_top1) == float_top1))
@@ -142,12 +144,34 @@ def test_int8_io_and_per_tensor(run_copy):
 
     result = run(ExportConfig(mode=Mode.INT8, io_type="int8", per_tensor=True, calibration_samples=50), run_copy)
     entry = manifest_lib.load(run_copy)["artifacts"]["model_int8"]
-    assert entry["input"]["dtype"] == "int8" and entry["input"]["zero_point"] == -128
-    assert entry["input"]["scale"] == pytest.approx(1.0, abs=1e-3)
+    # The same grid shifted: int8 byte q stands for q / 128, so the device feeds pixel - 128.
+    assert entry["input"] == {"dtype": "int8", "scale": 1 / 128, "zero_point": 0}
     assert entry["output"]["dtype"] == "int8" and entry["per_channel"] is False
-    assert entry["raw_pixels"] is False and any("zero point -128" in n for n in result.notes)
+    assert entry["raw_pixels"] is False and any("zero point 0" in n for n in result.notes)
     report = json.loads((run_copy / "quantization.json").read_text())
     assert report["per_channel_tensors"] == 0
+
+
+@pytest.mark.host
+def test_without_a_metadata_writer_the_model_is_written_and_says_it_carries_none(run_copy, monkeypatch):
+    from edge.model_metadata import read_metadata
+    from pipeline.export import ExportConfig, run
+    from pipeline.rundir import manifest as manifest_lib
+
+    monkeypatch.delenv("EDGEFLOW_METADATA_PYTHON", raising=False)
+    result = run(ExportConfig(), run_copy)
+    assert any("no TFLite metadata written: EDGEFLOW_METADATA_PYTHON is not set" in n for n in result.notes)
+    assert not read_metadata(result.model_path.read_bytes()).present
+    assert manifest_lib.load(run_copy)["artifacts"]["model_float"]["metadata"] is None
+
+
+@pytest.mark.host
+def test_a_metadata_writer_that_fails_leaves_the_run_as_it_was(run_copy, monkeypatch):
+    monkeypatch.setenv("EDGEFLOW_METADATA_PYTHON", "/bin/false")
+    before = (run_copy / "manifest.json").read_bytes()
+    result = _invoke(run_copy)
+    assert result.exit_code == 1 and "the metadata writer /bin/false (EDGEFLOW_METADATA_PYTHON) failed" in result.output
+    assert _leftovers(run_copy) == [] and (run_copy / "manifest.json").read_bytes() == before
 
 
 @pytest.mark.host

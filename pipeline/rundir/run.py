@@ -100,6 +100,11 @@ class Run:
             raise ManifestError("the run records no pixel contract (it was trained by an earlier edgeflow); train it again")
         return recorded
 
+    def contract_of(self, key: str) -> Dict[str, Any]:
+        """The pixel contract model `key` takes: its own record (an int8 export takes Coral's mean 128, std 128),
+        else the run's (models exported before each model recorded its own)."""
+        return self.entry(key).get("preprocessing") or self.contract
+
     @property
     def global_batch(self) -> int:
         """The global batch `pipeline train` used (QAT fine-tunes at it)."""

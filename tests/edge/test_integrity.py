@@ -71,3 +71,34 @@ def test_bad_records_say_what_was_expected(int8_copy: Path):
 
 def test_no_record_at_all_is_allowed(int8_copy: Path):
     assert find_records(int8_copy) == []
+
+
+def test_a_manifest_entrys_own_contract_wins_over_the_runs(int8_copy: Path):
+    """An int8 export records its own contract (mean 128, std 128) next to the run's (raw pixels); older runs have only the run's."""
+    from edge.preprocess import contract, normalization
+
+    run_wide, own = contract(), contract(normalization(128, 128, "int8"))
+    entry = {"path": int8_copy.name, "sha256": sha256_bytes(int8_copy.read_bytes())}
+    manifest = {"schema_version": 1, "labels": LABELS, "preprocessing": run_wide, "artifacts": {"model_int8": entry}}
+    (int8_copy.parent / "manifest.json").write_text(json.dumps(manifest))
+    assert find_records(int8_copy)[0].preprocessing == run_wide
+    manifest["artifacts"]["model_int8"]["preprocessing"] = own
+    (int8_copy.parent / "manifest.json").write_text(json.dumps(manifest))
+    assert find_records(int8_copy)[0].preprocessing == own
+
+
+def test_a_record_that_contradicts_the_models_metadata_names_both_values(int8_copy: Path):
+    from edge.integrity import ModelRecord, check_agreement
+    from edge.preprocess import contract, normalization
+
+    inside = ModelRecord("the TFLite metadata of model_int8.tflite (edgeflow_model.json)", "metadata", "", LABELS, 16,
+                         contract(normalization(128, 128, "int8")))
+    sidecar = ModelRecord(Path("model_int8.tflite.json"), "sidecar", "0" * 64, LABELS, 16, contract())
+    check_agreement([sidecar._replace(preprocessing=inside.preprocessing)], inside)  # agreeing records pass
+    check_agreement([sidecar], None)  # a model without metadata: nothing to contradict
+    with pytest.raises(IntegrityError, match=r"sidecar model_int8.tflite.json contradicts the TFLite metadata of "
+                                             r"model_int8.tflite .* on preprocessing: mean \[0.0, 0.0, 0.0\] there, "
+                                             r"\[128.0, 128.0, 128.0\] in the model; std \[1.0, 1.0, 1.0\] there"):
+        check_agreement([sidecar], inside)
+    with pytest.raises(IntegrityError, match=r"on labels: \['a', 'b', 'c'\] there, \['red', 'green', 'blue'\] in the model"):
+        check_agreement([sidecar._replace(preprocessing=None, labels=["a", "b", "c"])], inside)
