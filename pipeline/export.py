@@ -17,37 +17,27 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like the models
 
-import enum
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from edge import preprocess
 from edge.contract import PixelContract
 from edge.integrity import sidecar_record
-from pipeline.console import native_quiet
-from pipeline.report import write as write_report
 from pipeline import metadata
-from pipeline.errors import ConfigError, DataError, ManifestError, PipelineError
+from pipeline.errors import ConfigError
 from pipeline.quant import convention, report as quant_report, verify as quant_verify
+from pipeline.quant.calibration import calibration_images
+from pipeline.quant.convert import IO_TYPES, Mode, keras_function, make_converter, serving_function
+from pipeline.quant.convert import convert as convert_bytes
+from pipeline.report import write as write_report
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, artifact, writing
 
-DEFAULT_CALIBRATION_SAMPLES = 300
 REPORT_KEY = "quantization_report"
 REPORT_NAME = "quantization.json"
-
-
-class Mode(enum.Enum):
-    """What the exported model computes in."""
-
-    FLOAT32 = "float32"
-    INT8 = "int8"
-    FLOAT16 = "float16"
-    DYNAMIC_RANGE = "dynamic-range"
 
 
 @dataclass(frozen=True)
@@ -62,7 +52,6 @@ MODES: Dict[Mode, _ModeSpec] = {
     Mode.FLOAT16: _ModeSpec("model_float16", "float16 weights, float32 compute"),
     Mode.DYNAMIC_RANGE: _ModeSpec("model_dynamic_range", "int8 weights, float activations"),
 }
-IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
 
 
 @dataclass(frozen=True)
@@ -117,134 +106,6 @@ class ExportResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Model functions at batch 1
-
-
-def serving_function(saved_model: Path, image_size: int):
-    """RUN's serving signature wrapped at a static [1,S,S,3] float32 input; returns (concrete function, loaded object)."""
-    loaded = tf.saved_model.load(str(saved_model))
-    if "serving_default" not in loaded.signatures:
-        raise ManifestError(f"{saved_model} has signatures {sorted(loaded.signatures)}, expected 'serving_default'")
-    fn = loaded.signatures["serving_default"]
-    _, specs = fn.structured_input_signature
-    if len(specs) != 1 or len(fn.structured_outputs) != 1:
-        raise ManifestError(
-            f"{saved_model} serving_default takes {sorted(specs)} and returns {sorted(fn.structured_outputs)}; expected one image input and one score output"
-        )
-    (in_name, spec), = specs.items()
-    (out_name,) = fn.structured_outputs
-    expected = [image_size, image_size, 3]
-    if spec.shape.rank != 4 or spec.shape.as_list()[1:] != expected:
-        raise DataError(
-            f"{saved_model} takes input {spec.shape.as_list()}, but the manifest's image_size {image_size} expects [None, {image_size}, {image_size}, 3]; "
-            f"the manifest does not describe this SavedModel"
-        )
-
-    @tf.function(input_signature=[tf.TensorSpec([1] + expected, tf.float32, name=in_name)])
-    def batch1(image):
-        return fn(**{in_name: image})[out_name]
-
-    return batch1.get_concrete_function(), loaded
-
-
-def keras_function(model, image_size: int):
-    """A Keras model (the QAT one) wrapped the same way as `serving_function`."""
-
-    @tf.function(input_signature=[tf.TensorSpec([1, image_size, image_size, 3], tf.float32, name="image")])
-    def batch1(image):
-        return model(image, training=False)
-
-    return batch1.get_concrete_function(), model
-
-
-def make_converter(concrete, trackable, mode: Mode, config: ExportConfig, calibration: Optional[np.ndarray]):
-    """A fresh TFLiteConverter for `mode` (a converter is single-use in TF 2.21: a second convert() fails)."""
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
-    if mode is Mode.FLOAT32:
-        return converter
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if mode is Mode.FLOAT16:
-        converter.target_spec.supported_types = [tf.float16]
-    elif mode is Mode.INT8:
-        assert calibration is not None
-        converter.representative_dataset = _representative(calibration)
-        # INT8 only: an op with no integer kernel fails the conversion instead of staying float.
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        io = IO_TYPES[config.io_type or "uint8"]
-        converter.inference_input_type = io
-        converter.inference_output_type = io
-        if config.per_tensor:
-            # No public switch exists in TF 2.21; this is the converter's own flag for per-tensor weights.
-            converter._experimental_disable_per_channel = True
-    return converter
-
-
-def _representative(images: np.ndarray) -> Callable:
-    def dataset():
-        for image in images:
-            yield [image[None].astype(np.float32)]
-
-    return dataset
-
-
-# ---------------------------------------------------------------------------------------------
-# Calibration images
-
-
-def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """Indices of `n` examples drawn round-robin over classes, each class in a seeded random order."""
-    rng = np.random.default_rng(seed)
-    per_class = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
-    chosen: List[int] = []
-    depth = 0
-    while len(chosen) < n:
-        row = [int(idx[depth]) for idx in per_class if depth < len(idx)]
-        if not row:
-            break
-        chosen += row[: n - len(chosen)]
-        depth += 1
-    return np.array(chosen, dtype=np.int64)
-
-
-def calibration_images(run: Run, config: ExportConfig, image_size: int) -> Tuple[np.ndarray, np.ndarray, Dict[str, object], List[str]]:
-    """(images uint8 [n,S,S,3], their labels or -1, facts for the manifest, notes) for calibration."""
-    from pipeline.data import load_split
-
-    wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
-    notes: List[str] = []
-    if config.calibration_data is not None:
-        path = Path(config.calibration_data)
-        if not path.is_file():
-            raise DataError(f"--calibration-data {path} not found; expected a .npy file of uint8 images [N, {image_size}, {image_size}, 3]")
-        try:
-            images = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--calibration-data {path} is not a .npy array ({err})") from err
-        labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
-        source = {"source": str(path), "balanced": False}
-    else:
-        images, labels = load_split(run.manifest, "train")
-        source = {"source": "train split of " + run.manifest["data"]["train"]["spec"], "balanced": True}
-    expected = (image_size, image_size, 3)
-    if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != expected:
-        raise DataError(
-            f"calibration images are {images.dtype} {list(images.shape)}, expected uint8 [N, {image_size}, {image_size}, 3] "
-            f"(raw pixels at the run's image size {image_size})"
-        )
-    if len(images) == 0:
-        raise DataError("calibration data holds no images; expected at least 1")
-    if len(images) < wanted:
-        notes.append(f"calibrating on {len(images)} images: the calibration data has fewer than the {wanted} asked for")
-    n = min(wanted, len(images))
-    if source["balanced"]:
-        index = balanced_sample(labels, n, config.seed)
-    else:
-        index = np.sort(np.random.default_rng(config.seed).permutation(len(images))[:n])
-    facts = {**source, "samples": int(n), "requested": int(wanted), "seed": config.seed}
-    return images[index], labels[index], facts, notes
-
-
-# ---------------------------------------------------------------------------------------------
 # The stage
 
 
@@ -293,7 +154,7 @@ def convert(config: ExportConfig, run: Run) -> Converted:
     def converter():
         return make_converter(concrete, trackable, config.mode, config, calibration)
 
-    model_bytes = _convert(converter())
+    model_bytes = convert_bytes(converter())
     info = _verify(model_bytes, config)
     io = _io_quantization(info)
     facts.update(io)
@@ -335,15 +196,6 @@ def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[di
                         report_path=report_path if report is not None else None, notes=tuple(model.notes), table=table)
 
 
-def _convert(converter) -> bytes:
-    try:
-        with native_quiet():  # the converter prints "fully_quantize: ..." from C++
-            return converter.convert()
-    except Exception as err:  # the converter raises ConverterError and a handful of others
-        first = str(err).strip().splitlines()[0][:400] if str(err).strip() else type(err).__name__
-        raise PipelineError(f"TFLite conversion failed: {first}") from err
-
-
 def _verify(model: bytes, config: ExportConfig):
     if config.mode is Mode.INT8:
         return quant_verify.verify_int8(model, config.io_type or "uint8")
@@ -366,7 +218,7 @@ def _float_size(run: Run, config: ExportConfig) -> int:
     if run.has("model_float"):
         return run.artifact("model_float").stat().st_size
     concrete, trackable = serving_function(run.artifact("saved_model"), run.image_size)
-    return len(_convert(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
+    return len(convert_bytes(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
 
 
 def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object], contract: Dict[str, object]) -> dict:

@@ -1,0 +1,68 @@
+"""The int8 calibration images: class-balanced and seeded draws of the run's training split, or a .npy given.
+
+Never the held-out examples (the split comes from the run's recorded identities), so calibration cannot
+flatter parity; the same seed gives the same images, so two exports of one run give identical bytes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from pipeline.errors import DataError
+
+DEFAULT_CALIBRATION_SAMPLES = 300
+
+
+def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Indices of `n` examples drawn round-robin over classes, each class in a seeded random order."""
+    rng = np.random.default_rng(seed)
+    per_class = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    chosen: List[int] = []
+    depth = 0
+    while len(chosen) < n:
+        row = [int(idx[depth]) for idx in per_class if depth < len(idx)]
+        if not row:
+            break
+        chosen += row[: n - len(chosen)]
+        depth += 1
+    return np.array(chosen, dtype=np.int64)
+
+
+def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.ndarray, Dict[str, object], List[str]]:
+    """(images uint8 [n,S,S,3], their labels or -1, facts for the manifest, notes) for calibration."""
+    from pipeline.data import load_split
+
+    wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
+    notes: List[str] = []
+    if config.calibration_data is not None:
+        path = Path(config.calibration_data)
+        if not path.is_file():
+            raise DataError(f"--calibration-data {path} not found; expected a .npy file of uint8 images [N, {image_size}, {image_size}, 3]")
+        try:
+            images = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise DataError(f"--calibration-data {path} is not a .npy array ({err})") from err
+        labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
+        source = {"source": str(path), "balanced": False}
+    else:
+        images, labels = load_split(run.manifest, "train")
+        source = {"source": "train split of " + run.manifest["data"]["train"]["spec"], "balanced": True}
+    expected = (image_size, image_size, 3)
+    if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != expected:
+        raise DataError(
+            f"calibration images are {images.dtype} {list(images.shape)}, expected uint8 [N, {image_size}, {image_size}, 3] "
+            f"(raw pixels at the run's image size {image_size})"
+        )
+    if len(images) == 0:
+        raise DataError("calibration data holds no images; expected at least 1")
+    if len(images) < wanted:
+        notes.append(f"calibrating on {len(images)} images: the calibration data has fewer than the {wanted} asked for")
+    n = min(wanted, len(images))
+    if source["balanced"]:
+        index = balanced_sample(labels, n, config.seed)
+    else:
+        index = np.sort(np.random.default_rng(config.seed).permutation(len(images))[:n])
+    facts = {**source, "samples": int(n), "requested": int(wanted), "seed": config.seed}
+    return images[index], labels[index], facts, notes
