@@ -14,13 +14,9 @@ the int8 model it came from (`compiled_from`), so a stale one is refused where i
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
@@ -28,27 +24,19 @@ from typing import List, NamedTuple, Optional, Tuple
 from edge.integrity import sidecar_record
 from edge.tflite_file import ModelFileError
 from pipeline import metadata
-from pipeline.edgetpu import compiled_check, compiler_log, preflight
+from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
+from pipeline.edgetpu import compiler as compiler_mod
 from pipeline.report import write as write_report
-from pipeline.errors import ConfigError, HardwareUnavailable, PipelineError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, is_compiled, writing
-
-DEFAULT_TIMEOUT = 180  # seconds for one compile
-INSTALL_HINT = (
-    "edgetpu_compiler runs only on x86-64 Linux: on Debian/Ubuntu add Coral's apt repository "
-    "('coral-edgetpu-stable', as Coral's compiler documentation gives it) and `apt-get install edgetpu-compiler`, "
-    "or run it in an x86-64 Linux container; then pass --compiler PATH or put it on PATH. "
-    "`pipeline compile RUN --check-only` works without it."
-)
-
 
 @dataclass(frozen=True)
 class CompileConfig:
     check_only: bool = False  # pre-flight only: no compiler needed
     require_full_mapping: bool = False  # fail when any op is predicted (or compiled) to run on the CPU
     compiler: Optional[str] = None  # path to edgetpu_compiler; None = look it up on PATH
-    timeout: Optional[int] = None  # seconds, passed as -t and enforced on the process; None = DEFAULT_TIMEOUT
+    timeout: Optional[int] = None  # seconds, passed as -t and enforced on the process; None = compiler.DEFAULT_TIMEOUT
     num_segments: Optional[int] = None  # -n: split for pipelining across several Edge TPUs
     min_runtime_version: Optional[int] = None  # -m: oldest Edge TPU runtime the model must run on
     intermediate_tensors: Optional[str] = None  # -i: comma-separated tensor names to output from the TPU op
@@ -57,7 +45,7 @@ class CompileConfig:
 
     @property
     def seconds(self) -> int:
-        return DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+        return compiler_mod.DEFAULT_TIMEOUT if self.timeout is None else self.timeout
 
     def validate(self) -> None:
         """Refuse options that would be accepted and then ignored."""
@@ -101,7 +89,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
             return CompileResult(prediction, path, [], None)
         run.contract_of("model_int8")  # the compiled model's sidecar needs it: refuse before compiling, not after
-        compiler = _find_compiler(config, prediction)
+        compiler = compiler_mod.find(config, prediction.headline())
         with tempfile.TemporaryDirectory(prefix=".compile-", dir=run.dir) as scratch:
             # A failure raises before anything in RUN is touched: an earlier compiled model (still
             # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
@@ -123,7 +111,7 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
     Returns (compiled facts, output models, their logs, the parsed console)."""
     source = work / model.name
     shutil.copyfile(model, source)
-    console = _call(compiler, _arguments(config, work, source), config.seconds)
+    console = compiler_mod.call(compiler, compiler_mod.arguments(config, work, source), config.seconds)
     outputs = sorted(work.glob("*_edgetpu.tflite"), key=_segment_number)
     logs = [out.with_suffix(".log") for out in outputs]
     parsed = compiler_log.parse(console, logs[0].read_text() if logs and logs[0].exists() else "")
@@ -141,10 +129,10 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
     tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
     if len(outputs) > 1:  # every segment's log counts, not only the first one's
         parsed = parsed._replace(operators=[row for table in tables if table for row in table])
-    report["compiler"] = {"path": compiler, "command": [compiler] + _arguments(config, Path("OUT"), Path(model.name)),
+    report["compiler"] = {"path": compiler, "command": [compiler] + compiler_mod.arguments(config, Path("OUT"), Path(model.name)),
                           **parsed.as_dict()}
     report["compiled"] = [dict(c.as_dict(), log_table_read=t is not None) for c, t in zip(compiled, tables)]
-    report["disagreements"] = disagreements(prediction, parsed, compiled)
+    report["disagreements"] = agreement.disagreements(prediction, parsed, compiled)
     _require_compiled_full_mapping(config, compiled, tables, [log.name for log in logs])
     if config.require_full_mapping and parsed.ops_on_cpu:
         raise PipelineError(f"--require-full-mapping: the compiler says {parsed.ops_on_cpu} op(s) run on the CPU")
@@ -214,56 +202,6 @@ def _require_full_mapping(config: CompileConfig, fully_mapped: bool, why: str) -
         raise PipelineError(f"--require-full-mapping: not every op maps to the Edge TPU ({why})")
 
 
-def _find_compiler(config: CompileConfig, prediction: preflight.Preflight) -> str:
-    if config.compiler:
-        path = Path(config.compiler)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ConfigError(f"--compiler {config.compiler} is not an executable file")
-        return str(path)
-    found = shutil.which("edgetpu_compiler")
-    if not found:
-        raise HardwareUnavailable(f"edgetpu_compiler not found on PATH. {prediction.headline()}. {INSTALL_HINT}")
-    return found
-
-
-def _arguments(config: CompileConfig, out_dir: Path, model: Path) -> List[str]:
-    args = ["-s", "-o", str(out_dir), "-t", str(config.seconds)]
-    if config.num_segments:
-        args += ["-n", str(config.num_segments)]
-    if config.min_runtime_version:
-        args += ["-m", str(config.min_runtime_version)]
-    if config.intermediate_tensors:
-        args += ["-i", config.intermediate_tensors]
-    if config.search_delegate:
-        args += ["-d"]
-        if config.delegate_search_step:
-            args += ["-k", str(config.delegate_search_step)]
-    return args + [str(model)]
-
-
-def _call(compiler: str, args: List[str], timeout: int) -> str:
-    """Run the compiler; its exit code and its words both count. Returns stdout + stderr."""
-    try:
-        process = subprocess.Popen([compiler, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   start_new_session=True)  # its own group, so a timeout kills its children too
-    except OSError as err:
-        raise PipelineError(f"cannot start {compiler}: {err}") from err
-    # The compiler's own -t timer covers compilation only; allow it a margin before killing it.
-    limit = timeout + min(30, timeout)
-    try:
-        console, _ = process.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise PipelineError(f"edgetpu_compiler did not finish within {limit} s (--timeout {timeout} plus a margin); "
-                            "nothing was written. Raise --timeout for large models.")
-    if process.returncode != 0:
-        parsed = compiler_log.parse(console)
-        raise PipelineError(f"edgetpu_compiler exited with code {process.returncode}: {parsed.fatal or 'no reason printed'}. "
-                            "Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-    return console
-
-
 def _segment_number(path: Path) -> int:
     """0 for a single output; k for `X_segment_k_of_N_edgetpu.tflite` (numeric order: 10 after 9)."""
     m = re.search(r"_segment_(\d+)_of_\d+_edgetpu\.tflite$", path.name)
@@ -293,26 +231,3 @@ def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> T
             t.write_file(run.dir / log.name, log)
         report_path = t.write("edgetpu_report", json_bytes(report))
     return written, report_path
-
-
-def disagreements(prediction: preflight.Preflight, parsed: compiler_log.CompilerOutput,
-                  compiled: List[compiled_check.CompiledFacts]) -> List[str]:
-    """Where the prediction differs from the compiled files' CPU ops, then from the log's statuses."""
-    lines = []
-    predicted_cpu = Counter(r.op for r in prediction.rows if not r.on_edgetpu)
-    actual_cpu = Counter(op for c in compiled for op in c.cpu_ops)
-    if parsed.ops_on_cpu is not None and parsed.ops_on_cpu != sum(actual_cpu.values()):
-        lines.append(f"the compiler's output says {parsed.ops_on_cpu} op(s) on the CPU, the compiled file(s) keep "
-                     f"{sum(actual_cpu.values())}")
-    for op in sorted(set(predicted_cpu) | set(actual_cpu)):
-        if predicted_cpu[op] != actual_cpu[op]:
-            lines.append(f"{op} on the CPU: predicted {predicted_cpu[op]}, compiled file {actual_cpu[op]}")
-    if parsed.operators:  # the log's statuses, when it has a table
-        predicted = Counter()
-        for r in prediction.rows:
-            predicted[(r.log_op, r.status)] += 1
-        actual = compiler_log.status_counts(parsed.operators)
-        for key in sorted(set(predicted) | set(actual)):
-            if predicted.get(key, 0) != actual.get(key, 0):
-                lines.append(f"{key[0]} '{key[1]}': predicted {predicted.get(key, 0)}, compiler {actual.get(key, 0)}")
-    return lines

@@ -348,7 +348,7 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
 
 def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():
     from pipeline.edgetpu import compiler_log, preflight
-    from pipeline.compile import disagreements
+    from pipeline.edgetpu.agreement import disagreements
     from pipeline.edgetpu.compiled_check import read_compiled
 
     prediction = preflight.analyze(REFERENCE / f"{PARTIAL}.tflite")
