@@ -13,7 +13,8 @@ Which interpreter module runs a model depends on what the model needs (choose_ba
   backend="NAME"             that one, or BackendUnavailable with the install command: never a fallback.
 TensorFlow is imported only when nothing else is there. Every model is read once, checked structurally
 (edge.model_check) and handed to the interpreter as those same bytes, so a damaged file gives
-an error instead of a crashed process.
+an error instead of a crashed process. Over 300 lines because it is one job: every way an interpreter
+can be missing or fail (module, numpy, delegate, model) said in words, in one place.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ Models made with TensorFlow Lite's metadata writer (Coral's newer classifiers am
 buffer named "TFLITE_METADATA": a flatbuffer of tflite-support's metadata_schema.fbs (root table
 ModelMetadata, file identifier "M001"). Files it names (label files, mostly) are packed in a zip
 appended to the model. Only what the device side needs is read: names, NormalizationOptions of
-each tensor, the colour space of image inputs, associated files. A model without metadata gives
+each tensor, the colour space of image inputs, associated files (one job, over 300 lines: every
+read of the metadata flatbuffer and its zip is bounds-checked here, so a damaged model cannot crash a device). A model without metadata gives
 an empty ModelMetadata; metadata that is there but damaged raises ModelCheckError.
 
 Models the pipeline exports also pack `edgeflow_model.json` as one of the model's own files: the

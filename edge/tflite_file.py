@@ -2,7 +2,8 @@
 
 Built on the `tflite` package (the flatbuffer schema compiled to pure Python), so it runs on a
 device with only numpy, and on Python 3.9. Both sides use it: the export verifier and the Edge
-TPU pre-flight on the host, the model checks on the device.
+TPU pre-flight on the host, the model checks on the device. Over 300 lines because it is one
+job: the whole flatbuffer read once, with every bound checked, in one place.
 
     python -c "from edge.tflite_file import read_model, op_counts; print(op_counts(read_model('m.tflite')))"
 """

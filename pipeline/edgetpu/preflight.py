@@ -8,6 +8,7 @@ each op's own limits, and op versions the compiler can parse. The mapping follow
 compiler builds one Edge TPU segment (EDGETPU.md section 1), so an op that reads a CPU op's output
 after that segment stays on the CPU ("More than one subgraph is not supported") while ops on other
 paths still map. The prediction agrees with every reference pair in shared/reference/coral/.
+Over 300 lines because it is one job: each check needs the graph walk and the others' verdicts.
 
 QUANTIZE, decided here:
 - uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8

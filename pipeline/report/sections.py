@@ -5,7 +5,8 @@ that runs it); `error` says why a section could not be read, and the rest of the
 renders. Files are read through the run (`Run.artifact` checks each one's sha256), with the
 schema of the code that writes them: pipeline/train.py (history.json), pipeline/quant/report.py
 (quantization.json), pipeline/compile.py and pipeline/edgetpu/ (edgetpu.json), pipeline/parity.py
-(parity/report.json), `edge bench --json` (latency.json).
+(parity/report.json), `edge bench --json` (latency.json). Over 300 lines: one reader per section,
+kept together so the page's sections and their sources are read in one place.
 """
 from __future__ import annotations
 
