@@ -30,6 +30,7 @@ import models
 from edge import preprocess
 from pipeline import data as data_mod
 from pipeline.rundir import manifest as manifest_mod
+from pipeline.training import batchnorm, chance
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import transfer
 from pipeline.errors import ConfigError, DataError
@@ -204,7 +205,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            model, history, weights = _fit(config, chosen, len(train_source.labels), train_ds, feed["cached"], heldout_ds, steps_per_epoch,
+            model, history, weights, bn_record = _fit(config, chosen, len(train_source.labels), train_ds, feed["cached"], heldout_ds, steps_per_epoch,
                                   _eval_steps(heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
@@ -220,6 +221,8 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
         metrics = _evaluate(model, heldout_ds, config.batch_size, _eval_steps(heldout_count, config.batch_size))
     print(f"held-out: accuracy {metrics['accuracy']:.4f}, loss {metrics['loss']:.4f} ({heldout_count} examples)", flush=True)
+    majority = chance.heldout_majority(train_source, val_source, split)
+    chance.warn_if_stuck(history, metrics["accuracy"], majority, pretrained=config.weights is not None)
     if not chosen.is_chief:
         # Every worker must take part in every save (collectives); only the chief's copy is kept.
         with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
@@ -256,6 +259,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "per_replica_batch": config.batch_size // chosen.replicas,
             "steps_per_epoch": steps_per_epoch,
             "feed": feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
+            "batchnorm": bn_record,  # how the saved BatchNorm statistics were obtained (pipeline/training/batchnorm.py)
             "steps_per_execution": _steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
@@ -263,7 +267,7 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
             "seed": config.seed,
             "config": config.as_dict(),
         },
-        "metrics": {"heldout": metrics, "final_epoch": history[-1] if history else {}},
+        "metrics": {"heldout": metrics, "heldout_majority": majority.as_dict(), "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
     with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
@@ -308,6 +312,10 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
         _compile(model, config, chosen)
     train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
+    statistics = batchnorm.Statistics(model, chosen.strategy, config.weights, steps_per_epoch=steps_per_epoch,
+                                      # a shuffle of its own; not cached: a second cache would hold a second copy
+                                      batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
+                                      global_batch=config.batch_size)
     epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
     for phase in transfer.phases(config.epochs, config.frozen_epochs):
@@ -322,7 +330,8 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
             with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
                 _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
-            # First, so an epoch's checkpoint is on disk before its line is printed. The frozen phase
+            *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
+            # Before the log, so an epoch's checkpoint is on disk before its line is printed. The frozen phase
             # keeps its last checkpoint: a run resumed after the switch gets the head it trained.
             keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=phase.name != "frozen"),
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
@@ -334,7 +343,7 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
                       callbacks=callbacks, verbose=1 if on_terminal else 0)
         except tf.errors.InvalidArgumentError as err:
             raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
-    return model, epoch_log.history(), built.weights
+    return model, epoch_log.history(), built.weights, statistics.record()
 
 
 def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> None:
