@@ -148,16 +148,21 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
 
 
+MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
+                     "the most frequent held-out class)")
+
+
 @main.command("parity")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
 @click.option("--device-results", type=click.Path(dir_okay=False), help="PREDICTIONS.json from `edge evaluate` on the device")
 @click.option("--max-drop", type=float, default=1.0, show_default=True, help="allowed top-1 accuracy drop, percentage points")
 @click.option("--min-agreement", type=float, default=0.98, show_default=True, help="required top-1 agreement with the float model")
+@click.option("--min-accuracy", type=float, help=MIN_ACCURACY_HELP)
 @click.option("--top-k", type=int, default=5, show_default=True, help="k for top-k accuracy")
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, top_k, bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, min_accuracy, top_k, bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     from pipeline import parity
 
@@ -168,7 +173,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     config = parity.ParityConfig(data=data_spec, device_results=device_results, max_drop=max_drop,
-                                 min_agreement=min_agreement, top_k=top_k)
+                                 min_agreement=min_agreement, min_accuracy=min_accuracy, top_k=top_k)
     result = parity.run(config, run_dir)
     click.echo(parity.summary_table(result.report))
     click.echo(f"reports in {result.report_dir}")
@@ -184,13 +189,14 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
 @click.option("--epochs", type=int, help="training epochs; default: train's")
 @click.option("--max-drop", type=float, default=1.0, show_default=True, help="parity gate: allowed top-1 drop, pp")
 @click.option("--min-agreement", type=float, default=0.98, show_default=True, help="parity gate: required agreement")
+@click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agreement):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, min_agreement, min_accuracy):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     from pipeline import end_to_end, parity
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
-                                  max_drop=max_drop, min_agreement=min_agreement)
+                                  max_drop=max_drop, min_agreement=min_agreement, min_accuracy=min_accuracy)
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))

@@ -31,6 +31,7 @@ class RunConfig:
     epochs: Optional[int] = None  # None = train's default
     max_drop: float = 1.0  # parity gate: allowed top-1 drop of int8 vs float, percentage points
     min_agreement: float = 0.98  # parity gate: required top-1 agreement with the float model
+    min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -81,7 +82,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
     say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
     compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
     say("== parity")
-    result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement), run_dir)
+    result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
+                                            min_accuracy=config.min_accuracy), run_dir)
     say(parity.summary_table(result.report))
     for line in summary(run_dir):
         say(line)

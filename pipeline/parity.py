@@ -30,6 +30,7 @@ from pipeline import data as data_mod
 from pipeline.rundir import manifest as manifest_mod
 from pipeline.errors import DataError, PipelineError
 from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
+from pipeline.training import chance
 
 REFERENCE = "float_savedmodel"
 GATED = ("int8_cpu", "edgetpu", "device_cpu")
@@ -47,6 +48,7 @@ class ParityConfig:
     max_drop: float = 1.0  # percentage points of top-1 accuracy a gated model may lose against float
     min_agreement: float = 0.98  # share of images whose top-1 must match the float model's
     top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
+    min_accuracy: Optional[float] = None  # floor on top-1; None = better than always answering the majority class
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
 
 
@@ -63,6 +65,8 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         raise PipelineError(f"--min-agreement {config.min_agreement}, expected a share between 0 and 1")
     if config.max_drop < 0:
         raise PipelineError(f"--max-drop {config.max_drop}, expected percentage points >= 0")
+    if config.min_accuracy is not None and not 0 <= config.min_accuracy <= 1:
+        raise PipelineError(f"--min-accuracy {config.min_accuracy}, expected a share between 0 and 1")
     run_dir = Path(run_dir)
     manifest = manifest_mod.load(run_dir)
     contract = manifest_mod.contract(manifest)
@@ -87,7 +91,10 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
     reference = scores[REFERENCE]
     models = {name: _compare(s, reference, labels, k, num_classes) for name, s in scores.items()}
-    failures = _gate(models, config)
+    floor = chance.Floor(chance.majority(labels, manifest["labels"]), config.min_accuracy)
+    # The floor first: a model no better than chance is the news, whatever int8 does next to it.
+    failures = [f for f in (floor.failure(name, models[name]["correct"], models[name]["images"])
+                            for name in (REFERENCE, *GATED) if name in models) if f] + _gate(models, config)
     report = {
         "schema_version": 1,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
@@ -97,7 +104,8 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         "top_k": k,
         "models": models,
         "device": {k2: v for k2, v in device.items() if k2 != "scores"} if device else None,
-        "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
+        "gate": {"max_drop_pp": config.max_drop, "min_agreement": config.min_agreement, "floor": floor.as_dict(),
+                 "floor_rule": floor.describe(),
                  "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
     }
     report_dir = _write_reports(run_dir, report, scores, labels, manifest["labels"])
@@ -243,8 +251,9 @@ def summary_table(report: dict) -> str:
         rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} {m['score_error_max']:>13.4f}")
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
+    floor = f", {gate['floor_rule']} for {REFERENCE} and them" if "floor_rule" in gate else ""
     rows.append(f"gate (drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
-                f"{', '.join(gate['applies_to'])}): {verdict}")
+                f"{', '.join(gate['applies_to'])}{floor}): {verdict}")
     return "\n".join(rows)
 
 
