@@ -10,7 +10,8 @@ model (when exported), the int8 model on the CPU interpreter and, when given, th
 device made with `edge evaluate` on the bundle are each compared with it: top-1 and top-k
 accuracy, agreement, accuracy drop, per-class deltas, score errors. The gate (--max-drop,
 --min-agreement) applies to the int8 model and to the device; it counts images, so a limit sits
-exactly where the user put it. Reports go to RUN/parity/ whether the gate passes or not.
+exactly where the user put it. Its floor (pipeline/training/chance.py) applies to the float model
+too: better than always answering the most frequent held-out class, or --min-accuracy. Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 

@@ -180,3 +180,93 @@ def test_parity_and_run_take_a_floor_of_one_s_own(exported_copy):
     result = _pipeline("run", "--out", exported_copy, "--min-accuracy", "1")
     assert result.exit_code == 1
     assert "is under --min-accuracy 1" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The issue's case: from scratch on camera-size JPEGs cut from real photos, as folders and as TFRecords
+
+# Epochs, measured over seeds 1234, 1 and 2 in both data forms (bench/results/batchnorm_seeds.md):
+# MobileNetV2 0.35 is at 0.91-0.99 held out at epoch 8, the fewest with margin over 0.80. MobileNetV3
+# Small is past 0.80 from epoch 3, but its folder and TFRecord runs, which see the examples in
+# another order, agree within 2 images at 15 epochs (1, 1, 0 images apart) and not before (epoch 8: 0, 1, 4).
+PHOTO_RUNS = {"mobilenet_v2": ((("alpha", 0.35),), 8), "mobilenet_v3_small": ((), 15)}
+
+
+@pytest.fixture(scope="module")
+def photo_runs(tmp_path_factory):
+    """4 classes of 640x480 JPEGs (which half of which photo), 240 to train on and 80 held out, as
+    folders and as `pipeline prepare` TFRecords; each model trained from scratch on the folders,
+    exported to int8 and compared by `pipeline parity` with the default gate; MobileNetV3 Small
+    trained on the TFRecords too. Returns {name: (run, parity exit code, seconds)}."""
+    import time
+
+    from pipeline import export, prepare, train
+
+    root = tmp_path_factory.mktemp("photos")
+    folders = {"train": write_camera_jpegs(root / "train", per_class=60, seed=0, halves=True),
+               "val": write_camera_jpegs(root / "val", per_class=20, seed=1, halves=True)}
+    records = {}
+    for split, folder in folders.items():
+        prepare.run(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
+        records[split] = str(root / f"{split}_tfrec" / "*.tfrec")
+
+    def trained(name, data, out):
+        options, epochs = PHOTO_RUNS[name]
+        return train.run(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
+                                           model_options=options, epochs=epochs), root / out)
+
+    runs = {}
+    for name in PHOTO_RUNS:
+        start = time.perf_counter()
+        run = trained(name, folders, name)
+        export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
+        runs[name] = (run, _pipeline("parity", run), time.perf_counter() - start)
+    start = time.perf_counter()
+    runs["tfrecords"] = (trained("mobilenet_v3_small", records, "tfrecords"), None, time.perf_counter() - start)
+    for name, (_, _, seconds) in runs.items():
+        print(f"photo run {name}: {seconds:.0f} s")
+    return runs
+
+
+@pytest.mark.parametrize("name", list(PHOTO_RUNS))
+def test_from_scratch_on_photos_learns_and_passes_the_gate(photo_runs, name):
+    run, parity, _ = photo_runs[name]
+    manifest = _manifest(run)
+    assert manifest["training"]["batchnorm"]["method"] == "reestimated"
+    assert manifest["metrics"]["heldout"]["accuracy"] >= 0.80, json.loads((run / "history.json").read_text())
+    assert parity.exit_code == 0, parity.output
+    report = json.loads((run / "parity" / "report.json").read_text())
+    # The saved model answers as train measured it: the SavedModel that export calibrated on, through the
+    # pixel contract, within an image of train's own held-out count (decoders differ by < 0.2 grey levels).
+    heldout = manifest["metrics"]["heldout"]["accuracy"] * 80
+    assert abs(report["models"]["float_savedmodel"]["correct"] - heldout) <= 1
+    assert report["models"]["int8_cpu"]["top1"] >= 0.80
+
+
+def test_the_keras_model_qat_loads_carries_the_saved_statistics(photo_runs):
+    """QAT starts from keras_model.keras, export's calibration from the SavedModel: both hold the
+    re-estimated statistics, and the Keras model scores what train recorded."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from pipeline import data
+    from pipeline.training import batchnorm
+
+    run = photo_runs["mobilenet_v3_small"][0]
+    model = keras.models.load_model(str(run / "keras_model.keras"), compile=False)
+    saved = {v.name: v.numpy() for v in tf.saved_model.load(str(run / "saved_model")).variables if "moving_" in v.name}
+    for layer in batchnorm.layers(model):
+        for var in (layer.moving_mean, layer.moving_variance):
+            np.testing.assert_array_equal(var.numpy(), saved[var.name])
+    images, labels = data.load_split(_manifest(run), "heldout")
+    correct = int((model.predict(images.astype(np.float32), verbose=0).argmax(axis=1) == labels).sum())
+    assert correct == round(_manifest(run)["metrics"]["heldout"]["accuracy"] * len(labels))
+
+
+def test_the_tfrecord_form_gives_the_same_held_out_accuracy(photo_runs):
+    folder, records = (_manifest(photo_runs[k][0]) for k in ("mobilenet_v3_small", "tfrecords"))
+    assert records["data"]["train"]["kind"] == "tfrecord"
+    # The same examples (ids, labels, bytes); the training listing is in each form's own order.
+    assert sorted(records["data"]["identity"]["heldout"]["examples"]) == sorted(folder["data"]["identity"]["heldout"]["examples"])
+    assert records["data"]["identity"]["train"]["per_class"] == folder["data"]["identity"]["train"]["per_class"] == [60] * 4
+    assert abs(records["metrics"]["heldout"]["accuracy"] - folder["metrics"]["heldout"]["accuracy"]) * 80 <= 2 + 1e-9
