@@ -27,9 +27,11 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-# Batches per estimate: one pass over the training set, at most this many. Means and variances of
-# a layer's input settle within a few thousand examples; more only costs forward passes.
-MAX_BATCHES = 100
+# Examples per estimate: one pass over the training set, at most this many (in whole batches). A
+# channel's mean and variance come from every pixel of every example: 224 examples estimate them as
+# well as 896 (held-out accuracy within an image, bench/results/batchnorm_seeds.md). Forward passes only,
+# a third of a training step each: 2,048 examples cost about 5% of an epoch of the 12,753 flowers.
+MAX_EXAMPLES = 2048
 
 
 def layers(model: "keras.Model") -> List["keras.layers.BatchNormalization"]:
@@ -63,7 +65,8 @@ class Statistics:
         self.pretrained = weights is not None
         self.estimator = None
         if self.layers and not self.pretrained:
-            self.estimator = Reestimator(model, strategy, batches(), min(steps_per_epoch, MAX_BATCHES), global_batch)
+            count = min(steps_per_epoch, -(-MAX_EXAMPLES // global_batch))
+            self.estimator = Reestimator(model, strategy, batches(), count, global_batch)
 
     @property
     def callbacks(self) -> list:
