@@ -252,7 +252,7 @@ def summary_table(report: dict) -> str:
         rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} {m['score_error_max']:>13.4f}")
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
-    floor = f", {gate['floor_rule']} for {REFERENCE} and them" if "floor_rule" in gate else ""
+    floor = f"; {gate['floor_rule']} for {', '.join([REFERENCE, *gate['applies_to']])}" if "floor_rule" in gate else ""
     rows.append(f"gate (drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
                 f"{', '.join(gate['applies_to'])}{floor}): {verdict}")
     return "\n".join(rows)
