@@ -130,25 +130,30 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
 
 
+MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
+                     "the most frequent held-out class)")
+
+
 @main.command("parity")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
 @click.option("--device-results", type=click.Path(dir_okay=False), help="PREDICTIONS.json from `edge evaluate` on the device")
 @click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
 @click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
+@click.option("--min-accuracy", type=float, help=MIN_ACCURACY_HELP)
 @click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS),
               help=f"what --max-drop limits: top1 (top-1 accuracy) or macro_f1 (macro-F1 x 100) (default {GATE.metric})")
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, top_k, bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
-               "min_agreement": min_agreement, "top_k": top_k}
+               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k}
     given = {k: v for k, v in options.items() if v is not None}
     if bundle_dir:
         if given:
@@ -214,14 +219,16 @@ def _progressbar(total, label):
 @click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS), default=GATE.metric, show_default=True,
               help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
+@click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end, parity
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
-                                  max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric)
+                                  max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
+                                  min_accuracy=min_accuracy)
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))

@@ -35,6 +35,7 @@ class RunConfig:
     max_drop: float = GATE.max_drop  # parity gate: allowed top-1 drop of int8 vs float, percentage points
     min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
     gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
+    min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -75,7 +76,7 @@ def run(config: RunConfig, run_dir: Path, say=print):
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
         result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
-                                                gate_metric=config.gate_metric), run_dir)
+                                                gate_metric=config.gate_metric, min_accuracy=config.min_accuracy), run_dir)
     say(parity.summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)

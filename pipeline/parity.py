@@ -11,7 +11,9 @@ device made with `edge evaluate` on the bundle are each compared with it: top-1 
 accuracy, agreement, accuracy drop, per-class deltas, score errors, per-class precision, recall and F1
 and macro-F1 (pipeline/inference/class_metrics.py). The gate (--max-drop on top-1 accuracy, or on
 macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and to the device;
-it counts exactly, so a limit sits exactly where the user put it. Reports go to RUN/parity/ whether the gate passes or not.
+it counts exactly, so a limit sits exactly where the user put it.
+Its floor (pipeline/training/chance.py) applies to the float model too: better than always answering
+the most frequent held-out class, or --min-accuracy. Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from pipeline.inference import class_metrics
 from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import json_bytes, staged_path, write_json_atomic, write_text_atomic
 from pipeline.rundir.run import Run, writing
+from pipeline.training import chance
 
 REFERENCE = "float_savedmodel"
 GATED = ("int8_cpu", "edgetpu", "device_cpu")
@@ -53,6 +56,7 @@ class ParityConfig:
     max_drop: float = GATE.max_drop  # percentage points of the gate metric (top-1 accuracy, or macro-F1 x 100) a gated model may lose
     min_agreement: float = GATE.min_agreement  # share of images whose top-1 must match the float model's
     top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
+    min_accuracy: Optional[float] = None  # floor on top-1; None = better than always answering the majority class
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
     gate_metric: str = GATE.metric  # what --max-drop limits: top1 (images counted) | macro_f1 (exact, from per-class counts)
 
@@ -61,6 +65,8 @@ class ParityConfig:
             raise PipelineError(f"--min-agreement {self.min_agreement}, expected a share between 0 and 1")
         if self.max_drop < 0:
             raise PipelineError(f"--max-drop {self.max_drop}, expected percentage points >= 0")
+        if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
+            raise PipelineError(f"--min-accuracy {self.min_accuracy}, expected a share between 0 and 1")
         if self.gate_metric not in GATE_METRICS:
             raise PipelineError(f"--gate-metric {self.gate_metric!r}, expected one of {', '.join(GATE_METRICS)}")
 
@@ -81,8 +87,11 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
         scores, device = _scores(config, run, heldout, images)
         k = min(config.top_k, len(run.labels))
         models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
-        failures = _gate(models, config)
-        report = _report(config, run, labels, k, models, failures, device)
+        floor = chance.Floor(chance.majority(labels, run.labels), config.min_accuracy)
+        # The floor first: a model no better than chance is the news, whatever int8 does next to it.
+        failures = [f for f in (floor.failure(name, models[name]["correct"], models[name]["images"])
+                                for name in (REFERENCE, *GATED) if name in models) if f] + _gate(models, config)
+        report = _report(config, run, labels, k, models, failures, device, floor)
         report["disagreements"] = disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples])
         report_dir = _write_reports(run, report, scores, images, failures)
         write_report(run.dir)  # RUN/report.html; a failure to render only warns
@@ -113,7 +122,7 @@ def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarr
 
 
 def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], failures: List[str],
-            device: Optional[dict]) -> dict:
+            device: Optional[dict], floor: chance.Floor) -> dict:
     return {
         "schema_version": 1,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
@@ -124,6 +133,7 @@ def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: 
         "models": models,
         "device": device,
         "gate": {"metric": config.gate_metric, "max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
+                 "floor": floor.as_dict(), "floor_rule": floor.describe(),
                  "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
     }
 
@@ -271,8 +281,9 @@ def summary_table(report: dict) -> str:
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
     metric = {"top1": "top-1", "macro_f1": "macro-F1"}[gate.get("metric", "top1")]
+    floor = f"; {gate['floor_rule']} for {', '.join([REFERENCE, *gate['applies_to']])}" if "floor_rule" in gate else ""
     rows.append(f"gate ({metric} drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
-                f"{', '.join(gate['applies_to'])}): {verdict}")
+                f"{', '.join(gate['applies_to'])}{floor}): {verdict}")
     return "\n".join(rows)
 
 

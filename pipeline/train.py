@@ -32,6 +32,7 @@ from pipeline import data as data_mod
 from pipeline.inference import class_metrics
 from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.report import write as write_report
+from pipeline.training import batchnorm, chance
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
 from pipeline.training import transfer
@@ -198,15 +199,17 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     # Only the chief writes (and locks) the run; other workers of a multi-worker run may share its folder.
     with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
         plan = _plan(config, chosen)
-        model, history, weights = _fit_resumable(config, chosen, plan, run_dir, created)
+        model, history, weights, bn_record = _fit_resumable(config, chosen, plan, run_dir, created)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
             metrics, per_class = _evaluate(model, plan, config.batch_size)
         print(f"held-out: accuracy {metrics['accuracy']:.4f}, macro-F1 {metrics['macro_f1']:.4f}, loss {metrics['loss']:.4f} "
               f"({plan.heldout_count} examples)", flush=True)
+        majority = chance.heldout_majority(plan.train_source, plan.val_source, plan.split)
+        chance.warn_if_stuck(history, metrics["accuracy"], majority, pretrained=config.weights is not None)
         if not chosen.is_chief:
             _worker_finish(model, chosen, run_dir, created)
             return run_dir
-        record = _record(config, chosen, plan, model, weights, metrics, per_class, history)
+        record = _record(config, chosen, plan, model, weights, metrics, per_class, majority, bn_record, history)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
             _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
         shutil.rmtree(run_dir / STATE_DIR, ignore_errors=True)  # only now: a kill before this resumes, not retrains
@@ -292,7 +295,7 @@ def _remove_worker_leftovers(run_dir: Path, created: bool) -> None:
         _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
 
 
-def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, per_class, history) -> dict:
+def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, per_class, majority, bn_record, history) -> dict:
     """What the manifest records of the training run, for every later stage."""
     return {
         "model": {
@@ -322,6 +325,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "per_replica_batch": config.batch_size // chosen.replicas,
             "steps_per_epoch": plan.steps_per_epoch,
             "feed": plan.feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
+            "batchnorm": bn_record,  # how the saved BatchNorm statistics were obtained (pipeline/training/batchnorm.py)
             "steps_per_execution": _steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
@@ -330,7 +334,8 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "tensorboard": train_logs.LOG_DIR if config.tensorboard else None,  # event files inside RUN
             "config": config.as_dict(),
         },
-        "metrics": {"heldout": metrics, "heldout_per_class": per_class, "final_epoch": history[-1] if history else {}},
+        "metrics": {"heldout": metrics, "heldout_per_class": per_class, "heldout_majority": majority.as_dict(),
+                    "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
 
@@ -371,6 +376,10 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
         _compile(model, config, chosen)
     train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
+    statistics = batchnorm.Statistics(model, chosen.strategy, config.weights, steps_per_epoch=steps_per_epoch,
+                                      # a shuffle of its own; not cached: a second cache would hold a second copy
+                                      batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
+                                      global_batch=config.batch_size)
     epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
     for phase in transfer.phases(config.epochs, config.frozen_epochs):
@@ -385,6 +394,7 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
             with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
                 _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
+            *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
             # First, so an epoch's checkpoint is on disk before its line is printed. Every phase keeps its
             # last checkpoint until the run is written: a run resumed after the switch gets the head it
             # trained, and one killed while writing finishes without training again.
@@ -401,7 +411,7 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
                       callbacks=callbacks, verbose=1 if on_terminal else 0)
         except tf.errors.InvalidArgumentError as err:
             raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
-    return model, epoch_log.history(), built.weights
+    return model, epoch_log.history(), built.weights, statistics.record()
 
 
 def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> None:

@@ -118,24 +118,29 @@ def sample_photos() -> dict:
     return {name: (folder / f"{name}.jpg").read_bytes() for name in ("china", "flower")}
 
 
-def write_camera_jpegs(root: Path, per_class: int = 20, size=(640, 480), seed: int = 0) -> Path:
+def write_camera_jpegs(root: Path, per_class: int = 20, size=(640, 480), seed: int = 0, halves: bool = False) -> Path:
     """Class folders of camera-size, non-square JPEGs cut from the two real photos: random crops,
-    flips and exposure, saved at camera-like qualities. Class = which photo the crop came from."""
+    flips and exposure, saved at camera-like qualities. Class = which photo the crop came from;
+    with `halves`, which half of which photo (4 classes: china_left, china_right, flower_left, flower_right)."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
     for name, data in sample_photos().items():
         photo = Image.open(io.BytesIO(data)).convert("RGB")
-        (root / name).mkdir(parents=True, exist_ok=True)
-        for i in range(per_class):
-            w = int(rng.integers(200, photo.width))
-            h = int(rng.integers(150, photo.height))
-            x, y = int(rng.integers(0, photo.width - w + 1)), int(rng.integers(0, photo.height - h + 1))
-            crop = photo.crop((x, y, x + w, y + h)).resize(size, Image.BILINEAR)
-            if rng.random() < 0.5:
-                crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-            pixels = np.clip(np.asarray(crop, np.float32) * rng.uniform(0.7, 1.2), 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).save(root / name / f"IMG_{i:04d}.jpg", quality=int(rng.integers(80, 96)))
+        regions = [(f"{name}_left", 0, photo.width // 2), (f"{name}_right", photo.width // 2, photo.width)] if halves \
+            else [(name, 0, photo.width)]
+        for folder, left, right in regions:
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                # A crop at least half the region's width (200 px of the whole photo), inside the region.
+                w = int(rng.integers(min(200, (right - left) // 2), right - left))
+                h = int(rng.integers(150, photo.height))
+                x, y = left + int(rng.integers(0, right - left - w + 1)), int(rng.integers(0, photo.height - h + 1))
+                crop = photo.crop((x, y, x + w, y + h)).resize(size, Image.BILINEAR)
+                if rng.random() < 0.5:
+                    crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+                pixels = np.clip(np.asarray(crop, np.float32) * rng.uniform(0.7, 1.2), 0, 255).astype(np.uint8)
+                Image.fromarray(pixels).save(root / folder / f"IMG_{i:04d}.jpg", quality=int(rng.integers(80, 96)))
     return root
 
 

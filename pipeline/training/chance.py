@@ -1,0 +1,91 @@
+"""Chance level: how often always answering the held-out set's most frequent class is right.
+
+A classifier no better than that has learned nothing that carries over to new images, whatever its
+training accuracy. `pipeline train` warns when it ends there; `pipeline parity` refuses such a
+model (its floor, below). Counted in images, as the parity gate counts: 15 of 60 is 15 of 60.
+"""
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+
+class Majority(NamedTuple):
+    label: int  # the most frequent class (the lowest id among equals)
+    name: str
+    count: int  # its held-out images: what always answering it gets right
+    images: int
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.images
+
+    def describe(self) -> str:
+        return f"{self.rate:.4f} ({self.count} of {self.images} images, always answering {self.name!r})"
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"class": self.name, "label": self.label, "correct": self.count, "images": self.images, "rate": self.rate}
+
+
+def majority(labels: Sequence[int], names: Sequence[str]) -> Majority:
+    counts = np.bincount(np.asarray(labels, np.int64), minlength=len(names))
+    label = int(counts.argmax())
+    return Majority(label, names[label], int(counts[label]), int(counts.sum()))
+
+
+def heldout_majority(train_source, val_source, split) -> Majority:
+    """The majority class of what train holds out: --val-data, or the seeded split of --data."""
+    if val_source is not None:
+        examples = val_source.examples
+    else:
+        examples = [train_source.examples[i] for i in train_source.indices("heldout", split)]
+    return majority([e.label for e in examples], train_source.labels)
+
+
+def warn_if_stuck(history: List[dict], heldout_accuracy: float, chance: Majority, pretrained: bool) -> Optional[str]:
+    """Say (on stderr) when held-out accuracy ended no better than chance while training accuracy rose."""
+    correct = round(heldout_accuracy * chance.images)
+    train = [entry["accuracy"] for entry in history if "accuracy" in entry]
+    rose = bool(train) and train[-1] > chance.rate and (len(train) == 1 or train[-1] > train[0])
+    if correct > chance.count or not rose:
+        return None
+    causes = ("BatchNorm statistics that do not fit the trained weights (the manifest's training.batchnorm says "
+              "how they were obtained)")
+    causes += ("; or a data set too small or too different for the pretrained weights" if pretrained else
+               "; or no pretrained weights for a data set this small (--weights imagenet, with --frozen-epochs N)")
+    message = (f"warning: held-out accuracy {heldout_accuracy:.4f} ({correct} of {chance.images} images) is no better "
+               f"than always answering the most frequent held-out class, {chance.describe()}, while training accuracy "
+               f"rose from {train[0]:.4f} to {train[-1]:.4f}: the model learned nothing that carries over to new images. "
+               f"Likely causes: {causes}.")
+    print(message, file=sys.stderr, flush=True)
+    return message
+
+
+class Floor(NamedTuple):
+    """The least top-1 accuracy a model must reach on the held-out images: above chance, or --min-accuracy."""
+
+    chance: Majority
+    min_accuracy: Optional[float]  # None: strictly better than always answering the majority class
+
+    def failure(self, name: str, correct: int, images: int) -> Optional[str]:
+        """What is wrong with `correct` of `images` (the images the majority was counted on), or None."""
+        if self.min_accuracy is None:
+            if correct * self.chance.images > self.chance.count * images:
+                return None
+            return (f"{name}: top-1 {correct / images:.4f} ({correct} of {images} images) is no better than always "
+                    f"answering the most frequent held-out class, {self.chance.describe()}")
+        if correct >= Fraction(str(self.min_accuracy)) * images:
+            return None
+        return f"{name}: top-1 {correct / images:.4f} ({correct} of {images} images) is under --min-accuracy {self.min_accuracy:g}"
+
+    def describe(self) -> str:
+        if self.min_accuracy is None:
+            return f"top-1 > {self.chance.rate:.4f} (majority class {self.chance.name!r})"
+        return f"top-1 >= {self.min_accuracy:g}"
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"min_accuracy": self.min_accuracy, "majority": self.chance.as_dict(),
+                "rule": "better than always answering the majority class" if self.min_accuracy is None else "--min-accuracy"}
