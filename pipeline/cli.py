@@ -64,6 +64,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     """Train a classifier under tf.distribute and write RUN."""
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
+    from pipeline.training.config import config_from_options
 
     options["data"] = data_spec
     if no_tensorboard:
@@ -72,7 +73,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
         options["model_options"] = (("alpha", alpha),)
     schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
                     sustain_epochs=sustain_epochs, decay=lr_decay)
-    config = train.config_from_options(options, schedule, config_file)
+    config = config_from_options(options, schedule, config_file)
     out = train.run(config, run_dir)
     if (out / "manifest.json").exists():  # a non-chief worker writes nothing
         click.echo(f"run written to {out}" + (f"; report: {out / 'report.html'}" if (out / "report.html").exists() else ""))
@@ -151,6 +152,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
     console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
+    from pipeline.inference.parity_report import summary_table
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
                "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k}
@@ -159,13 +161,15 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
         if given:
             raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in given)} apply to the comparison, which --bundle "
                               "does not run (it only writes the bundle); leave them out, or drop --bundle")
-        out = parity.write_bundle(run_dir, bundle_dir, data_spec)
+        from pipeline.inference.bundle import write_bundle
+
+        out = write_bundle(run_dir, bundle_dir, data_spec)
         click.echo(f"bundle written to {out}; on the device run:\n"
                    f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.run(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(parity.summary_table(result.report))
+    click.echo(summary_table(result.report))
     click.echo(f"reports in {result.report_dir}")
     if not result.passed:
         raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))

@@ -61,6 +61,7 @@ def run(config: RunConfig, run_dir: Path, say=print):
     .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
     from pipeline import export, parity
+    from pipeline.inference.parity_report import summary_table
 
     run_dir = Path(run_dir)
     with lock.hold(run_dir, "pipeline run"):
@@ -77,7 +78,7 @@ def run(config: RunConfig, run_dir: Path, say=print):
         say("== parity")
         result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
                                                 gate_metric=config.gate_metric, min_accuracy=config.min_accuracy), run_dir)
-    say(parity.summary_table(result.report))
+    say(summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)
     return result

@@ -18,7 +18,6 @@ the most frequent held-out class, or --min-accuracy. Reports go to RUN/parity/ w
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -27,7 +26,6 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from edge.contract import PixelContract
-from edge.image_files import IMAGE_SUFFIXES
 from edge.integrity import sha256_bytes
 from edge.runner import Runner
 from pipeline import data as data_mod
@@ -36,13 +34,12 @@ from pipeline.errors import DataError, PipelineError
 from pipeline.gate import GATE, GATE_METRICS
 from pipeline.inference import class_metrics
 from pipeline.report import disagreements, write as write_report
-from pipeline.rundir.files import json_bytes, staged_path, write_json_atomic, write_text_atomic
+from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, writing
 from pipeline.training import chance
 
-REFERENCE = "float_savedmodel"
-GATED = ("int8_cpu", "edgetpu", "device_cpu")
-DEVICE_MODELS = ("model_int8", "model_int8_edgetpu")  # what a bundle ships, and so what device results may come from
+from pipeline.inference.bundle import DEVICE_MODELS, bundle_file
+from pipeline.inference.parity_report import GATED, REFERENCE, markdown, plot
 
 
 class GateFailed(PipelineError):
@@ -268,159 +265,17 @@ def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
     return failures
 
 
-# ---------------------------------------------------------------------------------------------
-# Reports
-
-
-def summary_table(report: dict) -> str:
-    k = report["top_k"]
-    rows = [f"{'model':<18} {'top-1':>7} {f'top-{k}':>7} {'agree':>7} {'drop pp':>8} {'macro-F1':>9} {'F1 drop pp':>10} {'max |Δscore|':>13}"]
-    for name, m in report["models"].items():
-        rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} "
-                    f"{m['macro_f1']:>9.4f} {m['macro_f1_drop_pp']:>10.2f} {m['score_error_max']:>13.4f}")
-    gate = report["gate"]
-    verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
-    metric = {"top1": "top-1", "macro_f1": "macro-F1"}[gate.get("metric", "top1")]
-    floor = f"; {gate['floor_rule']} for {', '.join([REFERENCE, *gate['applies_to']])}" if "floor_rule" in gate else ""
-    rows.append(f"gate ({metric} drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
-                f"{', '.join(gate['applies_to'])}{floor}): {verdict}")
-    return "\n".join(rows)
-
-
-def _markdown(report: dict) -> str:
-    lines = ["# Accuracy parity", "", f"{report['heldout']['images']} held-out images ({report['heldout']['source']}); "
-             f"reference: {report['reference']}.", "", "```", summary_table(report), "```", "",
-             "## Per-class accuracy delta against the float model (percentage points)", "",
-             "| class | " + " | ".join(report["models"]) + " |", "|---|" + "---|" * len(report["models"])]
-    for c, label in enumerate(report["labels"]):
-        cells = []
-        for m in report["models"].values():
-            delta = m["per_class_delta_pp"][c]
-            cells.append("n/a" if delta is None else f"{delta:+.1f}")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + class_metrics.markdown(report)) + "\n"
-
-
-def _plot(report: dict, names: List[str]) -> bytes:
-    """The confusion matrices and the per-class deltas as PNG bytes."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    labels = report["labels"]
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(5 * (len(names) + 1), 4.5))
-    for ax, name in zip(axes, names):
-        ax.imshow(np.asarray(report["models"][name]["confusion"]), cmap="Blues")
-        ax.set_title(f"{name}: top-1 {report['models'][name]['top1']:.3f}")
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("true")
-        if len(labels) <= 20:
-            ax.set_xticks(range(len(labels)), labels, rotation=90)
-            ax.set_yticks(range(len(labels)), labels)
-    ax = axes[-1]
-    x = np.arange(len(labels))
-    gated = [n for n in names if n != REFERENCE]
-    width = 0.8 / max(len(gated), 1)
-    for i, name in enumerate(gated):
-        deltas = [d or 0.0 for d in report["models"][name]["per_class_delta_pp"]]
-        ax.bar(x + i * width, deltas, width, label=name)
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_title("per-class accuracy delta vs float (pp)")
-    ax.set_xticks(x, labels if len(labels) <= 20 else [str(i) for i in x], rotation=90)
-    ax.legend()
-    fig.tight_layout()
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=80)
-    plt.close(fig)
-    return out.getvalue()
-
-
 def _write_reports(run: Run, report: dict, scores, images: np.ndarray, failures: List[str]) -> Path:
     """report.json, report.md, confusion.png and the thumbnails of the images a model answers differently from
     float, in RUN/parity/, with the manifest, in one transaction; any other file a user put in RUN/parity/ stays."""
     names = [REFERENCE] + [n for n in scores if n in GATED]
     with run.transaction() as t:
         path = t.write("parity_report", json_bytes(report))
-        t.write_file(path.with_name("report.md"), _markdown(report).encode("utf-8"))
-        t.write_file(path.with_name("confusion.png"), _plot(report, names))
+        t.write_file(path.with_name("report.md"), markdown(report).encode("utf-8"))
+        t.write_file(path.with_name("confusion.png"), plot(report, names))
         for name, data in disagreements.thumbnails(images, report["disagreements"]).items():
             t.write_file(path.parent / name, data)
         t.set("parity", {"passed": not failures, "failures": failures,
                          **{name: {"top1": m["top1"], "macro_f1": m["macro_f1"], "agreement": m["agreement"]}
                             for name, m in report["models"].items()}})
     return path.parent
-
-
-# ---------------------------------------------------------------------------------------------
-# The evaluation bundle for the device
-
-
-def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) -> Path:
-    """The held-out images byte for byte as stored (a JPEG stays that JPEG, so the device decodes and
-    resizes it itself), the labels, the run's int8 and Edge TPU models with their sidecars, and a
-    manifest with the models' sha256 and the pixel contract."""
-    run_dir, bundle_dir = Path(run_dir), Path(bundle_dir)
-    if bundle_dir.exists() and any(bundle_dir.iterdir()):
-        raise PipelineError(f"bundle folder {bundle_dir} is not empty; expected a new or empty folder")
-    run = Run.open(run_dir)
-    models = [key for key in DEVICE_MODELS if run.has(key)]
-    if "model_int8" not in models:
-        run.artifact("model_int8")  # raises: run export first
-    heldout = heldout_examples(run, data)
-    with staged_path(bundle_dir) as staging:
-        (staging / "heldout").mkdir(parents=True)
-        entries = []
-        for i, (example, original) in enumerate(zip(heldout.examples, heldout.originals)):
-            name, data = bundle_file(i, example, original)
-            (staging / name).write_bytes(data)
-            entries.append({"file": name, "id": example.id, "label": example.label, "sha256": sha256_bytes(data)})
-        write_json_atomic(staging / "bundle.json", {"schema_version": 1, "labels": run.labels, "images": entries})
-        write_text_atomic(staging / "labels.txt", "\n".join(run.labels) + "\n")
-        device_artifacts = {}
-        for key in models:
-            if key != "model_int8":
-                run.check_compiled_is_current(key)
-            model = run.artifact(key)
-            shutil.copy2(model, staging / model.name)
-            sidecar = model.with_name(model.name + ".json")
-            if sidecar.exists():
-                shutil.copy2(sidecar, staging / sidecar.name)
-            # Paths as laid out in the bundle: every model sits at its top level.
-            device_artifacts[key] = {**run.entry(key), "path": model.name}
-        # Only the model entries: the device checks each model's sha256 against this manifest.
-        write_json_atomic(staging / "manifest.json", {"schema_version": run.manifest["schema_version"], "labels": run.labels,
-                                                      "preprocessing": run.contract, "artifacts": device_artifacts})
-    return bundle_dir
-
-
-def bundle_file(i: int, example: data_mod.Example, original: Any) -> Tuple[str, bytes]:
-    """Held-out image `i` as the bundle holds it: (path in the bundle, bytes). The stored bytes as they are;
-    an array data set, which has no file, as a PNG (lossless, and the same bytes for the same pixels)."""
-    if isinstance(original, np.ndarray):
-        import io
-
-        from PIL import Image
-
-        out = io.BytesIO()
-        Image.fromarray(original).save(out, format="PNG")
-        return f"heldout/{i:05d}.png", out.getvalue()
-    return f"heldout/{i:05d}{_suffix(example.id, original)}", original
-
-
-_FORMAT_SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "BMP": ".bmp", "WEBP": ".webp"}
-
-
-def _suffix(example_id: str, data: bytes) -> str:
-    """The file name ending for an encoded image: its own when the id is a file name, else from its format."""
-    import io
-
-    from PIL import Image
-
-    own = Path(example_id).suffix.lower()
-    if own in IMAGE_SUFFIXES:
-        return own
-    with Image.open(io.BytesIO(data)) as image:
-        return _FORMAT_SUFFIX.get(image.format or "", ".img")

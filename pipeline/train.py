@@ -19,9 +19,9 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -39,7 +39,7 @@ from pipeline.training import transfer
 from pipeline.errors import ConfigError, DataError
 from pipeline.rundir.files import json_bytes, write_json_atomic
 from pipeline.rundir.run import Run
-from pipeline.training.schedule import WarmupSchedule
+from pipeline.training.config import TrainConfig
 
 STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
@@ -47,138 +47,6 @@ _RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "bat
                 "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
 # Kaggle's TPU tutorial runs several steps per host round trip; elsewhere one is as fast.
 TPU_STEPS_PER_EXECUTION = 8
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    data: str  # data spec: digits | TFRecord glob | folder of class folders
-    val_data: Optional[str] = None  # held-out data spec; None = a seeded split of `data`
-    model: str = "small_cnn"  # a name from models.MODEL_NAMES
-    image_size: Optional[int] = None  # square input size; None = the model's default
-    model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
-    weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
-    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/training/transfer.py)
-    unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
-    cache_mb: int = data_mod.DEFAULT_CACHE_MB  # memory budget for keeping the decoded training set after epoch 1
-    fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses
-    epochs: int = 10  # total epochs, resumed runs included
-    batch_size: int = 32  # global batch, split evenly across replicas
-    schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
-    steps_per_execution: Optional[int] = None  # None = 8 on TPU, 1 elsewhere
-    tpu: Optional[str] = None  # TPU name, 'local' or grpc://host:port; None = TPU_NAME or no TPU
-    cpu_replicas: int = 1  # >1: MirroredStrategy over logical CPU devices (testing distribution)
-    seed: int = 1234  # seeds weights, shuffling and the held-out split
-    heldout_fraction: float = 0.2  # share held out when no val_data is given
-    resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
-    tensorboard: bool = True  # TensorBoard event files in RUN/logs (the chief only)
-
-    def validate(self) -> "TrainConfig":
-        for name, kind in _FIELD_TYPES.items():
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
-                raise ConfigError(f"{name} {value!r}, expected {_KIND_NAMES[kind]}")
-        if self.model not in models.MODEL_NAMES:
-            raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
-        size = self.image_size or models.default_image_size(self.model)
-        if size < models.min_image_size(self.model):
-            raise ConfigError(f"image size {size} is too small for {self.model}; expected at least {models.min_image_size(self.model)}")
-        for name in ("epochs", "batch_size", "cpu_replicas"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} {getattr(self, name)}, expected at least 1")
-        if self.steps_per_execution is not None and self.steps_per_execution < 1:
-            raise ConfigError(f"steps_per_execution {self.steps_per_execution}, expected at least 1")
-        if not 0 <= self.frozen_epochs <= self.epochs:
-            raise ConfigError(f"frozen_epochs {self.frozen_epochs}, expected 0..epochs ({self.epochs})")
-        if (self.frozen_epochs or self.unfreeze_from) and not self.weights:
-            raise ConfigError("--frozen-epochs and --unfreeze-from fine-tune pretrained weights; give --weights "
-                              "(imagenet or a local file)")
-        if self.unfreeze_from and not self.frozen_epochs:
-            raise ConfigError("--unfreeze-from says where to unfreeze after the frozen epochs; give --frozen-epochs N too")
-        if self.frozen_epochs and not models.has_base(self.model):
-            raise ConfigError(f"{self.model} has no pretrained base network to freeze; expected one of "
-                              f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
-        if self.cache_mb < 0:
-            raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
-        if self.tensorboard:
-            train_logs.check_installed()
-        if not self.fine_tune_learning_rate > 0:
-            raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
-        if not 0 < self.heldout_fraction < 1:
-            raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
-        try:
-            models.check_options(self.model, dict(self.model_options))
-            if self.weights and self.weights != models.IMAGENET:
-                models.check_weights_file(self.weights)
-        except (ValueError, OSError) as err:
-            raise ConfigError(str(err)) from err
-        return self
-
-    @property
-    def size(self) -> int:
-        return self.image_size or models.default_image_size(self.model)
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["model_options"] = dict(self.model_options)
-        d["image_size"] = self.size
-        return d
-
-
-# What each field must hold: a config file can put any JSON value anywhere ("epochs": "ten").
-_FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
-                "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
-                "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
-                "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool}
-_KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
-
-
-def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Path] = None) -> TrainConfig:
-    """The TrainConfig the command line asks for: a JSON file's fields (when given) with the options on
-    top; `schedule` holds the learning-rate options, merged into the file's schedule. None = not given."""
-    schedule = {k: v for k, v in schedule.items() if v is not None}
-    try:
-        if config_file:
-            config = config_from_file(config_file, options)
-            if schedule:
-                config = replace(config, schedule=WarmupSchedule(**{**config.schedule.as_dict(), **schedule}))
-            return config
-        if not options.get("data"):
-            raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
-        return TrainConfig(**{k: v for k, v in options.items() if v is not None}, schedule=WarmupSchedule(**schedule))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(str(err)) from err
-
-
-def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
-    """A TrainConfig from a JSON file of TrainConfig fields, with command-line values on top."""
-    try:
-        values = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot read config {path}: {err}; expected a JSON object of train options") from err
-    if not isinstance(values, dict):
-        raise ConfigError(f"config {path} holds a JSON {type(values).__name__}; expected a JSON object of train options")
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = set(values) - known
-    if unknown:
-        raise ConfigError(f"config {path} has unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
-    for key in ("schedule", "model_options"):
-        if key in values and not isinstance(values[key], dict):
-            raise ConfigError(f"config {path}: {key!r} is {values[key]!r}; expected a JSON object")
-    if "schedule" in values:
-        known_schedule = {f.name for f in fields(WarmupSchedule)}
-        if set(values["schedule"]) - known_schedule:
-            raise ConfigError(f"config {path}: schedule has unknown keys {sorted(set(values['schedule']) - known_schedule)}; "
-                              f"expected some of {sorted(known_schedule)}")
-        values["schedule"] = WarmupSchedule(**values["schedule"])
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    # --alpha adds to the file's model options rather than replacing all of them.
-    options = {**values.get("model_options", {}), **dict(overrides.pop("model_options", ()))}
-    if options:
-        values["model_options"] = tuple(sorted(options.items()))
-    values.update(overrides)
-    if "data" not in values:
-        raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
-    return TrainConfig(**values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,7 +248,7 @@ def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_p
                                       # a shuffle of its own; not cached: a second cache would hold a second copy
                                       batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
                                       global_batch=config.batch_size)
-    epoch_log = EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
+    epoch_log = train_logs.EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
     for phase in transfer.phases(config.epochs, config.frozen_epochs):
         if phase.name == "frozen":
@@ -422,36 +290,6 @@ def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> No
         metrics=["accuracy"],
         steps_per_execution=_steps_per_execution(config, chosen),
     )
-
-
-class EpochLog(keras.callbacks.Callback):
-    """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs) and
-    prints one line per epoch when the progress bar is off."""
-
-    def __init__(self, path: Path, epochs: int, write: bool):
-        super().__init__()
-        self.path, self.epochs, self.write = Path(path), epochs, write
-        self.entries = json.loads(self.path.read_text()) if self.path.exists() else []
-        self.resuming = bool(self.entries)  # the first epoch this process finishes is marked `resumed`
-        self.started = time.time()
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started = time.time()
-
-    def on_epoch_end(self, epoch, logs=None):
-        entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
-                 "seconds": round(time.time() - self.started, 2)}
-        if self.resuming:
-            entry["resumed"], self.resuming = True, False
-        self.entries = [e for e in self.entries if e["epoch"] < epoch + 1] + [entry]
-        if self.write:
-            write_json_atomic(self.path, self.entries)
-        if not sys.stdout.isatty():
-            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds", "resumed"))
-            print(f"epoch {epoch + 1}/{self.epochs} - {shown} - {entry['seconds']}s", flush=True)
-
-    def history(self):
-        return list(self.entries)
 
 
 def _eval_steps(count: int, batch_size: int) -> int:

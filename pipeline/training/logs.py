@@ -11,9 +11,14 @@ event files continue where the interrupted one stopped.
 """
 from __future__ import annotations
 
+import json
+import sys
+import time
 from pathlib import Path
 
 import tf_keras as keras
+
+from pipeline.rundir.files import write_json_atomic
 
 LOG_DIR = "logs"  # inside RUN
 
@@ -54,3 +59,33 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
         super().on_epoch_end(epoch, logs)
         for writer in self._writers.values():  # tf-keras keeps its summary writers here
             writer.flush()
+
+
+class EpochLog(keras.callbacks.Callback):
+    """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs) and
+    prints one line per epoch when the progress bar is off."""
+
+    def __init__(self, path: Path, epochs: int, write: bool):
+        super().__init__()
+        self.path, self.epochs, self.write = Path(path), epochs, write
+        self.entries = json.loads(self.path.read_text()) if self.path.exists() else []
+        self.resuming = bool(self.entries)  # the first epoch this process finishes is marked `resumed`
+        self.started = time.time()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        entry = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
+                 "seconds": round(time.time() - self.started, 2)}
+        if self.resuming:
+            entry["resumed"], self.resuming = True, False
+        self.entries = [e for e in self.entries if e["epoch"] < epoch + 1] + [entry]
+        if self.write:
+            write_json_atomic(self.path, self.entries)
+        if not sys.stdout.isatty():
+            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds", "resumed"))
+            print(f"epoch {epoch + 1}/{self.epochs} - {shown} - {entry['seconds']}s", flush=True)
+
+    def history(self):
+        return list(self.entries)
