@@ -16,7 +16,6 @@ import contextlib
 import json
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import asdict, fields
@@ -27,15 +26,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-import models
 from pipeline import data as data_mod
 from pipeline.inference import class_metrics
 from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.report import write as write_report
-from pipeline.training import batchnorm, chance
+from pipeline.training import chance
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
-from pipeline.training import transfer
+from pipeline.training import fit
 from pipeline.errors import ConfigError, DataError
 from pipeline.rundir.files import json_bytes, write_json_atomic
 from pipeline.rundir.run import Run
@@ -45,8 +43,6 @@ STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
 _RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
                 "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
-# Kaggle's TPU tutorial runs several steps per host round trip; elsewhere one is as fast.
-TPU_STEPS_PER_EXECUTION = 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,8 +130,8 @@ def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, crea
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            return _fit(config, chosen, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
-                        plan.steps_per_epoch, _eval_steps(plan.heldout_count, config.batch_size), state_dir)
+            return fit.fit(config, chosen, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
+                        plan.steps_per_epoch, fit.eval_steps(plan.heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
         # is left as it was); a run that completed one keeps its state to resume from.
@@ -194,7 +190,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "steps_per_epoch": plan.steps_per_epoch,
             "feed": plan.feed,  # decoded training set cached in memory when it fits cache_mb, else read every epoch
             "batchnorm": bn_record,  # how the saved BatchNorm statistics were obtained (pipeline/training/batchnorm.py)
-            "steps_per_execution": _steps_per_execution(config, chosen),
+            "steps_per_execution": fit.steps_per_execution(config, chosen),
             "epochs": config.epochs,
             "mixed_precision": keras.mixed_precision.global_policy().name,
             "schedule": config.schedule.as_dict(),
@@ -206,12 +202,6 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
                     "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
-
-
-def _steps_per_execution(config: TrainConfig, chosen: strategy_mod.Chosen) -> int:
-    if config.steps_per_execution is not None:
-        return config.steps_per_execution
-    return TPU_STEPS_PER_EXECUTION if chosen.is_tpu else 1
 
 
 def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
@@ -228,79 +218,10 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
-    keras.utils.set_random_seed(config.seed)
-    if chosen.is_tpu:
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    with chosen.strategy.scope():
-        try:
-            built = models.build_recorded(config.model, num_classes, config.size,
-                                          weights=config.weights, **dict(config.model_options))
-            model = built.model
-        except ValueError as err:  # weights that do not fit the model; options were checked in validate()
-            raise ConfigError(str(err)) from err
-        if config.unfreeze_from:
-            transfer.check_layer(built.base, config.unfreeze_from)
-        _compile(model, config, chosen)
-    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
-    val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
-    statistics = batchnorm.Statistics(model, chosen.strategy, config.weights, steps_per_epoch=steps_per_epoch,
-                                      # a shuffle of its own; not cached: a second cache would hold a second copy
-                                      batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
-                                      global_batch=config.batch_size)
-    epoch_log = train_logs.EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
-    on_terminal = sys.stdout.isatty()
-    for phase in transfer.phases(config.epochs, config.frozen_epochs):
-        if phase.name == "frozen":
-            transfer.freeze(built.base)
-        elif phase.name == "fine_tune":
-            transfer.unfreeze(built.base, config.unfreeze_from)
-            print(f"epoch {phase.first_epoch + 1}: base unfrozen "
-                  f"{'from ' + config.unfreeze_from if config.unfreeze_from else 'whole'} (BatchNorm stays in inference mode), "
-                  f"learning rate {config.fine_tune_learning_rate:g}", flush=True)
-        if phase.name != "all":
-            with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
-                _compile(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
-        callbacks = [
-            *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
-            # First, so an epoch's checkpoint is on disk before its line is printed. Every phase keeps its
-            # last checkpoint until the run is written: a run resumed after the switch gets the head it
-            # trained, and one killed while writing finishes without training again.
-            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
-            *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
-            train_logs.LearningRateLog(),
-            # Before the epoch's line: its scalars are on disk when the line is printed.
-            *([train_logs.EpochTensorBoard(state_dir.parent / train_logs.LOG_DIR)] if config.tensorboard and chosen.is_chief else []),
-            epoch_log,
-        ]
-        try:
-            model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
-                      validation_data=val, validation_steps=validation_steps,
-                      callbacks=callbacks, verbose=1 if on_terminal else 0)
-        except tf.errors.InvalidArgumentError as err:
-            raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
-    return model, epoch_log.history(), built.weights, statistics.record()
-
-
-def _compile(model, config, chosen, learning_rate: Optional[float] = None) -> None:
-    """A fresh Adam at `learning_rate` (None: the schedule's start, which the scheduler then sets)."""
-    model.compile(
-        optimizer=keras.optimizers.Adam(config.schedule.start if learning_rate is None else learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=["accuracy"],
-        steps_per_execution=_steps_per_execution(config, chosen),
-    )
-
-
-def _eval_steps(count: int, batch_size: int) -> int:
-    # Keras cannot infer a dataset's length once steps_per_execution > 1.
-    return -(-count // batch_size)
-
-
 def _evaluate(model, plan: _Plan, batch_size: int):
     """Held-out loss and accuracy, then per-class precision, recall, F1 and macro-F1 (edge.metrics) from one
     more pass for the top-1 answers."""
-    steps = _eval_steps(plan.heldout_count, batch_size)
+    steps = fit.eval_steps(plan.heldout_count, batch_size)
     results = model.evaluate(data_mod.eval_pipeline(plan.heldout, batch_size), steps=steps, verbose=0, return_dict=True)
     metrics = {k: float(v) for k, v in results.items()}
     labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
