@@ -98,64 +98,86 @@ def _no_progress(total: int, label: str) -> ContextManager[Callable[[int], None]
 def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
     """Predict every input of config.data with the run's model and write config.out. Reads the run, changes nothing in it."""
     config = config.checked()
-    run_dir = Path(run_dir)
     run = Run.open(run_dir)
-    labels, size = run.labels, run.image_size
-    if config.top_k is not None and config.top_k > len(labels):
-        raise ConfigError(f"--top-k {config.top_k}, the model has {len(labels)} classes; expected at most {len(labels)}")
+    model_path, chosen, batch = _plan(config, run, say)
+    inputs = unlabeled.open_inputs(config.data)
+    problems = dict(inputs.problems)
+    _refuse_unless_skipping(config, inputs, problems)
+    scored = _score(config, run, model_path, chosen, batch, inputs, problems, progress)
+    keep = _kept(len(inputs.items), problems)
+    kept = np.flatnonzero(keep)
+    if not len(kept):
+        raise DataError(f"every one of the {len(inputs.items)} inputs was left out (--skip-bad); nothing to write")
+    wrong = np.flatnonzero(scored.times != keep)  # every kept input exactly once, no other: the padding dropped, nothing lost
+    if len(wrong):
+        raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once if kept, never if left out "
+                            f"(the first, {_name(inputs.items[wrong[0]])}, {int(scored.times[wrong[0]])} times)")
+    skipped = [problems[i] for i in sorted(problems)]
+    out = _write(config, run, [inputs.items[i].id for i in kept], scored.scores[kept], skipped, scored.decoded_by)
+    return PredictResult(out, config.out_format, len(kept), skipped, scored.load_s, scored.seconds,
+                         f"{scored.what}; images decoded by {scored.decoded_by}")
+
+
+def _plan(config: PredictConfig, run: Run, say: Callable[[str], None]):
+    """(the model file, sha256 checked; the strategy and global batch for the float model, else None, None)."""
+    if config.top_k is not None and config.top_k > len(run.labels):
+        raise ConfigError(f"--top-k {config.top_k}, the model has {len(run.labels)} classes; expected at most {len(run.labels)}")
     key = MODELS[config.model]
     if config.model == "edgetpu" and run.has(key):
         run.check_compiled_is_current(key)
     model_path = run.artifact(key)  # checks its sha256
-    chosen = None
-    if config.model == "float":
-        from pipeline.training import strategy as strategy_mod
+    if config.model != "float":
+        return model_path, None, None
+    from pipeline.training import strategy as strategy_mod
 
-        chosen = strategy_mod.choose(config.tpu, config.cpu_replicas or 1)  # before any TF op: logical devices
-        if chosen.kind == "multi_worker_mirrored":
-            raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
-                              "workers; unset TF_CONFIG")
-        say(f"strategy: {chosen.description}")
-        batch = config.batch_size or DEFAULT_BATCH
-        if batch % chosen.replicas:
-            raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
-                              f"expected a multiple of {chosen.replicas}")
+    chosen = strategy_mod.choose(config.tpu, config.cpu_replicas or 1)  # before any TF op: logical devices
+    if chosen.kind == "multi_worker_mirrored":
+        raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
+                          "workers; unset TF_CONFIG")
+    say(f"strategy: {chosen.description}")
+    batch = config.batch_size or DEFAULT_BATCH
+    if batch % chosen.replicas:
+        raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
+                          f"expected a multiple of {chosen.replicas}")
+    return model_path, chosen, batch
 
-    inputs = unlabeled.open_inputs(config.data)
-    problems = dict(inputs.problems)
-    _refuse_unless_skipping(config, inputs, problems)
-    total = len(inputs.items)
+
+class _Scored(NamedTuple):
+    scores: np.ndarray  # [inputs, classes]; rows of inputs left out are NaN
+    times: np.ndarray  # how often each input was scored (1 for each kept one, 0 for the others)
+    load_s: float
+    seconds: float
+    what: str  # the model and how it ran, for the summary line
+    decoded_by: str
+
+
+def _score(config: PredictConfig, run: Run, model_path: Path, chosen, batch, inputs: unlabeled.Inputs,
+           problems: Dict[int, str], progress: Progress) -> _Scored:
+    """Every kept input scored once; inputs that cannot be decoded are added to `problems` (refused, or with
+    --skip-bad left out)."""
+    total, size = len(inputs.items), run.image_size
     if config.model == "float":
         problems.update(_undecodable(inputs, _kept(total, problems), size, progress))
         _refuse_unless_skipping(config, inputs, problems)
         scores, scored, load_s, seconds = _float_scores(chosen, batch, model_path, inputs, _kept(total, problems), size, progress)
-        what = f"float SavedModel, global batch {batch}, {chosen.description}"
-        decoded_by = "training's input pipeline (pipeline/data/decode.py)"
-    else:
-        scores, scored, load_s, seconds, bad = _tflite_scores(config, run, model_path, inputs, _kept(total, problems), size, progress)
-        problems.update(bad)
-        _refuse_unless_skipping(config, inputs, problems)
-        what = f"{model_path.name} ({config.model}), one image at a time"
-        decoded_by = "the pixel contract (edge.preprocess), as the device decodes"
+        return _Scored(scores, scored, load_s, seconds, f"float SavedModel, global batch {batch}, {chosen.description}",
+                       "training's input pipeline (pipeline/data/decode.py)")
+    scores, scored, load_s, seconds, bad = _tflite_scores(config, run, model_path, inputs, _kept(total, problems), size, progress)
+    problems.update(bad)
+    _refuse_unless_skipping(config, inputs, problems)
+    return _Scored(scores, scored, load_s, seconds, f"{model_path.name} ({config.model}), one image at a time",
+                   "the pixel contract (edge.preprocess), as the device decodes")
 
-    keep = _kept(total, problems)
-    kept = np.flatnonzero(keep)
-    if not len(kept):
-        raise DataError(f"every one of the {total} inputs was left out (--skip-bad); nothing to write")
-    wrong = np.flatnonzero(scored != keep)  # every kept input exactly once, no other: the padding dropped, nothing lost
-    if len(wrong):
-        raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once if kept, never if left out "
-                            f"(the first, {_name(inputs.items[wrong[0]])}, {int(scored[wrong[0]])} times)")
-    ids = [inputs.items[i].id for i in kept]
-    skipped = [problems[i] for i in sorted(problems)]
+
+def _write(config: PredictConfig, run: Run, ids: List[str], scores: np.ndarray, skipped: List[str], decoded_by: str) -> Path:
     out = Path(config.out)
     if config.out_format == "csv":
-        write_text_atomic(out, output.csv_text(ids, scores[kept], labels, config.top_k))
+        write_text_atomic(out, output.csv_text(ids, scores, run.labels, config.top_k))
     else:
-        facts = {"run": str(run_dir), "model": config.model, "model_sha256": run.entry(key)["sha256"],
+        facts = {"run": str(run.dir), "model": config.model, "model_sha256": run.entry(MODELS[config.model])["sha256"],
                  "data": list(config.data), "decoded_by": decoded_by, "skipped": skipped}
-        write_json_atomic(out, output.json_object(ids, scores[kept], labels, config.top_k, facts), indent=1)
-    return PredictResult(out, config.out_format, len(kept), skipped, load_s, seconds, f"{what}; images decoded by {decoded_by}")
+        write_json_atomic(out, output.json_object(ids, scores, run.labels, config.top_k, facts), indent=1)
+    return out
 
 
 def _kept(total: int, problems: Dict[int, str]) -> np.ndarray:
