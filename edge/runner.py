@@ -77,14 +77,14 @@ class Runner:
             raise InputError(f"model {path} not found, expected a .tflite file")
         data = path.read_bytes()
         records, sha256 = _checked_records(path, data, verify_sha256, say)
-        # The model's own record (pipeline exports carry one in their metadata): it gives the contract and labels
-        # when no sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused.
+        loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)  # checks the file first
+        say(f"interpreter: {loaded.backend} ({loaded.why})")
+        # The model's own record (pipeline exports carry one in their metadata): it gives the contract when no
+        # sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused.
         embedded = metadata_record(path, data)
         check_agreement(records, embedded)
-        loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
-        say(f"interpreter: {loaded.backend} ({loaded.why})")
         contract = _contract(records, embedded, data, mean, std)
-        labels, labels_from = choose_labels(labels_file, recorded_labels(records + ([embedded] if embedded else [])), data)
+        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)  # else the packed label file
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
         return cls(loaded, contract, labels, sha256)

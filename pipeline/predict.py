@@ -234,7 +234,7 @@ def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: un
     from edge.contract import PixelContract
     from edge.runner import Runner
 
-    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    contract = PixelContract.from_record(run.contract_of(MODELS[config.model]), f"the run's {MODELS[config.model]}")
     started = time.perf_counter()
     runner = Runner.with_contract(model_path, contract, edgetpu=True if config.model == "edgetpu" else False,
                                   threads=config.threads)

@@ -256,9 +256,9 @@ def test_pycoral_answers_3_for_a_3(envs, digits_run, tmp_path):
     from PIL import Image
 
     from pipeline import parity
-    from pipeline.rundir import manifest as manifest_lib
+    from pipeline.rundir.run import Run
 
-    heldout = parity.heldout_examples(manifest_lib.load(digits_run))
+    heldout = parity.heldout_examples(Run.open(digits_run))
     threes = [o for e, o in zip(heldout.examples, heldout.originals) if e.label == 3][:3]
     sevens = [o for e, o in zip(heldout.examples, heldout.originals) if e.label == 7][:3]
     paths = []

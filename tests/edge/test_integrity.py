@@ -75,9 +75,10 @@ def test_no_record_at_all_is_allowed(int8_copy: Path):
 
 def test_a_manifest_entrys_own_contract_wins_over_the_runs(int8_copy: Path):
     """An int8 export records its own contract (mean 128, std 128) next to the run's (raw pixels); older runs have only the run's."""
-    from edge.preprocess import contract, normalization
+    from edge.contract import PixelContract
+    from edge.preprocess import normalization
 
-    run_wide, own = contract(), contract(normalization(128, 128, "int8"))
+    run_wide, own = PixelContract().as_record(), PixelContract(normalization(128, 128, "int8")).as_record()
     entry = {"path": int8_copy.name, "sha256": sha256_bytes(int8_copy.read_bytes())}
     manifest = {"schema_version": 1, "labels": LABELS, "preprocessing": run_wide, "artifacts": {"model_int8": entry}}
     (int8_copy.parent / "manifest.json").write_text(json.dumps(manifest))
@@ -89,11 +90,12 @@ def test_a_manifest_entrys_own_contract_wins_over_the_runs(int8_copy: Path):
 
 def test_a_record_that_contradicts_the_models_metadata_names_both_values(int8_copy: Path):
     from edge.integrity import ModelRecord, check_agreement
-    from edge.preprocess import contract, normalization
+    from edge.contract import PixelContract
+    from edge.preprocess import normalization
 
     inside = ModelRecord("the TFLite metadata of model_int8.tflite (edgeflow_model.json)", "metadata", "", LABELS, 16,
-                         contract(normalization(128, 128, "int8")))
-    sidecar = ModelRecord(Path("model_int8.tflite.json"), "sidecar", "0" * 64, LABELS, 16, contract())
+                         PixelContract(normalization(128, 128, "int8")).as_record())
+    sidecar = ModelRecord(Path("model_int8.tflite.json"), "sidecar", "0" * 64, LABELS, 16, PixelContract().as_record())
     check_agreement([sidecar._replace(preprocessing=inside.preprocessing)], inside)  # agreeing records pass
     check_agreement([sidecar], None)  # a model without metadata: nothing to contradict
     with pytest.raises(IntegrityError, match=r"sidecar model_int8.tflite.json contradicts the TFLite metadata of "
