@@ -212,7 +212,7 @@ def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_
         before = tree_snapshot(run_copy)
         process = start(WRITERS[stage], run_copy)
         if when == "early":
-            time.sleep(1.0)  # past Python's own start-up, into the command's imports
+            time.sleep(0.3)  # Python has started and is importing the command's modules
         elif when == "middle":
             wait_for(lambda: (run_copy / ".lock.holder.json").exists(), process)
         else:
@@ -220,13 +220,14 @@ def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_
         process.send_signal(sig)
         code, out, err = finish(process)
         code = 128 - code if code < 0 else code  # killed by the signal as Python exits (see assert_clean_message)
-        expected = {130 if sig == signal.SIGINT else 143, 1} | ({0} if when == "writing" else set())
+        expected = {130 if sig == signal.SIGINT else 143, 1} | ({0} if when != "middle" else set())
         assert_clean_message(code, err, expected | ({1} if stage == "parity" else set()))
         if code in (130, 143) and when != "writing":
             assert ("interrupted" if sig == signal.SIGINT else "terminated") in err
-        if code in (130, 143) and when != "writing":
-            # Before its transaction a stage has changed nothing. While writing, a signal waits for the
-            # transaction (signals_held), so the run is whole either way: as it was, or as the stage wrote it.
+        if code in (130, 143) and when == "middle" and stage != "compile --check-only":
+            # Holding the lock, before its transaction, a stage has changed nothing. At the other moments the signal
+            # may land after the transaction (a fast stage is done in well under a second), and a signal that lands
+            # while it renames waits for it (signals_held): the run is whole either way, as it was or as written.
             after = tree_snapshot(run_copy)
             after.pop(".lock", None), before.pop(".lock", None)
             assert after == before, f"{stage} stopped {when} changed the run"
