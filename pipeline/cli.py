@@ -1,4 +1,4 @@
-"""Command line of the host side: `pipeline prepare | train | export | compile | parity | predict | run`.
+"""Command line of the host side: `pipeline prepare | train | export | compile | parity | predict | run | report`.
 
 Thin by design: each command parses options, builds its stage's config and calls the stage.
 

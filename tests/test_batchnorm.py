@@ -190,11 +190,14 @@ def test_parity_and_run_take_a_floor_of_one_s_own(exported_copy):
 # Small is past 0.80 from epoch 3, but its folder and TFRecord runs, which see the examples in
 # another order, agree within 2 images at 15 epochs (1, 1, 0 images apart) and not before (epoch 8: 0, 1, 4).
 PHOTO_RUNS = {"mobilenet_v2": ((("alpha", 0.35),), 8), "mobilenet_v3_small": ((), 15)}
+# 100 held-out images, so one image is exactly the default gate's 1 pp: with 80, one image of int8 rounding
+# noise (1.25 pp) already failed it (measured once for MobileNetV2 with Coral's input grid).
+HELDOUT_PER_CLASS = 25
 
 
 @pytest.fixture(scope="module")
 def photo_runs(tmp_path_factory):
-    """4 classes of 640x480 JPEGs (which half of which photo), 240 to train on and 80 held out, as
+    """4 classes of 640x480 JPEGs (which half of which photo), 240 to train on and 100 held out, as
     folders and as `pipeline prepare` TFRecords; each model trained from scratch on the folders,
     exported to int8 and compared by `pipeline parity` with the default gate; MobileNetV3 Small
     trained on the TFRecords too. Returns {name: (run, parity exit code, seconds)}."""
@@ -204,7 +207,7 @@ def photo_runs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("photos")
     folders = {"train": write_camera_jpegs(root / "train", per_class=60, seed=0, halves=True),
-               "val": write_camera_jpegs(root / "val", per_class=20, seed=1, halves=True)}
+               "val": write_camera_jpegs(root / "val", per_class=HELDOUT_PER_CLASS, seed=1, halves=True)}
     records = {}
     for split, folder in folders.items():
         prepare.run(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
@@ -238,7 +241,7 @@ def test_from_scratch_on_photos_learns_and_passes_the_gate(photo_runs, name):
     report = json.loads((run / "parity" / "report.json").read_text())
     # The saved model answers as train measured it: the SavedModel that export calibrated on, through the
     # pixel contract, within an image of train's own held-out count (decoders differ by < 0.2 grey levels).
-    heldout = manifest["metrics"]["heldout"]["accuracy"] * 80
+    heldout = manifest["metrics"]["heldout"]["accuracy"] * 4 * HELDOUT_PER_CLASS
     assert abs(report["models"]["float_savedmodel"]["correct"] - heldout) <= 1
     assert report["models"]["int8_cpu"]["top1"] >= 0.80
 
