@@ -47,10 +47,6 @@ def configure(verbose: bool) -> bool:
     return True
 
 
-def is_quiet() -> bool:
-    return _quiet
-
-
 def import_tensorflow() -> None:
     """Import TensorFlow (and tf-keras, which stages use) with its start-up lines hidden when quiet."""
     with native_quiet():
