@@ -21,6 +21,7 @@ from typing import Dict, Iterator, Tuple
 from filelock import FileLock, Timeout
 
 from pipeline.errors import RunBusy
+from pipeline.rundir.files import write_json_atomic
 from pipeline.rundir.manifest import MANIFEST_NAME
 
 LOCK_NAME = ".lock"
@@ -76,12 +77,9 @@ def _leave_no_trace(run_dir: Path, created: bool) -> None:
 
 
 def _name_holder(holder: Path, stage: str) -> None:
-    info = {"stage": stage, "pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    try:
-        holder.write_text(json.dumps(info))
-    except OSError as err:  # a full disk fails in write(), which names no file
-        raise OSError(err.errno, err.strerror, str(holder)) from err
+    # Atomically: a second writer reading it to name this one never sees it half written.
+    write_json_atomic(holder, {"stage": stage, "pid": os.getpid(), "host": socket.gethostname(),
+                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
 def _holder(run_dir: Path) -> str:
