@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Iterator, List, Union
 
 PathLike = Union[str, Path]
 
@@ -59,16 +62,38 @@ def write_temp_sibling(path: PathLike, data: bytes) -> Path:
     return Path(tmp)
 
 
-def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
-    """Write `data` to `path` atomically and durably; returns the path. Nothing is left behind on failure."""
-    path = Path(path)
-    tmp = write_temp_sibling(path, data)
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the body is done, then take effect as usual: a temporary file and its
+    rename, or a rename sequence and its roll-back, are not cut in half. Python runs signal handlers in the
+    main thread only, so swapping the handlers there holds them whichever thread the OS delivered the signal to."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: List[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if received:
+            os.kill(os.getpid(), received[0])  # delivered now, to the handler it was meant for
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> Path:
+    """Write `data` to `path` atomically and durably; returns the path. Nothing is left behind on failure,
+    nor on a signal: one landing between the temporary file's creation and its rename would leave it."""
+    path = Path(path)
+    with signals_held():
+        tmp = write_temp_sibling(path, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fsync_dir(path.parent)
     return path
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
@@ -28,7 +27,7 @@ from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
 from pipeline.edgetpu import compiler as compiler_mod
 from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.rundir.files import json_bytes
+from pipeline.rundir.files import json_bytes, scratch_folder
 from pipeline.rundir.run import Run, is_compiled, writing
 
 @dataclass(frozen=True)
@@ -90,10 +89,10 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
             return CompileResult(prediction, path, [], None)
         run.contract_of("model_int8")  # the compiled model's sidecar needs it: refuse before compiling, not after
         compiler = compiler_mod.find(config, prediction.headline())
-        with tempfile.TemporaryDirectory(prefix=".compile-", dir=run.dir) as scratch:
+        with scratch_folder(run.dir, prefix=".compile-") as scratch:
             # A failure raises before anything in RUN is touched: an earlier compiled model (still
             # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
-            compiled, outputs, logs, parsed = _compile(config, compiler, model, Path(scratch), prediction, report, say)
+            compiled, outputs, logs, parsed = _compile(config, compiler, model, scratch, prediction, report, say)
             written, report_path = _install(run, report, outputs, logs)
         write_report(run.dir)
     on_cpu = sum(len(c.cpu_ops) for c in compiled)
@@ -119,13 +118,14 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
         reason = parsed.fatal or ("the compiler reported success but wrote no model" if parsed.succeeded
                                   else "no 'Model compiled successfully' in its output")
         raise PipelineError(f"edgetpu_compiler failed: {reason}. Last output:\n" + "\n".join(console.strip().splitlines()[-8:]))
-    if len(outputs) == 1 and metadata.restore(source, outputs[0]):
-        say(f"the compiler dropped the int8 model's TFLite metadata: put back into {outputs[0].name}")
     if config.num_segments and len(outputs) != config.num_segments:
         raise PipelineError(f"asked for {config.num_segments} segments, the compiler wrote {len(outputs)} model(s): "
                             f"{', '.join(out.name for out in outputs)}")
     compiled = [compiled_check.read_compiled(out, config.min_runtime_version) for out in outputs]
     compiled_check.check_io(model, compiled)
+    # Only once it is known to be the compiled model (metadata changes neither its ops nor its inputs and outputs).
+    if len(outputs) == 1 and metadata.restore(source, outputs[0]):
+        say(f"the compiler dropped the int8 model's TFLite metadata: put back into {outputs[0].name}")
     tables = [_operator_table(log, console if len(outputs) == 1 else "") for log in logs]
     if len(outputs) > 1:  # every segment's log counts, not only the first one's
         parsed = parsed._replace(operators=[row for table in tables if table for row in table])

@@ -35,7 +35,7 @@ from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
 from pipeline.training import fit
 from pipeline.errors import ConfigError, DataError
-from pipeline.rundir.files import json_bytes, write_json_atomic
+from pipeline.rundir.files import json_bytes, scratch_folder, write_json_atomic
 from pipeline.rundir.run import Run
 from pipeline.training.config import TrainConfig
 
@@ -234,8 +234,7 @@ def _write_run(run: Run, model, labels, history) -> None:
     """The models, labels and history with the manifest that records them, in one transaction."""
     for stale in run.dir.glob(".save-*"):  # left by a process killed while saving (this one holds the lock)
         shutil.rmtree(stale, ignore_errors=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".save-", dir=run.dir))  # same file system: moved in by rename
-    try:
+    with scratch_folder(run.dir, prefix=".save-") as scratch:  # same file system: moved in by rename
         _save_models(model, scratch / "saved_model", scratch / "keras_model.keras")
         with run.transaction() as t:
             t.write("saved_model", scratch / "saved_model")
@@ -243,8 +242,6 @@ def _write_run(run: Run, model, labels, history) -> None:
             t.write("labels", ("\n".join(labels) + "\n").encode("utf-8"))
             t.write("history", json_bytes(history))
             t.set("stages", {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}})
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _save_models(model, saved_model: Path, keras_file: Path) -> None:

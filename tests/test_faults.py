@@ -17,6 +17,7 @@ from typing import Callable, List, Optional
 
 import pytest
 
+from tests.edge.signal_moments import signal_when_made
 from tests.helpers import REPO, quiet_env, tree_snapshot
 
 pytestmark = pytest.mark.host
@@ -134,6 +135,23 @@ def test_a_lock_left_by_a_dead_process_does_not_block(run_copy):
     code, out, err = finish(start(WRITERS["export"], run_copy))
     assert code == 0, err[-2000:]
     assert_whole(run_copy)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_holder_is_named_leaves_no_note_and_no_lock(tmp_path, monkeypatch, signum):
+    """The signal lands the instant the holder's note has its temporary file: the hold is given up whole (in CI
+    a SIGTERM there once left `.lock.holder.json.*.tmp` behind)."""
+    from pipeline.rundir.lock import hold
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with signal_when_made(monkeypatch, "mkstemp", signum) as stopped_by:
+        with pytest.raises(stopped_by):
+            with hold(run_dir, "pipeline test"):
+                pytest.fail("the body ran although the signal came before it")
+    assert list(run_dir.iterdir()) == []  # not a run: neither the note, its temporary file nor the lock file stays
+    with hold(run_dir, "pipeline test"):  # and the run is free again
+        assert (run_dir / ".lock.holder.json").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from pipeline.rundir import files
 from pipeline.rundir.files import replacing, staged_path
+from tests.edge.signal_moments import signal_when_made
 from tests.helpers import tree_snapshot
 
 
@@ -77,6 +79,16 @@ def test_failure_while_filling_keeps_the_old_directory(run):
             new.mkdir()
             raise RuntimeError("save failed")
     assert snapshot(run) == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_staging_folder_is_made_leaves_nothing(run, monkeypatch, signum):
+    before = snapshot(run)
+    with signal_when_made(monkeypatch, "mkdtemp", signum) as stopped_by:
+        with pytest.raises(stopped_by):
+            with staged_path(run / "saved_model") as new:
+                new.mkdir()
+    assert snapshot(run) == before and not [p for p in run.iterdir() if p.name.startswith(".")]
 
 
 def test_replacing_puts_every_file_in_place(run):

@@ -9,16 +9,15 @@ import hashlib
 import os
 import secrets
 import shutil
-import signal
 import tempfile
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from edge.atomic import fsync_dir, json_bytes, write_bytes_atomic, write_json_atomic, write_temp_sibling, write_text_atomic
+from edge.atomic import (fsync_dir, json_bytes, signals_held, write_bytes_atomic, write_json_atomic, write_temp_sibling,
+                         write_text_atomic)
 
-__all__ = ["json_bytes", "replacing", "sha256_of", "staged_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["json_bytes", "replacing", "scratch_folder", "sha256_of", "signals_held", "staged_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def sha256_of(path: Path) -> str:
@@ -47,9 +46,8 @@ def staged_path(final: Path) -> Iterator[Path]:
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    staging = tmp / final.name
-    try:
+    with scratch_folder(final.parent, prefix=f".{final.name}.", suffix=".tmp") as tmp:  # also holds the old one
+        staging = tmp / final.name
         yield staging
         aside = None
         if final.is_dir() and not final.is_symlink():
@@ -63,8 +61,20 @@ def staged_path(final: Path) -> Iterator[Path]:
                 os.replace(aside, final)
             raise
         fsync_dir(final.parent)
+
+
+@contextmanager
+def scratch_folder(parent: Path, prefix: str, suffix: str = "") -> Iterator[Path]:
+    """A new empty folder in `parent` (the same file system, so what is built there moves in by rename), removed
+    with whatever is still in it when the block ends, however it ends: an error or a signal included."""
+    made = None
+    try:
+        with signals_held():  # made and named as one step: the finally below always knows what to remove
+            made = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+        yield made
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # the staging leftovers, or the old directory
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 @contextmanager
@@ -156,23 +166,3 @@ def _remove(path: Optional[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the body is done, then take effect as usual: a rename sequence and its
-    roll-back are not cut in half. Python runs signal handlers in the main thread only, so swapping the
-    handlers there holds them whichever thread the OS delivered the signal to."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: List[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if received:
-            os.kill(os.getpid(), received[0])  # delivered now, to the handler it was meant for

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, Tuple
 from filelock import FileLock, Timeout
 
 from pipeline.errors import RunBusy
-from pipeline.rundir.files import write_json_atomic
+from pipeline.rundir.files import signals_held, write_json_atomic
 from pipeline.rundir.manifest import MANIFEST_NAME
 
 LOCK_NAME = ".lock"
@@ -46,22 +46,29 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
     lock_is_new = created or not (run_dir / LOCK_NAME).exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise RunBusy(f"{run_dir} is being written by {_holder(run_dir)}; one stage writes a run at a time. "
-                      "Wait for it to finish (or stop it), then run this command again; nothing was changed") from None
-    _held[run_dir] = (lock, 1)
     holder = run_dir / HOLDER_NAME
+    acquired = False
     try:
-        _name_holder(holder, stage)
+        # Taking the lock and naming the holder, and later undoing both, are each one step for Ctrl-C and SIGTERM:
+        # a signal between the two would leave a holder's note (or its temporary file) with no holder.
+        with signals_held():
+            try:
+                lock.acquire()
+            except Timeout:
+                raise RunBusy(f"{run_dir} is being written by {_holder(run_dir)}; one stage writes a run at a time. "
+                              "Wait for it to finish (or stop it), then run this command again; nothing was changed") from None
+            acquired = True
+            _held[run_dir] = (lock, 1)
+            _name_holder(holder, stage)
         yield
     finally:
-        del _held[run_dir]
-        holder.unlink(missing_ok=True)
-        lock.release()
-        if lock_is_new:
-            _leave_no_trace(run_dir, created)
+        if acquired:
+            with signals_held():
+                del _held[run_dir]
+                holder.unlink(missing_ok=True)
+                lock.release()
+                if lock_is_new:
+                    _leave_no_trace(run_dir, created)
 
 
 def _leave_no_trace(run_dir: Path, created: bool) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 
 import numpy as np
 import pytest
 
 from edge import atomic
 from edge.image_files import IMAGE_SUFFIXES, is_image_file
+from signal_moments import signal_when_made
 
 
 def _record_fsyncs(monkeypatch):
@@ -44,6 +46,15 @@ def test_failed_rename_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monk
     with pytest.raises(OSError, match="No space"):
         atomic.write_bytes_atomic(path, b"new")
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["model.tflite"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_writing_waits_for_the_rename_and_leaves_no_temporary(tmp_path, monkeypatch, signum):
+    with signal_when_made(monkeypatch, "mkstemp", signum) as stopped_by:
+        with pytest.raises(stopped_by):
+            atomic.write_bytes_atomic(tmp_path / "model.tflite", b"new")
+    assert [p.name for p in tmp_path.iterdir()] == ["model.tflite"]  # written whole, then the signal took effect
+    assert (tmp_path / "model.tflite").read_bytes() == b"new"
 
 
 def test_sidecar_writer_is_the_durable_one(tmp_path, monkeypatch):
