@@ -3,7 +3,10 @@
 Ctrl-C while the command's own modules are still being imported ends with exit 130 and one line,
 as it does once a command runs (edge.errors.exits_cleanly), not with a traceback.
 """
+import os
 import sys
+
+STOPPED = (130, 143)  # Ctrl-C, SIGTERM (edge.errors.exits_cleanly)
 
 
 def main() -> None:
@@ -12,7 +15,25 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted (Ctrl-C) while starting; nothing was written", file=sys.stderr)
         sys.exit(130)
-    command()
+    try:
+        command()
+    except SystemExit as done:
+        if done.code in STOPPED:
+            _end_now(done.code)
+        raise
+
+
+def _end_now(code: int) -> None:
+    """A stopped command has rolled back and said so: the process ends now, without the interpreter's teardown.
+    That teardown would wait for library threads the user just asked to stop, and once in the fault battery
+    (tests/test_faults.py) it aborted in native code after a clean Ctrl-C ("Fatal Python error:
+    PyThreadState_Get ... Python runtime state: finalizing", exit 134 instead of 130)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing more can be said
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -255,6 +255,22 @@ def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_
     assert_whole(run_copy)
 
 
+def test_a_stopped_command_ends_at_once_with_what_it_printed():
+    """After a stop (130/143) the process ends without the interpreter's teardown: it does not wait for a library's
+    thread still at work, and what the command printed (buffered, to a pipe) still arrives."""
+    script = ("import sys, threading, time\n"
+              "import pipeline.cli\n"
+              "def stopped():\n"
+              "    threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: teardown would wait for it\n"
+              "    print('epoch 1/3 done')\n"
+              "    sys.exit(143)\n"
+              "pipeline.cli.main = stopped\n"
+              "from pipeline.__main__ import main\n"
+              "main()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 143 and done.stdout == "epoch 1/3 done\n", (done.returncode, done.stdout, done.stderr[-2000:])
+
+
 def test_training_interrupted_resumes_from_its_last_epoch(tmp_path):
     run_dir = tmp_path / "run"
     args = ["train", "--data", "digits", "--out", "RUN", "--image-size", "16", "--epochs", "3"]
