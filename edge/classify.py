@@ -4,7 +4,7 @@
     from edge.classify import set_input, get_scores, top_k
     from edge.preprocess import PYCORAL_DEFAULT
     interpreter = make_interpreter("model_int8.tflite")
-    set_input(interpreter, Image.open("cat.png"), PYCORAL_DEFAULT)     # mean 128, std 128: an int8 export's
+    set_input(interpreter, Image.open("cat.png"))      # raw bytes, as pycoral feeds them; or pass a Normalization
     interpreter.invoke()
     print(top_k(get_scores(interpreter), k=3, labels=["cat", "dog"]))
 
@@ -12,7 +12,8 @@ Pixels reach the input tensor by the pixel contract (edge.preprocess): stretched
 then (pixel - mean) / std quantized with the input's scale and zero point. The pipeline's float models
 take raw pixels (mean 0, std 1); its int8 models mean 128, std 128 on Coral's uint8 grid (scale 1/128,
 zero point 128), so raw bytes go in unchanged; int8 models exported before that took mean 0, std 1 on
-scale 1, zero point 0. `edge` reads which from the model's record or metadata.
+scale 1, zero point 0. Without a normalization, set_input feeds raw pixels as the input's own values
+(edge.preprocess.pass_through), which is each of those; `edge`'s commands read the model's record or metadata.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from edge.errors import InputError, ModelLoadError
-from edge.preprocess import RAW_PIXELS, Normalization, dequantize, resize, to_input
+from edge.preprocess import Normalization, dequantize, pass_through, resize, to_input
 
 
 class Class(NamedTuple):
@@ -46,19 +47,19 @@ def input_size(interpreter: Any) -> Tuple[int, int]:
     return shape[2], shape[1]
 
 
-def set_input(interpreter: Any, image: Any, norm: Normalization = RAW_PIXELS) -> None:
+def set_input(interpreter: Any, image: Any, norm: Optional[Normalization] = None) -> None:
     """Put one image (PIL image, or uint8 (H, W, 3) pixels) into the model's input, by the pixel contract.
 
-    `norm` is the model's normalization: RAW_PIXELS for the pipeline's float models (and int8 models exported
-    before Coral's convention), which normalize inside; its int8 models and models from elsewhere bring their
-    own (the recorded contract, the TFLite metadata, or pycoral's PYCORAL_DEFAULT, which a current int8 export matches).
+    `norm` is the model's normalization (its recorded contract or TFLite metadata); without it the pixels go in
+    as the input's own values, as pycoral's set_input copies them (edge.preprocess.pass_through): right for the
+    pipeline's float and int8 models and for Google's uint8 classifiers.
     """
     details = input_details(interpreter)
     shape = tuple(int(x) for x in details["shape"])
     if shape[0] != 1:
         raise InputError(f"model input batch {shape[0]}, expected 1: set_input puts one image in")
     pixels = resize(image, input_size(interpreter))
-    interpreter.set_tensor(details["index"], to_input(pixels, norm, details))
+    interpreter.set_tensor(details["index"], to_input(pixels, norm or pass_through(details), details))
 
 
 def invoke(interpreter: Any, what: str = "the input") -> None:
@@ -111,7 +112,7 @@ def top_k(scores: Any, k: int = 1, labels: Optional[Sequence[str]] = None, thres
 
 
 def classify(interpreter: Any, image: Any, k: int = 1, labels: Optional[Sequence[str]] = None,
-             norm: Normalization = RAW_PIXELS) -> List[Class]:
+             norm: Optional[Normalization] = None) -> List[Class]:
     """set_input, invoke, top_k: one image in, its k best classes out."""
     set_input(interpreter, image, norm)
     invoke(interpreter)

@@ -198,6 +198,21 @@ def to_input(pixels: np.ndarray, norm: Normalization, details: Dict[str, Any]) -
     return out[np.newaxis]
 
 
+def pass_through(details: Dict[str, Any]) -> Normalization:
+    """The normalization under which raw pixels reach this input as they are, as pycoral's `set_input` copies image
+    bytes: for a quantized input with scale s and zero point z, std 1/s and mean z (z + 128 for int8, where the byte
+    is shifted into the signed range); for a float input, raw pixel values (the model normalizes inside).
+    Right for every model this pipeline writes (float: raw pixels; int8: Coral's 1/128 grid, or scale 1 before it)
+    and for Google's uint8 classifiers; a model that wants something else says so in its metadata or record."""
+    dtype = np.dtype(details["dtype"])
+    scale, zero_point = details["quantization"]
+    if dtype.kind == "f" or not scale > 0:
+        return RAW_PIXELS
+    mean = int(zero_point) + (128 if dtype == np.int8 else 0)
+    return normalization(mean, 1.0 / scale, f"raw pixels as the input's own values (scale {scale:g}, zero point "
+                                            f"{zero_point}), as pycoral's set_input feeds them")
+
+
 def describe(norm: Normalization, details: Dict[str, Any]) -> str:
     """One line for the user: which normalization, and how it reaches the input tensor."""
     dtype = np.dtype(details["dtype"])

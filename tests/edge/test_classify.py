@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from edge import Class, InputError, classify, dequantize, get_scores, input_size, make_interpreter, quantize, set_input, top_k
+from edge.preprocess import RAW_PIXELS
 from edge_paths import FLOAT, IMAGES, INT8, LABELS, bare_scores, expected_scores
 
 
@@ -43,11 +44,24 @@ def test_uint8_scale_1_zero_point_0_takes_raw_pixels_unchanged():
 def test_other_quantization_is_applied_to_pixels():
     pixels = np.array([[[0, 128, 255]] * 4] * 4, dtype=np.uint8)
     fake = FakeInterpreter(np.int8, 1.0, -128)
-    set_input(fake, pixels)
+    set_input(fake, pixels, RAW_PIXELS)
     assert fake.written[0, 0, 0].tolist() == [-128, 0, 127]
     fake = FakeInterpreter(np.uint8, 2.0, 10)
-    set_input(fake, pixels)
+    set_input(fake, pixels, RAW_PIXELS)
     assert fake.written[0, 0, 0].tolist() == [10, 74, 138]  # round(p / 2) + 10, half to even
+
+
+@pytest.mark.parametrize("dtype, scale, zero_point, expected", [
+    (np.uint8, 1 / 128, 128, [0, 128, 255]),  # Coral's grid (the pipeline's int8 exports): the bytes as they are
+    (np.uint8, 2.0, 10, [0, 128, 255]),  # any uint8 grid: pycoral copies the bytes whatever it is
+    (np.int8, 1 / 128, 0, [-128, 0, 127]),  # `--io-type int8`: the same bytes shifted into the signed range
+    (np.float32, 0.0, 0, [0.0, 128.0, 255.0]),  # a float input: raw pixel values, the model normalizes inside
+])
+def test_without_a_normalization_pixels_go_in_as_the_inputs_own_values(dtype, scale, zero_point, expected):
+    pixels = np.array([[[0, 128, 255]] * 4] * 4, dtype=np.uint8)
+    fake = FakeInterpreter(dtype, scale, zero_point)
+    set_input(fake, pixels)
+    assert fake.written.dtype == dtype and fake.written[0, 0, 0].tolist() == expected
 
 
 def test_input_size_and_resizing_with_pillow():

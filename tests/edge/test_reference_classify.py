@@ -45,6 +45,19 @@ def test_pycoral_default_normalization_also_gives_macaw_and_passes_raw_pixels():
     assert "raw pixels pass straight into the uint8 input (scale 0.0078125, zero point 128)" in result.stderr
 
 
+def test_the_library_fed_without_a_normalization_answers_as_pycoral():
+    """edge.classify with no normalization, as a library user calls it: the bytes go in as pycoral's set_input puts
+    them, and Google's model names the parrot (it used to feed mean 0, std 1 here, which the test below shows wrong)."""
+    from PIL import Image
+
+    from edge import classify, make_interpreter
+
+    labels = (CORAL / "imagenet_labels.txt").read_text().splitlines()
+    with Image.open(PARROT) as image:
+        best = classify(make_interpreter(MODEL), image.convert("RGB"), k=1, labels=labels)
+    assert best[0].id == 89 and "macaw" in best[0].label and 0.65 < best[0].score < 0.85
+
+
 def test_wrong_normalization_changes_the_answer():
     # The test above could pass by accident only if normalization did not matter; here it must.
     result = _run("classify", MODEL, PARROT, "--input-mean", "0", "--input-std", "1")
