@@ -2,9 +2,9 @@
 
     from edge.interpreter import make_interpreter
     from edge.classify import set_input, get_scores, top_k
-    from edge.preprocess import PYCORAL_DEFAULT
+    from edge.preprocess import load_image
     interpreter = make_interpreter("model_int8.tflite")
-    set_input(interpreter, Image.open("cat.png"))      # raw bytes, as pycoral feeds them; or pass a Normalization
+    set_input(interpreter, load_image("cat.png"))      # raw bytes, as pycoral feeds them; or pass a Normalization
     interpreter.invoke()
     print(top_k(get_scores(interpreter), k=3, labels=["cat", "dog"]))
 
