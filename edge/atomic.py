@@ -4,7 +4,8 @@
     write_json_atomic(Path("predictions.json"), {"top1": 0.93})
 
 A reader sees the old file or the new one, never half of one, and after a power cut the rename is
-on disk too (the folder's fsync). Used by the device side and, through pipeline.files, by every stage.
+on disk too (the folder's fsync). Ctrl-C and SIGTERM wait while a temporary file exists (`signals_held`),
+so a signal never leaves one behind. Used by the device side and, through pipeline.rundir.files, by every stage.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Atomic file writes and content hashes, so a failed stage never leaves half a file behind.
 
-The writers are edge.atomic's (one implementation for both sides, with fsync); this module adds
-what only the host needs: hashes of files and folders, and `staged_path` for whole directories.
+The writers and `signals_held` are edge.atomic's (one implementation for both sides); this module adds
+what only the host needs: hashes of files and folders, `scratch_folder` and `staged_path` for whole
+directories, and `replacing` for several paths at once.
 """
 from __future__ import annotations
 
