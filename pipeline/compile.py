@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
-from edge.integrity import sidecar_record
+from edge.integrity import sidecar_path, sidecar_record
 from edge.tflite_file import ModelFileError
 from pipeline import metadata
 from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
@@ -225,7 +225,7 @@ def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> T
             final = t.write(key, produced, name=None if single else produced.name, preprocessing=contract,
                             compiled_from=source["sha256"])
             sidecar = sidecar_record(final.name, produced.read_bytes(), labels=run.labels, **facts)
-            t.write_file(final.with_name(final.name + ".json"), json_bytes(sidecar))
+            t.write_file(sidecar_path(final), json_bytes(sidecar))
             written.append(final)
         for log in logs:
             t.write_file(run.dir / log.name, log)

@@ -25,7 +25,7 @@ import numpy as np
 
 from edge import preprocess
 from edge.contract import PixelContract
-from edge.integrity import sidecar_record
+from edge.integrity import sidecar_path, sidecar_record
 from pipeline import metadata
 from pipeline.errors import ConfigError
 from pipeline.quant import convention, report as quant_report, verify as quant_verify
@@ -186,7 +186,7 @@ def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[di
     spec = MODES[config.mode]
     with run.transaction() as t:
         model_path = t.write(spec.key, model.bytes, **model.facts, size_bytes=len(model.bytes))
-        side = t.write_file(model_path.with_name(model_path.name + ".json"),
+        side = t.write_file(sidecar_path(model_path),
                             json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"], model.contract)))
         if report is not None:
             report_path = t.write(REPORT_KEY, json_bytes(report))

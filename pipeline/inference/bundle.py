@@ -16,7 +16,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from edge.image_files import IMAGE_SUFFIXES
-from edge.integrity import sha256_bytes
+from edge.integrity import sha256_bytes, sidecar_path
 from pipeline import data as data_mod
 from pipeline.errors import PipelineError
 from pipeline.rundir.files import staged_path, write_json_atomic, write_text_atomic
@@ -54,7 +54,7 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
                 run.check_compiled_is_current(key)
             model = run.artifact(key)
             shutil.copy2(model, staging / model.name)
-            sidecar = model.with_name(model.name + ".json")
+            sidecar = sidecar_path(model)
             if sidecar.exists():
                 shutil.copy2(sidecar, staging / sidecar.name)
             # Paths as laid out in the bundle: every model sits at its top level.

@@ -89,11 +89,15 @@ def replacing(contents: Dict[Path, Union[bytes, Path]], removing: Sequence[Path]
     while writing, while renaming or in the body, every path is put back as it was.
     """
     staged: List[Tuple[Path, Path]] = []  # (final, new content's temporary name)
+    written: List[Path] = []  # the temporary siblings this function wrote (a prepared file is the caller's)
     done: List[Tuple[Path, Optional[Path]]] = []  # (final, the old content's second name or None)
     made = sorted({d for final in contents for d in Path(final).parents if not d.exists()}, key=lambda d: -len(d.parts))
     try:
         for final, data in contents.items():
-            staged.append((Path(final), Path(data) if isinstance(data, Path) else write_temp_sibling(final, data)))
+            if not isinstance(data, Path):
+                data = write_temp_sibling(final, data)
+                written.append(data)
+            staged.append((Path(final), data))
         for final, tmp in staged:
             backup = _keep_old(final)
             try:
@@ -110,9 +114,8 @@ def replacing(contents: Dict[Path, Union[bytes, Path]], removing: Sequence[Path]
     except BaseException:
         for final, backup in reversed(done):
             _put_back(final, backup, moved_in=True)
-        for _, tmp in staged:
-            if isinstance(tmp, Path) and tmp.name.endswith(".tmp") and tmp.is_file():
-                tmp.unlink(missing_ok=True)  # a temporary sibling this function wrote
+        for tmp in written:
+            tmp.unlink(missing_ok=True)  # gone already when it was moved in and put back
         for folder in made:  # folders made for the new files, deepest first
             try:
                 folder.rmdir()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from edge.integrity import sha256_bytes, sidecar_path
 from pipeline.errors import ManifestError
 from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.rundir.files import replacing, sha256_of, signals_held
@@ -87,10 +88,6 @@ class Run:
     @property
     def labels(self) -> List[str]:
         return list(self._fact("labels"))
-
-    @property
-    def model_name(self) -> str:
-        return str(self._fact("model", "name"))
 
     @property
     def contract(self) -> Dict[str, Any]:
@@ -206,17 +203,23 @@ class Transaction:
         for key in self._forget:
             if key in artifacts and key not in self._records:
                 path = self.run.dir / artifacts[key]["path"]
-                removing += [path, path.with_name(path.name + ".json")]
+                removing += [path, sidecar_path(path)]
         manifest = dict(self.run.manifest, artifacts=dict(artifacts))
+        # Hashed from what is about to go in (bytes, or the prepared file or folder), before the signals wait.
+        digests = {key: _sha256(self._contents[path]) for key, (path, _) in self._records.items()}
         with signals_held(), replacing(self._contents, removing):
             for key in self._forget:
                 manifest["artifacts"].pop(key, None)
             for key, (path, facts) in self._records.items():
                 rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
-                manifest["artifacts"][key] = {"path": rel, "sha256": sha256_of(path), **facts}
+                manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
             manifest.update(self._facts)
             manifest_io.save(self.run.dir, manifest)
         self.run.manifest = manifest
+
+
+def _sha256(data: Union[bytes, Path]) -> str:
+    return sha256_bytes(data) if isinstance(data, bytes) else sha256_of(data)
 
 
 @contextmanager
