@@ -64,11 +64,12 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
     with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
         plan = _plan(config, chosen)
         model, history, weights, bn_record = _fit_resumable(config, chosen, plan, run_dir, created)
+        heldout_labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
-            metrics, per_class = _evaluate(model, plan, config.batch_size)
+            metrics, per_class = _evaluate(model, plan, config.batch_size, heldout_labels)
         print(f"held-out: accuracy {metrics['accuracy']:.4f}, macro-F1 {metrics['macro_f1']:.4f}, loss {metrics['loss']:.4f} "
               f"({plan.heldout_count} examples)", flush=True)
-        majority = chance.heldout_majority(plan.train_source, plan.val_source, plan.split)
+        majority = chance.majority(heldout_labels, plan.train_source.labels)
         chance.warn_if_stuck(history, metrics["accuracy"], majority, pretrained=config.weights is not None)
         if not chosen.is_chief:
             _worker_finish(model, chosen, run_dir, created)
@@ -218,13 +219,12 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _evaluate(model, plan: _Plan, batch_size: int):
+def _evaluate(model, plan: _Plan, batch_size: int, labels):
     """Held-out loss and accuracy, then per-class precision, recall, F1 and macro-F1 (edge.metrics) from one
-    more pass for the top-1 answers."""
+    more pass for the top-1 answers, against the held-out `labels`."""
     steps = fit.eval_steps(plan.heldout_count, batch_size)
     results = model.evaluate(data_mod.eval_pipeline(plan.heldout, batch_size), steps=steps, verbose=0, return_dict=True)
     metrics = {k: float(v) for k, v in results.items()}
-    labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
     per_class = class_metrics.heldout_report(model, plan.heldout, labels, batch_size, len(plan.train_source.labels))
     metrics["macro_f1"] = per_class["macro_f1"]
     return metrics, per_class

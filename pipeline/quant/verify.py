@@ -14,7 +14,6 @@ from pipeline.errors import PipelineError
 # Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;
 # int16 is refused too: the Edge TPU has no 16-bit path, and 16x8 quantization is not what we asked for.
 INTEGER_DTYPES = ("int8", "uint8", "int32")
-# Ops that only exist to move between float and integer, or between uint8 and int8.
 
 
 class VerificationError(PipelineError):

@@ -36,15 +36,6 @@ def majority(labels: Sequence[int], names: Sequence[str]) -> Majority:
     return Majority(label, names[label], int(counts[label]), int(counts.sum()))
 
 
-def heldout_majority(train_source, val_source, split) -> Majority:
-    """The majority class of what train holds out: --val-data, or the seeded split of --data."""
-    if val_source is not None:
-        examples = val_source.examples
-    else:
-        examples = [train_source.examples[i] for i in train_source.indices("heldout", split)]
-    return majority([e.label for e in examples], train_source.labels)
-
-
 def warn_if_stuck(history: List[dict], heldout_accuracy: float, chance: Majority, pretrained: bool) -> Optional[str]:
     """Say (on stderr) when held-out accuracy ended no better than chance while training accuracy rose."""
     correct = round(heldout_accuracy * chance.images)
