@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Tuple, Union
 
 from edge.errors import ModelCheckError
-from edge.model_check import FILE_IDENTIFIER
 
+FILE_IDENTIFIER = b"TFL3"  # a .tflite flatbuffer's file identifier, at bytes 4..8
 EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
 
 
