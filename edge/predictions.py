@@ -71,7 +71,7 @@ def read_predictions(path: Path) -> Predictions:
     document = load(path, "device results", SCHEMA_VERSION, InputError, _EXPECTED)
     entries = document.get("predictions")
     if not isinstance(entries, list):
-        raise InputError(f"device results {path} hold predictions {_brief(entries)}, expected a list; expected {_EXPECTED}")
+        raise InputError(f"device results {path} hold no list of predictions (got {_brief(entries)}); expected {_EXPECTED}")
     predictions = []
     for i, p in enumerate(entries):
         if not isinstance(p, dict):
