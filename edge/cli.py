@@ -11,7 +11,6 @@ when the asked-for hardware (Edge TPU) is missing, 1 otherwise.
 """
 from __future__ import annotations
 
-import platform
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ from edge.errors import EdgeError, InputError, exits_cleanly
 from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
+from edge.latency import latency_document
 from edge.runner import Runner
 from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
 
@@ -166,11 +166,9 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
         click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, invoke, scores): {rate:.1f} images/s, "
                    f"{rate / (1000 / median):.2f} of the bare invoke rate")
     if json_out:
-        write_json_atomic(Path(json_out), {
-            "schema_version": 1, "model": Path(model).name, "model_sha256": runner.sha256, "backend": runner.loaded.backend,
-            "edgetpu": runner.loaded.edgetpu, "threads": threads, "runs": runs, "first_invoke_ms": first * 1000,
-            "median_ms": median, "p90_ms": float(np.percentile(ms, 90)), "end_to_end_images": len(files),
-            "end_to_end_images_per_s": rate, "machine": platform.machine(), "python": platform.python_version()})
+        write_json_atomic(Path(json_out), latency_document(
+            Path(model).name, runner.sha256, runner.loaded.backend, runner.loaded.edgetpu, threads, runs, first * 1000, median,
+            float(np.percentile(ms, 90)), len(files), rate))
 
 
 if __name__ == "__main__":

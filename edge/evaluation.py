@@ -1,13 +1,13 @@
 """What `edge evaluate` does beside scoring: list the labelled images of a data folder, count accuracy, and
-build the predictions document that `pipeline parity --device-results` reads.
+fill the predictions document that `pipeline parity --device-results` reads (edge/predictions.py).
 
     samples, labels = list_samples(Path("bundle"), runner.labels)     # bundle.json, or class sub-folders
     tally = Tally(k=5)
     tally.add(sample.label, scores)
 
 A data folder is either an evaluation bundle (a folder with bundle.json, written by `pipeline parity
---bundle`: {"labels": [...], "images": [{"file", "label", "id"}, ...]}) or one sub-folder of images per
-class (the model's labels decide the class ids; without labels, the sorted folder names do).
+--bundle`; edge/bundle.py) or one sub-folder of images per class (the model's labels decide the class
+ids; without labels, the sorted folder names do).
 """
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from edge import predictions as predictions_doc
+from edge.bundle import BUNDLE_NAME, is_bundle, read_bundle
 from edge.classify import top_k
 from edge.errors import InputError
 from edge.image_files import is_image_file
-from edge.integrity import load_record, sha256_bytes
 from edge.metrics import class_report
-
-BUNDLE_NAME = "bundle.json"
-SCHEMA_VERSION = 1  # of the predictions document
 
 
 class Sample(NamedTuple):
@@ -44,7 +42,7 @@ def data_folder(data: Path) -> Path:
 def list_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], Optional[List[str]]]:
     """(the samples of a bundle or of class folders, the labels they are counted against)."""
     data = data_folder(data)
-    return (_bundle_samples if (data / BUNDLE_NAME).is_file() else _folder_samples)(data, labels)
+    return (_bundle_samples if is_bundle(data) else _folder_samples)(data, labels)
 
 
 def check_labels(labels: Optional[List[str]], num_classes: int) -> None:
@@ -71,36 +69,17 @@ def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sampl
 
 
 def _bundle_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], Optional[List[str]]]:
+    bundle = read_bundle(data)
     path = data / BUNDLE_NAME
-    bundle = load_record(path, "evaluation bundle", InputError)
-    bundle_labels = [str(x) for x in bundle.get("labels") or []]
-    if labels is not None and bundle_labels and labels != bundle_labels:
-        raise InputError(f"{path} labels {bundle_labels} differ from the model's labels {labels}; expected the same classes in the same order")
-    labels = labels if labels is not None else bundle_labels or None
+    if labels is not None and bundle.labels and labels != bundle.labels:
+        raise InputError(f"{path} labels {bundle.labels} differ from the model's labels {labels}; expected the same classes in the same order")
+    labels = labels if labels is not None else bundle.labels
     samples = []
-    for i, entry in enumerate(bundle.get("images") or []):
-        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            raise InputError(f"{path} images[{i}] is {entry!r}, expected {{\"file\": ..., \"label\": ...}}")
-        label = entry.get("label")
-        if label is not None and not (isinstance(label, int) and (labels is None or 0 <= label < len(labels))):
-            raise InputError(f"{path} images[{i}] has label {label!r}, expected a class index below {len(labels or [])} or null")
-        samples.append(Sample(data / entry["file"], entry["file"], label, entry.get("id"), _checked_sha256(data, entry, path)))
-    if not samples:
-        raise InputError(f"{path} lists no images")
+    for i, image in enumerate(bundle.images):
+        if image.label is not None and labels is not None and image.label >= len(labels):
+            raise InputError(f"{path} images[{i}] has label {image.label!r}, expected a class index below {len(labels)} or null")
+        samples.append(Sample(data / image.file, image.file, image.label, image.id, image.sha256))
     return samples, labels
-
-
-def _checked_sha256(data: Path, entry: Dict[str, Any], bundle: Path) -> Optional[str]:
-    """The bundled file's sha256 when it is the one bundle.json records; a file that changed is refused. A missing
-    file is left to the scoring, which names it with the other unreadable images."""
-    recorded, path = entry.get("sha256"), data / entry["file"]
-    if not path.is_file():
-        return recorded
-    actual = sha256_bytes(path.read_bytes())
-    if recorded is not None and actual != recorded:
-        raise InputError(f"{path} has sha256 {actual[:12]}…, {bundle} records {str(recorded)[:12]}…: the bundle changed after "
-                         "`pipeline parity --bundle` wrote it; write a new bundle")
-    return actual
 
 
 class Tally:
@@ -144,26 +123,12 @@ class Tally:
 
 def prediction(sample: Sample, scores: np.ndarray) -> Dict[str, Any]:
     """One entry of the predictions list: the image, its identity and label, all its scores."""
-    return {"file": sample.rel, "id": sample.id, "label": sample.label, "sha256": sample.sha256, "scores": scores.tolist()}
+    return predictions_doc.prediction(sample.rel, sample.id, sample.label, sample.sha256, scores)
 
 
 def predictions_document(model: Path, runner: Any, labels: Optional[List[str]], predictions: List[Dict[str, Any]],
                          tally: Tally, errors: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """What `edge evaluate --out` writes: the model (name, sha256, interpreter), every prediction, the accuracy,
-    and the images left out, each with why (parity refuses a short list, naming the count)."""
-    result = {
-        "schema_version": SCHEMA_VERSION,
-        "model": model.name,
-        "model_sha256": runner.sha256,
-        "backend": runner.loaded.backend,
-        "edgetpu": runner.loaded.edgetpu,
-        "labels": labels,
-        "predictions": predictions,
-        "top1_accuracy": tally.top1,
-        "top_k": tally.k,
-        "top_k_accuracy": tally.top_k,
-        "classes": tally.classes(runner.num_classes),
-    }
-    if errors:
-        result["errors"] = errors
-    return result
+    """What `edge evaluate --out` writes, from the runner that scored and the tally that counted."""
+    return predictions_doc.predictions_document(model.name, runner.sha256, runner.loaded.backend, runner.loaded.edgetpu, labels,
+                                                predictions, tally.top1, tally.k, tally.top_k, tally.classes(runner.num_classes),
+                                                errors)

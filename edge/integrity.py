@@ -5,11 +5,8 @@
     verify(model_path, model_bytes, records)            # IntegrityError on a mismatch
 
 Two records can vouch for a model:
-  sidecar   `<model file>.json` next to the model:
-            {"schema_version": 1, "model": "<file name>", "sha256": "<hex>", "labels": [...],
-             "image_size": N, "input": {"dtype": "uint8", "scale": s, "zero_point": z},
-             "preprocessing": <the pixel contract, edge.contract.PixelContract.as_record()>}
-  manifest  `manifest.json` in the model's directory (the run directory the pipeline wrote):
+  sidecar   `<model file>.json` next to the model (edge/sidecar.py: its format, writer and reader)
+  manifest  `manifest.json` in the model's directory (the run directory the pipeline wrote, or a bundle):
             {"schema_version": 1, "artifacts": {key: {"path": "<relative>", "sha256": "<hex>"}}, "labels": [...],
              "preprocessing": {...}}
 A present manifest that does not list the model (and no sidecar) is refused: a device must not
@@ -24,16 +21,18 @@ says otherwise.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Type, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
-from edge.atomic import write_json_atomic
-from edge.errors import EdgeError, IntegrityError
+from edge.documents import MANIFEST_NAME, load
+from edge.errors import IntegrityError
+# The sidecar's names, where the stages and tests have always found them.
+from edge.sidecar import hex_digest, read_sidecar, sha256_bytes, sidecar_path, sidecar_record, write_sidecar
 
-SCHEMA_VERSION = 1
-MANIFEST_NAME = "manifest.json"
+__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA_VERSION", "ModelRecord", "check_agreement", "find_records", "metadata_record",
+           "recorded_labels", "sha256_bytes", "sidecar_path", "sidecar_record", "verify", "write_sidecar"]
+
+MANIFEST_SCHEMA_VERSION = 1  # of a run's manifest.json (pipeline/rundir/manifest.py writes it), and so of a bundle's
 
 
 class ModelRecord(NamedTuple):
@@ -45,41 +44,11 @@ class ModelRecord(NamedTuple):
     preprocessing: Optional[Dict[str, Any]]  # the pixel contract (edge.contract reads it), when recorded
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sidecar_path(model: Path) -> Path:
-    return model.with_name(model.name + ".json")
-
-
-def load_record(path: Path, what: str, error: Type[EdgeError] = IntegrityError) -> Dict[str, Any]:
-    """A JSON object the pipeline wrote (sidecar, manifest, bundle), refusing unreadable or other-schema files."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise error(f"{what} {path} is not readable JSON ({err}); expected the file the pipeline wrote") from err
-    if not isinstance(obj, dict) or obj.get("schema_version") != SCHEMA_VERSION:
-        got = obj.get("schema_version") if isinstance(obj, dict) else type(obj).__name__
-        raise error(f"{what} {path} has schema_version {got!r}, expected {SCHEMA_VERSION}")
-    return obj
-
-
-def _hex(value: Any, where: Path) -> str:
-    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value.lower())):
-        raise IntegrityError(f"{where} records sha256 {value!r}, expected 64 hex digits")
-    return value.lower()
-
-
 def _sidecar_record(model: Path) -> Optional[ModelRecord]:
-    path = sidecar_path(model)
-    if not path.is_file():
+    sidecar = read_sidecar(model)
+    if sidecar is None:
         return None
-    obj = load_record(path, "sidecar")
-    if obj.get("model") != model.name:
-        raise IntegrityError(f"sidecar {path} describes model {obj.get('model')!r}, expected {model.name!r}")
-    return ModelRecord(path, "sidecar", _hex(obj.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
-                       obj.get("preprocessing"))
+    return ModelRecord(sidecar.path, "sidecar", sidecar.sha256, sidecar.labels, sidecar.image_size, sidecar.preprocessing)
 
 
 def _manifest_record(model: Path) -> Optional[ModelRecord]:
@@ -87,7 +56,7 @@ def _manifest_record(model: Path) -> Optional[ModelRecord]:
     path = model.parent / MANIFEST_NAME
     if not path.is_file():
         return None
-    obj = load_record(path, "manifest")
+    obj = load(path, "manifest", MANIFEST_SCHEMA_VERSION, IntegrityError, "the manifest.json `pipeline` writes")
     artifacts = obj.get("artifacts")
     if not isinstance(artifacts, dict):
         raise IntegrityError(f"manifest {path} has no artifacts table, expected {{\"artifacts\": {{key: {{path, sha256}}}}}}")
@@ -95,7 +64,7 @@ def _manifest_record(model: Path) -> Optional[ModelRecord]:
     for key, entry in artifacts.items():
         if isinstance(entry, dict) and isinstance(entry.get("path"), str):
             if (path.parent / entry["path"]).resolve() == target:
-                return ModelRecord(path, "manifest", _hex(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
+                return ModelRecord(path, "manifest", hex_digest(entry.get("sha256"), path), obj.get("labels"), obj.get("image_size"),
                                    entry.get("preprocessing", obj.get("preprocessing")))
     listed = sorted(str(e.get("path")) for e in artifacts.values() if isinstance(e, dict))
     raise IntegrityError(
@@ -164,18 +133,3 @@ def recorded_labels(records: List[ModelRecord]) -> Optional[List[str]]:
         if record.labels:
             return [str(x) for x in record.labels]
     return None
-
-
-def sidecar_record(model_name: str, model_bytes: bytes, labels: Optional[List[str]] = None, **facts: Any) -> Dict[str, Any]:
-    """What `<model>.json` holds: the schema version, the model's name and sha256, its labels and any facts."""
-    obj: Dict[str, Any] = {"schema_version": SCHEMA_VERSION, "model": model_name, "sha256": sha256_bytes(model_bytes)}
-    if labels is not None:
-        obj["labels"] = list(labels)
-    obj.update(facts)
-    return obj
-
-
-def write_sidecar(model: Path, labels: Optional[List[str]] = None, **facts: Any) -> Path:
-    """Write `<model>.json` for `model` (the compile stage, tests, whoever ships a model without its run directory)."""
-    model = Path(model)
-    return write_json_atomic(sidecar_path(model), sidecar_record(model.name, model.read_bytes(), labels, **facts))

@@ -19,8 +19,8 @@ import struct
 from typing import Any, List, Optional
 
 from edge.errors import BackendUnavailable, ModelCheckError
+from edge.tflite_file import FILE_IDENTIFIER
 
-FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
 
 # TensorType -> bytes per element (schema.fbs order). None: no fixed size (STRING, RESOURCE, VARIANT).

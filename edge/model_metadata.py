@@ -25,6 +25,7 @@ import math
 import zipfile
 from typing import List, NamedTuple, Optional, Tuple
 
+from edge.documents import check_version
 from edge.errors import ModelCheckError
 from edge.model_check import FILE_IDENTIFIER, _Reader, _Table
 
@@ -150,9 +151,8 @@ def embedded_record(model_bytes: bytes, name: str = "model") -> Optional[dict]:
         record = json.loads(associated_file(data, EDGEFLOW_RECORD, name).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise ModelCheckError(f"{where} is not readable JSON ({err}); expected the record `pipeline export` writes") from err
-    if not isinstance(record, dict) or record.get("schema_version") != EDGEFLOW_RECORD_SCHEMA:
-        got = record.get("schema_version") if isinstance(record, dict) else type(record).__name__
-        raise ModelCheckError(f"{where} has schema_version {got!r}, expected {EDGEFLOW_RECORD_SCHEMA}")
+    check_version(record, name, f"{EDGEFLOW_RECORD} packed in", EDGEFLOW_RECORD_SCHEMA, ModelCheckError,
+                  "the record `pipeline export` writes")
     labels = record.get("labels")
     if not isinstance(record.get("preprocessing"), dict) or not (
             isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)):

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Tuple, Union
 
 from edge.errors import ModelCheckError
 
+FILE_IDENTIFIER = b"TFL3"  # a .tflite flatbuffer's file identifier, at bytes 4..8
 EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
-_IDENTIFIER = b"TFL3"
 
 
 class ModelFileError(ModelCheckError):
@@ -167,7 +167,7 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
             data = Path(source).read_bytes()
         except OSError as err:
             raise ModelFileError(f"cannot read {where}: {err.strerror or err}") from err
-    if len(data) < 8 or data[4:8] != _IDENTIFIER:
+    if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise ModelFileError(f"{where} is not a TFLite model: expected the 'TFL3' identifier at bytes 4..8, got {data[4:8]!r}")
     try:
         return _parse(data)

@@ -13,7 +13,7 @@ import sys
 import click
 
 from edge.errors import EdgeError, exits_cleanly
-from pipeline import console
+from pipeline import console, gate
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
 
@@ -171,8 +171,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
     result = parity.run(parity.ParityConfig(data=data_spec, **given), run_dir)
     click.echo(summary_table(result.report))
     click.echo(f"reports in {result.report_dir}")
-    if not result.passed:
-        raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
+    gate.enforce(result.failures)
 
 
 @main.command("predict")
@@ -228,14 +227,13 @@ def _progressbar(total, label):
 def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
-    from pipeline import end_to_end, parity
+    from pipeline import end_to_end
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy)
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
-    if not result.passed:
-        raise parity.GateFailed("parity gate failed: " + "; ".join(result.failures))
+    gate.enforce(result.failures)
 
 
 @main.command("compile")

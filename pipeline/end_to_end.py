@@ -6,7 +6,7 @@ train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_co
 installed, and it says so) -> parity. A run directory that already holds a trained model is
 reused (the later stages run again on it) only when what was asked (--data, --model, --image-size,
 --epochs, each when given) is what the run was trained with; otherwise it is refused, the
-differences named. Ends with a summary; exits 1 when the parity gate fails.
+differences named. Ends with a summary; exits 1 when the parity gate (pipeline/gate.py) fails.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from pipeline.errors import ConfigError, ManifestError
-from pipeline.gate import GATE
+from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.manifest import MANIFEST_NAME
 from pipeline.rundir.run import Run
@@ -36,6 +36,10 @@ class RunConfig:
     min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
     gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
+
+    @property
+    def limits(self) -> GateLimits:
+        return GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -64,6 +68,7 @@ def run(config: RunConfig, run_dir: Path, say=print):
     from pipeline.inference.parity_report import summary_table
 
     run_dir = Path(run_dir)
+    limits = config.limits.validate()  # before minutes of training, not after
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
@@ -76,8 +81,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
-        result = parity.run(parity.ParityConfig(max_drop=config.max_drop, min_agreement=config.min_agreement,
-                                                gate_metric=config.gate_metric, min_accuracy=config.min_accuracy), run_dir)
+        result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
+                                                gate_metric=limits.metric, min_accuracy=limits.min_accuracy), run_dir)
     say(summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)
@@ -108,7 +113,7 @@ def summary(run: Run) -> List[str]:
     """What a user wants at the end: accuracies, agreement, Edge TPU mapping, sizes, where things are."""
     models = run.manifest.get("parity", {})
     lines = ["", "== summary"]
-    for name in ("float_savedmodel", "int8_cpu", "edgetpu"):
+    for name in (REFERENCE, *GATED):
         if name in models:
             lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  macro-F1 {models[name]['macro_f1']:.4f}  "
                          f"agreement with float {models[name]['agreement']:.4f}")

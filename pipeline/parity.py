@@ -9,41 +9,39 @@ by the pixel contract (edge.preprocess). The float SavedModel is the reference. 
 model (when exported), the int8 model on the CPU interpreter and, when given, the predictions a
 device made with `edge evaluate` on the bundle are each compared with it: top-1 and top-k
 accuracy, agreement, accuracy drop, per-class deltas, score errors, per-class precision, recall and F1
-and macro-F1 (pipeline/inference/class_metrics.py). The gate (--max-drop on top-1 accuracy, or on
-macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and to the device;
-it counts exactly, so a limit sits exactly where the user put it.
-Its floor (pipeline/training/chance.py) applies to the float model too: better than always answering
-the most frequent held-out class, or --min-accuracy. Reports go to RUN/parity/ whether the gate passes or not.
+and macro-F1 (pipeline/inference/class_metrics.py). The gate (pipeline/gate.py: --max-drop on top-1
+accuracy, or on macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and
+to the device; it counts exactly, so a limit sits exactly where the user put it. Its floor applies to the
+float model too: better than always answering the most frequent held-out class, or --min-accuracy.
+Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from edge.bundle import image_file
 from edge.contract import PixelContract
 from edge.integrity import sha256_bytes
+from edge.predictions import read_predictions
 from edge.runner import Runner
-from pipeline import data as data_mod
+from pipeline import gate
 from pipeline.console import native_quiet
-from pipeline.errors import DataError, PipelineError
-from pipeline.gate import GATE, GATE_METRICS
+from pipeline.data.heldout import Heldout, heldout_examples
+from pipeline.errors import DataError
+from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.inference import class_metrics
+from pipeline.inference.bundle import DEVICE_MODELS
+from pipeline.inference.parity_report import markdown, plot
 from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, writing
 from pipeline.training import chance
 
-from pipeline.inference.bundle import DEVICE_MODELS, bundle_file
-from pipeline.inference.parity_report import GATED, REFERENCE, markdown, plot
-
-
-class GateFailed(PipelineError):
-    """The quantized model lost more than the limits allow. Reports were written."""
+REPORT_SCHEMA_VERSION = 1  # of parity/report.json
 
 
 @dataclass(frozen=True)
@@ -57,15 +55,9 @@ class ParityConfig:
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
     gate_metric: str = GATE.metric  # what --max-drop limits: top1 (images counted) | macro_f1 (exact, from per-class counts)
 
-    def validate(self) -> None:
-        if not 0 <= self.min_agreement <= 1:
-            raise PipelineError(f"--min-agreement {self.min_agreement}, expected a share between 0 and 1")
-        if self.max_drop < 0:
-            raise PipelineError(f"--max-drop {self.max_drop}, expected percentage points >= 0")
-        if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
-            raise PipelineError(f"--min-accuracy {self.min_accuracy}, expected a share between 0 and 1")
-        if self.gate_metric not in GATE_METRICS:
-            raise PipelineError(f"--gate-metric {self.gate_metric!r}, expected one of {', '.join(GATE_METRICS)}")
+    @property
+    def limits(self) -> gate.GateLimits:
+        return gate.GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
 
 
 class ParityResult(NamedTuple):
@@ -77,25 +69,24 @@ class ParityResult(NamedTuple):
 
 def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
-    config.validate()
+    limits = config.limits.validate()
     with writing(run_dir, "pipeline parity") as run:
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
         scores, device = _scores(config, run, heldout, images)
         k = min(config.top_k, len(run.labels))
         models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
-        floor = chance.Floor(chance.majority(labels, run.labels), config.min_accuracy)
-        # The floor first: a model no better than chance is the news, whatever int8 does next to it.
-        failures = [f for f in (floor.failure(name, models[name]["correct"], models[name]["images"])
-                                for name in (REFERENCE, *GATED) if name in models) if f] + _gate(models, config)
-        report = _report(config, run, labels, k, models, failures, device, floor)
+        floor = gate.Floor(chance.majority(labels, run.labels), limits.min_accuracy)
+        failures = gate.check({name: gate.classification_scores(m) for name, m in models.items()}, limits,
+                              gate.CLASSIFICATION, floor)
+        report = _report(config, run, labels, k, models, device, gate.record(limits, floor, list(models), failures))
         report["disagreements"] = disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples])
         report_dir = _write_reports(run, report, scores, images, failures)
         write_report(run.dir)  # RUN/report.html; a failure to render only warns
     return ParityResult(report_dir, report, not failures, failures)
 
 
-def _heldout_pixels(run: Run, heldout: "Heldout"):
+def _heldout_pixels(run: Run, heldout: Heldout):
     # The run's own contract, version included: what its device will do with these files.
     contract = PixelContract.from_record(run.contract, "the run's manifest")
     images = np.stack([contract.load_pixels(original, (heldout.size, heldout.size), name=e.id)
@@ -103,7 +94,7 @@ def _heldout_pixels(run: Run, heldout: "Heldout"):
     return images, np.array([e.label for e in heldout.examples], np.int64)
 
 
-def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
+def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
     """Each model's scores on the held-out images, and what the device results file says of itself (or None)."""
     scores = {REFERENCE: _savedmodel_scores(run, images)}
     device = None
@@ -118,10 +109,10 @@ def _scores(config: ParityConfig, run: Run, heldout: "Heldout", images: np.ndarr
     return scores, device
 
 
-def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], failures: List[str],
-            device: Optional[dict], floor: chance.Floor) -> dict:
+def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], device: Optional[dict],
+            verdict: dict) -> dict:
     return {
-        "schema_version": 1,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
                     "pixels": "original files through the pixel contract (edge.preprocess)"},
         "labels": run.labels,
@@ -129,24 +120,8 @@ def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: 
         "top_k": k,
         "models": models,
         "device": device,
-        "gate": {"metric": config.gate_metric, "max_drop_pp": config.max_drop, "min_agreement": config.min_agreement,
-                 "floor": floor.as_dict(), "floor_rule": floor.describe(),
-                 "applies_to": [m for m in GATED if m in models], "passed": not failures, "failures": failures},
+        "gate": verdict,
     }
-
-
-class Heldout(NamedTuple):
-    examples: List[data_mod.Example]  # identity, label and digest of each held-out image, in order
-    originals: List[Any]  # each as stored: encoded bytes, or uint8 pixels for array data sets
-    size: int  # the model's input size
-
-
-def heldout_examples(run: Run, spec: Optional[str] = None) -> Heldout:
-    """The run's held-out examples as stored, after checking they are the ones training recorded."""
-    source, indices = data_mod.resolve_split(run.manifest, "heldout", spec)
-    if len(indices) == 0:
-        raise DataError("the held-out split is empty; expected at least one image to compare on")
-    return Heldout([source.examples[i] for i in indices], source.originals(indices), run.image_size)
 
 
 def _savedmodel_scores(run: Run, images: np.ndarray) -> np.ndarray:
@@ -168,43 +143,35 @@ def _tflite_scores(model: Path, images: np.ndarray, contract: PixelContract, thr
     return runner.score_all(images)
 
 
-def _device_results(path: Path, run: Run, heldout: "Heldout") -> dict:
+def _device_results(path: Path, run: Run, heldout: Heldout) -> dict:
     """Predictions from `edge evaluate` on this run's bundle: the model it shipped, the images it shipped, in order."""
-    try:
-        results = json.loads(path.read_text())
-        predictions = results["predictions"]
-        if not isinstance(predictions, list):
-            raise TypeError("predictions is not a list")
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise DataError(f"cannot read device results {path} ({err!r}); expected the JSON written by `edge evaluate`") from err
-    examples, originals = heldout.examples, heldout.originals
-    num_classes = len(run.labels)
+    results = read_predictions(path)  # the document's form; what it answers for is checked here
+    predictions, examples = results.predictions, heldout.examples
     shipped = {run.entry(key)["sha256"]: key for key in DEVICE_MODELS if run.has(key)}
-    model_key = shipped.get(results.get("model_sha256"))
+    model_key = shipped.get(results.model_sha256)
     if model_key is None:
-        raise DataError(f"device results {path} come from a model (sha256 {str(results.get('model_sha256'))[:12]}…) that is "
+        raise DataError(f"device results {path} come from a model (sha256 {str(results.model_sha256)[:12]}…) that is "
                         f"not this run's {' or '.join(DEVICE_MODELS)}; expected `edge evaluate` of a model from this run's bundle")
     if len(predictions) != len(examples):
         raise DataError(f"device results {path} hold {len(predictions)} predictions, the held-out split has {len(examples)} images; "
                         "expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
     if model_key != "model_int8":
         run.check_compiled_is_current(model_key)
-    for i, (p, example, original) in enumerate(zip(predictions, examples, originals)):
-        if not isinstance(p, dict) or p.get("id") != example.id:
-            got = p.get("id") if isinstance(p, dict) else p
-            raise DataError(f"device result {i} is for example {got!r}, held-out image {i} is {example.id!r}: "
+    for i, (p, example, original) in enumerate(zip(predictions, examples, heldout.originals)):
+        if p.id != example.id:
+            raise DataError(f"device result {i} is for example {p.id!r}, held-out image {i} is {example.id!r}: "
                             "the device evaluated other images (or an older bundle)")
-        if p.get("label") != example.label:
-            raise DataError(f"device result {i} ({example.id}) has label {p.get('label')!r}, expected {example.label}")
-        if not isinstance(p.get("scores"), list) or len(p["scores"]) != num_classes:
-            raise DataError(f"device result {i} ({example.id}) does not hold {num_classes} scores")
-        expected = sha256_bytes(bundle_file(i, example, original)[1])
-        if p.get("sha256") != expected:
-            raise DataError(f"device result {i} ({example.id}) is for an image with sha256 {str(p.get('sha256'))[:12]}…, this "
+        if p.label != example.label:
+            raise DataError(f"device result {i} ({example.id}) has label {p.label!r}, expected {example.label}")
+        if len(p.scores) != len(run.labels):
+            raise DataError(f"device result {i} ({example.id}) does not hold {len(run.labels)} scores")
+        expected = sha256_bytes(image_file(i, example.id, original)[1])
+        if p.sha256 != expected:
+            raise DataError(f"device result {i} ({example.id}) is for an image with sha256 {str(p.sha256)[:12]}…, this "
                             f"run's held-out image is {expected[:12]}…: the device evaluated other bytes (or results of an "
                             "earlier edge, which recorded none); run `edge evaluate` on a new bundle")
-    return {"file": str(path), "model": model_key, "backend": results.get("backend"), "edgetpu": bool(results.get("edgetpu")),
-            "scores": [p["scores"] for p in predictions]}
+    return {"file": str(path), "model": model_key, "backend": results.backend, "edgetpu": results.edgetpu,
+            "scores": [p.scores for p in predictions]}
 
 
 def _compare(scores: np.ndarray, reference: np.ndarray, labels: np.ndarray, k: int, num_classes: int) -> dict:
@@ -242,27 +209,6 @@ def _confusion(predicted: np.ndarray, labels: np.ndarray, num_classes: int) -> n
     matrix = np.zeros((num_classes, num_classes), np.int64)
     np.add.at(matrix, (labels, predicted), 1)
     return matrix
-
-
-def _gate(models: Dict[str, dict], config: ParityConfig) -> List[str]:
-    """The failed limits. Counts of images against exact limits: 1 image in 100 is 1 pp, not 1.0000000000000009."""
-    max_drop, min_agreement = Fraction(str(config.max_drop)), Fraction(str(config.min_agreement))
-    failures = []
-    for name in GATED:
-        if name not in models:
-            continue
-        m = models[name]
-        if config.gate_metric == "macro_f1":
-            if class_metrics.macro_f1_drop(m, models[REFERENCE]) * 100 > max_drop:
-                failures.append(f"{name}: macro-F1 drop {m['macro_f1_drop_pp']:.2f} pp ({models[REFERENCE]['macro_f1']:.4f} -> "
-                                f"{m['macro_f1']:.4f}) exceeds --max-drop {config.max_drop:g} pp")
-        elif m["drop_images"] * 100 > max_drop * m["images"]:
-            failures.append(f"{name}: accuracy drop {m['drop_pp']:.2f} pp ({m['drop_images']} of {m['images']} images) "
-                            f"exceeds --max-drop {config.max_drop:g} pp")
-        if m["agree"] < min_agreement * m["images"]:
-            failures.append(f"{name}: agreement {m['agreement']:.4f} ({m['agree']} of {m['images']} images) "
-                            f"is under --min-agreement {config.min_agreement:g}")
-    return failures
 
 
 def _write_reports(run: Run, report: dict, scores, images: np.ndarray, failures: List[str]) -> Path:

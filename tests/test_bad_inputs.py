@@ -263,4 +263,4 @@ def test_evaluate_refuses_a_bundle_of_another_schema(exported_copy, tmp_path):
     bundle.mkdir()
     (bundle / "bundle.json").write_text(json.dumps({"schema_version": 9, "images": []}))
     result = edge_cli(["evaluate", exported_copy / "model_int8.tflite", "--data", bundle, "--out", tmp_path / "p.json"])
-    assert_refused(result, "schema_version 9, expected 1")
+    assert_refused(result, "schema_version 9, expected 2")

@@ -83,10 +83,10 @@ def _predictions(run_dir):
     from ai_edge_litert.interpreter import Interpreter
 
     from edge import preprocess
-    from pipeline import parity
+    from pipeline.data.heldout import heldout_examples
     from pipeline.rundir.run import Run
 
-    heldout = parity.heldout_examples(Run.open(run_dir))
+    heldout = heldout_examples(Run.open(run_dir))
     pixels = np.stack([preprocess.load_pixels(o, (heldout.size, heldout.size)) for o in heldout.originals])
     serve = tf.saved_model.load(str(run_dir / "saved_model")).signatures["serving_default"]
     float_top1 = next(iter(serve(tf.constant(pixels, tf.float32)).values())).numpy().argmax(axis=1)
@@ -135,27 +135,30 @@ def _models(truth, reference, answered, num_classes):
             "int8_cpu": parity._compare(eye[answered], ref_scores, truth, 1, num_classes)}
 
 
+def _gate(models, max_drop, metric="top1"):
+    """The gate on parity's model entries as parity applies it, agreement left out."""
+    from pipeline import gate
+
+    scores = {name: gate.classification_scores(m) for name, m in models.items()}
+    return gate.check(scores, gate.GateLimits(max_drop, 0.0, metric), gate.CLASSIFICATION)
+
+
 def test_macro_f1_gate_counts_exactly():
     """200 images, 2 classes: the float model right on all, the int8 model wrong on one of each class. Its F1 is
     198/200 = 0.99 for both classes, so macro-F1 drops by exactly 1 pp: --max-drop 1 passes, 0.99 fails. In floats
     the drop is (1 - 0.99) * 100 = 1.0000000000000009, which a float comparison would call a failure."""
-    from pipeline import parity
-
     truth = np.array([0] * 100 + [1] * 100)
     answered = truth.copy()
     answered[0], answered[100] = 1, 0
     models = _models(truth, truth, answered, 2)
     assert models["int8_cpu"]["macro_f1"] == 0.99 and (1.0 - 0.99) * 100 > 1  # where floats would get it wrong
-    config = dict(min_agreement=0.0, gate_metric="macro_f1")
-    assert parity._gate(models, parity.ParityConfig(max_drop=1.0, **config)) == []
-    failures = parity._gate(models, parity.ParityConfig(max_drop=0.99, **config))
+    assert _gate(models, 1.0, "macro_f1") == []
+    failures = _gate(models, 0.99, "macro_f1")
     assert failures == ["int8_cpu: macro-F1 drop 1.00 pp (1.0000 -> 0.9900) exceeds --max-drop 0.99 pp"]
 
 
 def test_gate_metric_chooses_what_max_drop_limits():
     """A model that keeps top-1 accuracy but gives up a small class: the top-1 gate passes, the macro-F1 gate fails."""
-    from pipeline import parity
-
     truth = np.array([0] * 45 + [1] * 45 + [2] * 10)
     reference = truth.copy()
     reference[:2] = 1  # the float model: 2 mistakes on class 0
@@ -163,8 +166,7 @@ def test_gate_metric_chooses_what_max_drop_limits():
     answered[90:92] = 0  # the int8 model: 2 mistakes on the small class 2 instead
     models = _models(truth, reference, answered, 3)
     assert models["int8_cpu"]["drop_images"] == 0 and models["int8_cpu"]["macro_f1_drop_pp"] > 1
-    top1 = parity._gate(models, parity.ParityConfig(max_drop=1.0, min_agreement=0.0))
-    macro = parity._gate(models, parity.ParityConfig(max_drop=1.0, min_agreement=0.0, gate_metric="macro_f1"))
+    top1, macro = _gate(models, 1.0), _gate(models, 1.0, "macro_f1")
     assert top1 == [] and len(macro) == 1 and macro[0].startswith("int8_cpu: macro-F1 drop")
 
 

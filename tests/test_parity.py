@@ -78,23 +78,72 @@ def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
     assert report["gate"]["passed"] is False  # the reports are written even when the gate fails
 
 
-def _counts(images, correct, agree, ref_correct):
-    return {"images": images, "correct": correct, "agree": agree, "drop_images": ref_correct - correct,
-            "agreement": agree / images, "drop_pp": (ref_correct - correct) * 100 / images}
+def _gate(models, max_drop=1.0, min_agreement=0.98, metric="top1", metrics=None):
+    from pipeline import gate
+
+    return gate.check(models, gate.GateLimits(max_drop, min_agreement, metric), metrics or gate.CLASSIFICATION)
+
+
+def _counted(images, correct, agree, ref_correct):
+    """A gated model's scores beside the reference's: (correct, agreeing) of `images`, the reference right on `ref_correct`."""
+    from pipeline.gate import REFERENCE, Score
+
+    return {REFERENCE: {"top1": Score.counted(ref_correct, images), "agreement": Score.counted(images, images)},
+            "model": {"top1": Score.counted(correct, images), "agreement": Score.counted(agree, images)}}
+
+
+def _as(name, models):
+    return {name if key == "model" else key: value for key, value in models.items()}
 
 
 def test_the_gate_counts_images_and_names_each_limit_on_its_own():
-    from pipeline.parity import ParityConfig, _gate
-
     # 95 -> 94 of 100 images is a 1 pp drop: exactly at --max-drop 1, which allows it (in floats: 1.0000000000000009).
-    assert _gate({"int8_cpu": _counts(100, 94, 99, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.99)) == []
-    failures = _gate({"int8_cpu": _counts(100, 93, 99, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.99))
+    assert _gate(_as("int8_cpu", _counted(100, 94, 99, 95)), min_agreement=0.99) == []
+    failures = _gate(_as("int8_cpu", _counted(100, 93, 99, 95)), min_agreement=0.99)
     assert failures == ["int8_cpu: accuracy drop 2.00 pp (2 of 100 images) exceeds --max-drop 1 pp"]
-    failures = _gate({"int8_cpu": _counts(100, 95, 97, 95)}, ParityConfig(max_drop=1.0, min_agreement=0.98))
+    failures = _gate(_as("int8_cpu", _counted(100, 95, 97, 95)), min_agreement=0.98)
     assert failures == ["int8_cpu: agreement 0.9700 (97 of 100 images) is under --min-agreement 0.98"]
     # A device run is gated like the int8 model; the float reference and float TFLite are not.
-    failures = _gate({"device_cpu": _counts(10, 8, 8, 10), "float_tflite_cpu": _counts(10, 0, 0, 10)}, ParityConfig())
-    assert [f.split(":")[0] for f in failures] == ["device_cpu", "device_cpu"]
+    models = _as("device_cpu", _counted(10, 8, 8, 10))
+    models["float_tflite_cpu"] = _counted(10, 0, 0, 10)["model"]
+    assert [f.split(":")[0] for f in _gate(models)] == ["device_cpu", "device_cpu"]
+
+
+def test_the_floor_comes_first_and_applies_to_the_reference_too():
+    from pipeline import gate
+    from pipeline.gate import Floor
+    from pipeline.training.chance import majority
+
+    chance = majority([0] * 6 + [1] * 4, ["a", "b"])  # always answering "a" gets 6 of 10
+    models = _as("int8_cpu", _counted(10, 3, 5, 6))
+    failures = gate.check(models, gate.GATE, gate.CLASSIFICATION, Floor(chance, None))
+    assert [f.split(":")[0] for f in failures] == ["float_savedmodel", "int8_cpu", "int8_cpu", "int8_cpu"]
+    assert failures[0] == ("float_savedmodel: top-1 0.6000 (6 of 10 images) is no better than always answering the most "
+                           "frequent held-out class, 0.6000 (6 of 10 images, always answering 'a')")
+    assert gate.check(models, gate.GATE, gate.CLASSIFICATION, Floor(chance, 0.3))[0].startswith("int8_cpu: accuracy drop")
+
+
+def test_the_gate_takes_another_tasks_metric_without_knowing_it():
+    """A second task names its own metric (here mAP@.5, an exact value with no count of images) and its agreement:
+    the same gate compares them, exactly, and words the failure with the task's names."""
+    from fractions import Fraction
+
+    from pipeline.gate import REFERENCE, Metric, Score
+
+    metrics = {"map50": Metric("map50", "mAP@.5", "mAP@.5")}
+    models = {REFERENCE: {"map50": Score(Fraction(3, 4), 0.75), "agreement": Score.counted(50, 50, "boxes")},
+              "int8_cpu": {"map50": Score(Fraction(37, 50), 0.74), "agreement": Score.counted(48, 50, "boxes")}}
+    assert _gate(models, max_drop=1.0, min_agreement=0.96, metric="map50", metrics=metrics) == []  # exactly 1 point: allowed
+    failures = _gate(models, max_drop=0.5, min_agreement=0.97, metric="map50", metrics=metrics)
+    assert failures == ["int8_cpu: mAP@.5 drop 1.00 pp (0.7500 -> 0.7400) exceeds --max-drop 0.5 pp",
+                        "int8_cpu: agreement 0.9600 (48 of 50 boxes) is under --min-agreement 0.97"]
+
+
+def test_a_limit_out_of_range_is_refused_before_any_work(tmp_path):
+    """`pipeline run` checks its gate limits before it trains: nothing is written."""
+    result = _pipeline("run", "--out", tmp_path / "run", "--min-agreement", "2")
+    assert result.exit_code == 1 and "--min-agreement 2.0, expected a share between 0 and 1" in result.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_bundle_round_trip_through_edge_evaluate(run_copy, tmp_path):

@@ -1,19 +1,15 @@
 """Per-class precision, recall and F1, and macro-F1, where the stages report them: train's held-out
-evaluation, parity's side-by-side comparison and its macro-F1 gate. The numbers come from edge.metrics
-(one implementation, shared with `edge evaluate`); this module only feeds it and lays out the results.
-
-The macro-F1 gate (`pipeline parity --gate-metric macro_f1`): a model fails when its macro-F1 is lower
-than the float model's by more than --max-drop percentage points of macro-F1 (macro-F1 x 100), computed
-exactly from the per-class counts: with --max-drop 1, 0.90 -> 0.89 passes and 0.90 -> 0.8899 fails.
+evaluation and parity's side-by-side comparison. The numbers come from edge.metrics (one implementation,
+shared with `edge evaluate`); this module only feeds it and lays out the results. The macro-F1 gate
+(`pipeline parity --gate-metric macro_f1`) is the gate's (pipeline/gate.py), on the counts kept here.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from edge.metrics import class_report, counts_of, macro_f1_exact
+from edge.metrics import class_report
 
 
 def heldout_labels(train_source, val_source, split) -> List[int]:
@@ -41,15 +37,10 @@ def compared(top1: np.ndarray, reference_top1: np.ndarray, labels: np.ndarray, n
     mine, ref = class_report(labels, top1, num_classes), class_report(labels, reference_top1, num_classes)
     return {
         "macro_f1": mine["macro_f1"],
-        "macro_f1_drop_pp": (ref["macro_f1"] - mine["macro_f1"]) * 100,  # for people; the gate uses macro_f1_drop
+        "macro_f1_drop_pp": (ref["macro_f1"] - mine["macro_f1"]) * 100,  # for people; the gate counts exactly (pipeline/gate.py)
         "per_class": mine,
         "per_class_f1_delta_pp": [None if a is None or b is None else (a - b) * 100 for a, b in zip(mine["f1"], ref["f1"])],
     }
-
-
-def macro_f1_drop(model: Dict[str, Any], reference: Dict[str, Any]) -> Fraction:
-    """The reference's macro-F1 minus the model's, exactly, from the counts the two parity entries hold."""
-    return macro_f1_exact(counts_of(reference["per_class"])) - macro_f1_exact(counts_of(model["per_class"]))
 
 
 def markdown(report: Dict[str, Any]) -> List[str]:

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 FORMATS = ("csv", "json")
+SCHEMA_VERSION = 1  # of the JSON output
 
 
 def ranked(scores: np.ndarray, k: int) -> np.ndarray:
@@ -46,4 +47,4 @@ def json_object(ids: Sequence[str], scores: np.ndarray, labels: Sequence[str], t
     for ident, row, best in zip(ids, scores, ranked(scores, k)):
         ranks = [{"label": int(c), "name": labels[c], "score": float(row[c])} for c in best]
         predictions.append({"id": ident, **ranks[0], "top_k": ranks})
-    return {"schema_version": 1, **facts, "labels": list(labels), "top_k": k, "predictions": predictions}
+    return {"schema_version": SCHEMA_VERSION, **facts, "labels": list(labels), "top_k": k, "predictions": predictions}

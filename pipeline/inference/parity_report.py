@@ -5,10 +5,8 @@ from typing import List
 
 import numpy as np
 
+from pipeline.gate import CLASSIFICATION, REFERENCE
 from pipeline.inference import class_metrics
-
-REFERENCE = "float_savedmodel"  # the model every other is compared with (pipeline/parity.py)
-GATED = ("int8_cpu", "edgetpu", "device_cpu")  # the models the gate applies to
 
 
 def summary_table(report: dict) -> str:
@@ -19,7 +17,7 @@ def summary_table(report: dict) -> str:
                     f"{m['macro_f1']:>9.4f} {m['macro_f1_drop_pp']:>10.2f} {m['score_error_max']:>13.4f}")
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
-    metric = {"top1": "top-1", "macro_f1": "macro-F1"}[gate.get("metric", "top1")]
+    metric = CLASSIFICATION[gate.get("metric", "top1")].short
     floor = f"; {gate['floor_rule']} for {', '.join([REFERENCE, *gate['applies_to']])}" if "floor_rule" in gate else ""
     rows.append(f"gate ({metric} drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
                 f"{', '.join(gate['applies_to'])}{floor}): {verdict}")

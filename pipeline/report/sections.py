@@ -16,6 +16,7 @@ import numbers
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.report import disagreements, latency, plots
 from pipeline.rundir.run import Run
 
@@ -56,7 +57,7 @@ def glance(sections: Dict[str, dict]) -> List[dict]:
     if _usable(parity):
         models = parity["models"]
         tiles.append({"label": f"top-1, {parity['reference']}", "value": _fixed(models[parity["reference"]]["top1"])})
-        for name in ("int8_cpu", "edgetpu", "device_cpu"):
+        for name in GATED:
             if name in models:
                 tiles.append({"label": f"top-1, {name}", "value": _fixed(models[name]["top1"])})
                 tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
@@ -244,6 +245,8 @@ def parity_section(run_dir: Path, manifest: dict) -> dict:
         "ran": True, "error": None,
         "heldout": report["heldout"], "reference": report["reference"], "k": k, "labels": labels,
         "models": models, "extra": extra, "gate": report["gate"], "device": report.get("device"),
+        # What the gate's --max-drop limited (a report from before --gate-metric limited top-1).
+        "gate_metric": CLASSIFICATION[report["gate"].get("metric", "top1")].short,
         "per_class": per_class, "compared": compared,
         "confusions": {name: plots.confusion(m["confusion"], labels, f"{name}: top-1 {m['top1']:.4f}") for name, m in models.items()},
         "deltas_plot": plots.class_deltas(labels, {m: models[m]["per_class_delta_pp"] for m in compared}) if compared else None,

@@ -2,12 +2,11 @@
 
 A classifier no better than that has learned nothing that carries over to new images, whatever its
 training accuracy. `pipeline train` warns when it ends there; `pipeline parity` refuses such a
-model (its floor, below). Counted in images, as the parity gate counts: 15 of 60 is 15 of 60.
+model (the gate's floor, pipeline/gate.py). Counted in images, as the gate counts: 15 of 60 is 15 of 60.
 """
 from __future__ import annotations
 
 import sys
-from fractions import Fraction
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -53,30 +52,3 @@ def warn_if_stuck(history: List[dict], heldout_accuracy: float, chance: Majority
                f"Likely causes: {causes}.")
     print(message, file=sys.stderr, flush=True)
     return message
-
-
-class Floor(NamedTuple):
-    """The least top-1 accuracy a model must reach on the held-out images: above chance, or --min-accuracy."""
-
-    chance: Majority
-    min_accuracy: Optional[float]  # None: strictly better than always answering the majority class
-
-    def failure(self, name: str, correct: int, images: int) -> Optional[str]:
-        """What is wrong with `correct` of `images` (the images the majority was counted on), or None."""
-        if self.min_accuracy is None:
-            if correct * self.chance.images > self.chance.count * images:
-                return None
-            return (f"{name}: top-1 {correct / images:.4f} ({correct} of {images} images) is no better than always "
-                    f"answering the most frequent held-out class, {self.chance.describe()}")
-        if correct >= Fraction(str(self.min_accuracy)) * images:
-            return None
-        return f"{name}: top-1 {correct / images:.4f} ({correct} of {images} images) is under --min-accuracy {self.min_accuracy:g}"
-
-    def describe(self) -> str:
-        if self.min_accuracy is None:
-            return f"top-1 > {self.chance.rate:.4f} (majority class {self.chance.name!r})"
-        return f"top-1 >= {self.min_accuracy:g}"
-
-    def as_dict(self) -> Dict[str, object]:
-        return {"min_accuracy": self.min_accuracy, "majority": self.chance.as_dict(),
-                "rule": "better than always answering the majority class" if self.min_accuracy is None else "--min-accuracy"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edge.bundle import SCHEMA_VERSION as BUNDLE_SCHEMA
 from edge.integrity import sha256_bytes, write_sidecar
 from edge.contract import PixelContract
 from edge_paths import EDGETPU, IMAGES, LABELS, run_edge
@@ -115,7 +116,7 @@ def _bundle(root: Path) -> Path:
         shutil.copy(IMAGES / f"{name}.png", bundle / "heldout" / f"{i:05d}.png")
         images.append({"file": f"heldout/{i:05d}.png", "label": i})
     images.append({"file": "heldout/00000.png", "label": None})
-    (bundle / "bundle.json").write_text(json.dumps({"schema_version": 1, "labels": LABELS, "images": images}))
+    (bundle / "bundle.json").write_text(json.dumps({"schema_version": BUNDLE_SCHEMA, "labels": LABELS, "images": images}))
     return bundle
 
 

@@ -1,0 +1,90 @@
+"""The predictions document: what a device answered on each image, from `edge evaluate` back to the host.
+
+    edge evaluate MODEL --data BUNDLE --out predictions.json          (writes it: `predictions_document`)
+    pipeline parity RUN --device-results predictions.json             (reads it: `read_predictions`)
+
+    {"schema_version": 1, "model": "<file name>", "model_sha256": "<hex>", "backend": "...", "edgetpu": bool,
+     "labels": [...] | null,
+     "predictions": [{"file": "<path in the data folder>", "id": ..., "label": ..., "sha256": ..., "scores": [...]}, ...],
+     "top1_accuracy": ..., "top_k": k, "top_k_accuracy": ..., "classes": <edge.metrics.class_report> | null,
+     "errors": [{"file", "id", "error"}, ...]   (only when some images could not be read)}
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from edge.documents import load
+from edge.errors import InputError
+
+SCHEMA_VERSION = 1
+_EXPECTED = "the JSON written by `edge evaluate`"
+
+
+class Prediction(NamedTuple):
+    file: Optional[str]  # the image's path in the data folder
+    id: Optional[str]  # the example's identity (a bundle's images carry it)
+    label: Optional[int]
+    sha256: Optional[str]  # of the image's bytes (None from an edgeflow that recorded none)
+    scores: List[float]  # one per class
+
+
+class Predictions(NamedTuple):
+    path: Path
+    model_sha256: Optional[str]  # the model that answered
+    backend: Optional[str]  # the interpreter that ran it
+    edgetpu: bool
+    predictions: List[Prediction]  # in the order the device scored the images
+
+
+def prediction(file: str, example_id: Optional[str], label: Optional[int], sha256: Optional[str], scores: Any) -> Dict[str, Any]:
+    """One entry of the predictions list: the image, its identity and label, all its scores (a numpy array)."""
+    return {"file": file, "id": example_id, "label": label, "sha256": sha256, "scores": scores.tolist()}
+
+
+def predictions_document(model_name: str, model_sha256: str, backend: str, edgetpu: bool, labels: Optional[List[str]],
+                         predictions: List[Dict[str, Any]], top1: Optional[float], k: int, top_k: Optional[float],
+                         classes: Optional[Dict[str, Any]], errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The whole document: the model (name, sha256, interpreter), every prediction, the accuracy, and the images left
+    out, each with why (parity refuses a short list, naming the count)."""
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "model": model_name,
+        "model_sha256": model_sha256,
+        "backend": backend,
+        "edgetpu": edgetpu,
+        "labels": labels,
+        "predictions": predictions,
+        "top1_accuracy": top1,
+        "top_k": k,
+        "top_k_accuracy": top_k,
+        "classes": classes,
+    }
+    if errors:
+        result["errors"] = errors
+    return result
+
+
+def read_predictions(path: Path) -> Predictions:
+    """The document at `path`, checked: its version, and the form of each prediction (what they are of is the reader's)."""
+    path = Path(path)
+    document = load(path, "device results", SCHEMA_VERSION, InputError, _EXPECTED)
+    entries = document.get("predictions")
+    if not isinstance(entries, list):
+        raise InputError(f"device results {path} hold no list of predictions (got {_brief(entries)}); expected {_EXPECTED}")
+    predictions = []
+    for i, p in enumerate(entries):
+        if not isinstance(p, dict):
+            raise InputError(f"device result {i} in {path} is {_brief(p)}, expected an object with file, id, label, sha256 and scores")
+        scores = p.get("scores")
+        if not isinstance(scores, list) or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
+            raise InputError(f"device result {i} ({p.get('id')}) in {path} has scores {_brief(scores)}, expected a list of numbers")
+        predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), scores))
+    model_sha256 = document.get("model_sha256")
+    return Predictions(path, model_sha256 if isinstance(model_sha256, str) else None, document.get("backend"),
+                       bool(document.get("edgetpu")), predictions)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
