@@ -92,14 +92,13 @@ def end_group(process: subprocess.Popen) -> None:
 
     Also after a normal end: a child the compiler forked may still hold the group. The group's id is the
     compiler's pid, which Linux does not hand out again while any process of the group lives."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # the group is empty: everything in it has exited
-    except PermissionError:
-        pass  # a member changed its user id (not something the compiler does); nothing more can be ended
-    with signals_held():  # a second Ctrl-C must not leave the leader unreaped
+    with signals_held():  # a second Ctrl-C waits until the group is ended and the compiler reaped
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group is empty: everything in it has exited
+        except PermissionError:
+            pass  # a member changed its user id (not something the compiler does); nothing more can be ended
         process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        if process.stdout is not None:
+            process.stdout.close()
