@@ -66,7 +66,8 @@ def _running_options(command):
         click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads for the interpreter."),
         BACKEND_OPTION,
         click.option("--input-mean", "mean", default=None,
-                     help="For a model with no record or metadata: pixel mean, one number or R,G,B (default 128)."),
+                     help="For a model with no record or metadata: pixel mean, one number or R,G,B (default 128; "
+                          "a float input with neither option gets raw pixels)."),
         click.option("--input-std", "std", default=None,
                      help="For a model with no record or metadata: pixel std, one number or R,G,B (default 128)."),
     )):

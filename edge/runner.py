@@ -13,8 +13,9 @@ Opening a model (`Runner.open`) is the device's policy, in this order:
   interpreter  edge.interpreter: the Edge TPU when the model is compiled for it (edgetpu=True requires it),
              else the fastest installed CPU interpreter, or the one `backend` names.
   contract   the pixel contract recorded next to the model (then mean/std options are refused); a record
-             without one is refused. No record: the model's TFLite metadata, else mean/std, else pycoral's
-             128/128, with JPEGs decoded at full size (edge.contract.PixelContract.unrecorded).
+             without one is refused. No record: mean/std when given, else the model's TFLite metadata, else
+             raw pixels for a float input (as set_input feeds it) and pycoral's 128/128 for a quantized one,
+             with JPEGs decoded at full size (edge.contract.PixelContract.unrecorded).
   labels     edge.labels.choose_labels: a labels file, else the recorded labels, else the ones packed in the model.
 Each choice is said through `say` (the CLI prints it on stderr): a wrong guess is the usual cause of noise.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from edge.prefetch import prefetch
 from edge.preprocess import PYCORAL_DEFAULT, normalization
 
 T = TypeVar("T")
+# A float input with no recorded contract, no metadata and no --input-mean/--input-std.
+FLOAT_UNRECORDED = normalization(0.0, 1.0, "raw pixels 0..255: a float input with no recorded pixel contract, no "
+                                           "metadata and no --input-mean/--input-std, fed as set_input feeds it")
 Say = Callable[[str], None]
 
 
@@ -83,7 +87,7 @@ class Runner:
         # sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused.
         embedded = metadata_record(path, data)
         check_agreement(records, embedded)
-        contract = _contract(records, embedded, data, mean, std)
+        contract = _contract(records, embedded, data, mean, std, input_details(loaded.interpreter))
         labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)  # else the packed label file
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
@@ -148,9 +152,10 @@ def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> 
 
 
 def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], data: bytes, mean: Optional[Sequence[float]],
-              std: Optional[Sequence[float]]) -> PixelContract:
-    """The recorded contract (sidecar or manifest, else the one the model carries), else the model's TFLite metadata
-    normalization, else mean/std (pycoral's 128, 128 by default)."""
+              std: Optional[Sequence[float]], details: Dict[str, Any]) -> PixelContract:
+    """The recorded contract (sidecar or manifest, else the one the model carries), else mean/std (the other one
+    pycoral's 128 when only one is given), else the model's TFLite metadata normalization, else what the input
+    takes by itself: raw pixels for a float input, pycoral's 128, 128 for a quantized one."""
     recorded = next((r for r in records if r.preprocessing is not None), embedded)  # the record holding the contract
     if records and recorded is None:
         raise InputError(f"{records[0].source} vouches for this model but records no pixel contract (it was written by an "
@@ -165,4 +170,8 @@ def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], data:
     meta = read_metadata(data)
     if meta.mean is not None and meta.std is not None:
         return PixelContract.unrecorded(normalization(meta.mean, meta.std, "the model's TFLite metadata"))
+    if np.dtype(details["dtype"]).kind == "f":
+        # pycoral's 128/128 is for quantized inputs (its classify example takes no other); a float model this
+        # pipeline wrote takes raw pixels and normalizes inside, and set_input feeds a float input the same way.
+        return PixelContract.unrecorded(FLOAT_UNRECORDED)
     return PixelContract.unrecorded(PYCORAL_DEFAULT)

@@ -1,8 +1,9 @@
 """What a person sees on the terminal: our lines, not TensorFlow's start-up logs.
 
     pipeline run                 quiet: TensorFlow's C++ logs and other packages' Python warnings hidden
+    TF_CPP_MIN_LOG_LEVEL=2 pipeline run   the same (2 or 3 asks for quiet: never noisier than the default)
     pipeline --verbose run       everything TensorFlow and its libraries print
-    TF_CPP_MIN_LOG_LEVEL=0 pipeline run   the user's own level: nothing is hidden by us
+    TF_CPP_MIN_LOG_LEVEL=0 pipeline run   the user's own lower level (0 or 1): nothing is hidden by us
 
 Measured with TensorFlow 2.21 (tensorflow-cpu, x86-64): `import tensorflow` prints, from C++, absl's
 "All log messages before absl::InitializeLog() is called are written to STDERR", oneDNN's and
@@ -30,13 +31,19 @@ _quiet = False
 _OURS = r"(pipeline|edge|models)(\..*)?$"
 
 
+# TF_CPP_MIN_LOG_LEVEL values that ask to see more than the quiet default (INFO, WARNING): TensorFlow's own rules.
+# Any other value (2, 3, ...) asks for quiet; taken alone by TensorFlow it would still let through what its
+# libraries print before reading it, so it gets the default's quiet.
+_LOUDER_LEVELS = ("0", "1")
+
+
 def configure(verbose: bool) -> bool:
     """Decide, before TensorFlow is imported, how much of it to show; returns True when quiet.
 
-    Quiet unless --verbose or the user set TF_CPP_MIN_LOG_LEVEL (then TensorFlow's own level rules).
+    Quiet unless --verbose or the user set TF_CPP_MIN_LOG_LEVEL to 0 or 1 (then TensorFlow's own level rules).
     """
     global _quiet
-    _quiet = not verbose and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    _quiet = not verbose and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() not in _LOUDER_LEVELS
     if not _quiet:
         return False
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

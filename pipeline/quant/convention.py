@@ -9,11 +9,17 @@ p stands for the real value (p - 128) / 128. pycoral's classify_image.py (defaul
 --input_std 128), MediaPipe and the TFLite Task Library pass camera bytes straight into such an
 input. Our SavedModels take raw pixels 0..255 (the normalization is their first layer), so the int8
 export converts a wrapper instead: its input is x = (p - 128) / 128 and it feeds x * 128 + 128 to the
-SavedModel, which then sees exactly the pixels it was trained on. Calibrating the wrapper on x makes
-the converter choose the input's quantization from x's range; that range is pinned to [-1, 127/128]
-(the values of bytes 0 and 255), so the scale is exactly 1/128 and the zero point 128 (int8 I/O:
-the same grid shifted, zero point 0). The wrapper's MUL and ADD are ordinary quantized ops that the
-Edge TPU maps, like the Rescaling layer behind them.
+SavedModel, which then gets every byte p back as the pixel value p, unchanged. Calibrating the wrapper
+on x makes the converter choose the input's quantization from x's range; that range is pinned to
+[-1, 127/128] (the values of bytes 0 and 255), so the scale is exactly 1/128 and the zero point 128
+(int8 I/O: the same grid shifted, zero point 0). The wrapper's MUL and ADD are ordinary quantized ops
+that the Edge TPU maps, like the Rescaling layer behind them.
+
+Their outputs are pinned too, to the integer grid (scale 1): x * 128 to [-128, 127], the pixel to
+[0, 255]. Calibration alone is not enough: TF 2.21's converter gave the MUL's output the range of the
+MUL and the ADD together, [-128, 255] (scale 383/255, about 1.502), and 85 of the 256 bytes then
+reached the SavedModel one grey level off. The pins are FakeQuant ops, which the converter turns into
+those tensors' quantization and drops; in float they round values that are whole numbers already.
 """
 from __future__ import annotations
 
@@ -53,10 +59,15 @@ def wrap(concrete: Any, calibration: np.ndarray) -> Tuple[Any, np.ndarray]:
 
     spec = concrete.structured_input_signature[0][0]  # the batch-1 [1,S,S,3] float32 image of serving_function
 
+    def on_integer_grid(values, low: float, high: float):
+        # 256 levels from low to high, both whole numbers 255 apart: scale exactly 1, every whole number kept.
+        return tf.quantization.fake_quant_with_min_max_args(values, min=low, max=high, num_bits=8)
+
     @tf.function(input_signature=[tf.TensorSpec(spec.shape, tf.float32, name="image")])
     def coral_input(x):
         # x * 128 + 128 is the raw pixel again: the SavedModel keeps its own contract.
-        return concrete(x * STD + MEAN)
+        centred = on_integer_grid(x * STD, LOW * STD, HIGH * STD)  # p - 128
+        return concrete(on_integer_grid(centred + MEAN, 0.0, 255.0))  # p
 
     return coral_input.get_concrete_function(), normalize(calibration)
 

@@ -21,10 +21,16 @@ EDGETPU_DOUBLE_MODE picks a fault for tests of the stage's refusals:
   unchanged  a broken compiler: "succeeds" but writes the input model back unchanged
   mixup      "succeeds" but writes the real twin of a different reference model
   cut-log    writes the real twin, but its console and .log stop before the operator table and counts
-The arguments it got are written to EDGETPU_DOUBLE_ARGS when that is set, for the tests to check.
+  hang-child  like hang, after starting a child process that sleeps too (the real compiler forks a
+             "compilation child process"), so a test can check that the whole process group ends
+  leave-child  starts such a child (its output not on the console), then goes on as usual and exits
+             while the child still sleeps
+The arguments it got are written to EDGETPU_DOUBLE_ARGS when that is set, for the tests to check;
+its pid and its child's (if any), one per line, to EDGETPU_DOUBLE_PIDS.
 """
 import json
 import os
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -77,7 +83,16 @@ def main(argv):
     started = time.monotonic()
     print(MADE_UP.format(extra=""), end="")
     print(HEADER.format(t=timer), end="", flush=True)
-    if mode == "hang":
+    pids = [os.getpid()]
+    if mode in ("hang-child", "leave-child"):
+        quiet = subprocess.DEVNULL if mode == "leave-child" else None
+        pids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], stdout=quiet,
+                                     stderr=quiet).pid)
+    if os.environ.get("EDGETPU_DOUBLE_PIDS"):  # written whole, then renamed: a reader never sees half of it
+        pid_file = Path(os.environ["EDGETPU_DOUBLE_PIDS"])
+        pid_file.with_suffix(".tmp").write_text("".join(f"{pid}\n" for pid in pids))
+        pid_file.with_suffix(".tmp").replace(pid_file)
+    if mode in ("hang", "hang-child"):
         time.sleep(3600)
     data = model.read_bytes()
     pairs = twins()
