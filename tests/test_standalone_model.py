@@ -243,12 +243,12 @@ def _check_clients(envs, run: Path, tmp: Path, min_top1: float, mediapipe_at_mod
 
 @pytest.fixture(scope="module")
 def camera_run(envs, tmp_path_factory) -> Path:
-    """A small CNN at 48x48 trained on folders of 640x480 JPEG crops of two real photos, exported to int8, parity run."""
+    """A small CNN at 48x48 trained on folders of 640x480 JPEG crops of two real photos, exported (float, int8), parity run."""
     tmp = tmp_path_factory.mktemp("camera")
     data = write_camera_jpegs(tmp / "photos", per_class=150)
     run = tmp / "run"
     for args in (["train", "--data", data, "--out", run, "--image-size", "48", "--epochs", "6", "--batch-size", "16"],
-                 ["export", run, "--int8"], ["parity", run, "--max-drop", "100", "--min-agreement", "0"]):
+                 ["export", run], ["export", run, "--int8"], ["parity", run, "--max-drop", "100", "--min-agreement", "0"]):
         done = cli([str(a) for a in args], timeout=900, env=envs.env)
         assert done.returncode == 0, done.stderr[-3000:]
     return run
