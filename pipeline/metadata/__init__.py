@@ -152,7 +152,11 @@ def copy(source: bytes, target: bytes, name: str) -> bytes:
         written = model_file.attach(target, blob, files)
     except ValueError as err:
         raise PipelineError(f"cannot copy the int8 model's TFLite metadata onto {name}: {err}") from err
-    if read_metadata(written, name) != read_metadata(source, "the int8 model"):
+    try:
+        same = read_metadata(written, name) == read_metadata(source, "the int8 model")
+    except EdgeError as err:
+        raise PipelineError(f"the metadata copied onto {name} does not read back: {err}") from err
+    if not same:
         raise PipelineError(f"copying the int8 model's metadata onto {name} did not give the same metadata back")
     return written
 
