@@ -153,24 +153,34 @@ def test_int8_io_and_per_tensor(run_copy):
 
 
 @pytest.mark.host
-def test_without_a_metadata_writer_the_model_is_written_and_says_it_carries_none(run_copy, monkeypatch):
+def test_every_model_carries_its_metadata_with_the_host_install_alone(run_copy):
+    from edge.labels import labels_from_model
     from edge.model_metadata import read_metadata
+    from pipeline import metadata
     from pipeline.export import ExportConfig, run
     from pipeline.rundir import manifest as manifest_lib
 
-    monkeypatch.delenv("EDGEFLOW_METADATA_PYTHON", raising=False)
     result = run(ExportConfig(), run_copy)
-    assert any("no TFLite metadata written: EDGEFLOW_METADATA_PYTHON is not set" in n for n in result.notes)
-    assert not read_metadata(result.model_path.read_bytes()).present
-    assert manifest_lib.load(run_copy)["artifacts"]["model_float"]["metadata"] is None
+    data = result.model_path.read_bytes()
+    assert read_metadata(data).present and labels_from_model(data) == manifest_lib.load(run_copy)["labels"]
+    assert not any("metadata" in n for n in result.notes)
+    facts = manifest_lib.load(run_copy)["artifacts"]["model_float"]["metadata"]
+    assert facts == {"writer": metadata.WRITER, "min_parser_version": "1.0.0", "files": ["labels.txt", "edgeflow_model.json"]}
 
 
 @pytest.mark.host
-def test_a_metadata_writer_that_fails_leaves_the_run_as_it_was(run_copy, monkeypatch):
-    monkeypatch.setenv("EDGEFLOW_METADATA_PYTHON", "/bin/false")
+def test_a_metadata_write_that_fails_leaves_the_run_as_it_was(run_copy, monkeypatch):
+    from pipeline.metadata import flatbuffer
+
+    # A test double: no real model makes the encoder fail once export's own checks have passed.
+    def refuse(described):
+        raise ValueError("tensor 'image': normalization mean [0.0], std [0.0]; expected no zero std")
+
+    monkeypatch.setattr(flatbuffer, "encode", refuse)
     before = (run_copy / "manifest.json").read_bytes()
     result = _invoke(run_copy)
-    assert result.exit_code == 1 and "the metadata writer /bin/false (EDGEFLOW_METADATA_PYTHON) failed" in result.output
+    assert result.exit_code == 1 and "cannot write the TFLite metadata of model_float.tflite: tensor 'image'" in result.output
+    assert "Traceback" not in result.output
     assert _leftovers(run_copy) == [] and (run_copy / "manifest.json").read_bytes() == before
 
 

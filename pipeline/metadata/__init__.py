@@ -2,7 +2,7 @@
 
     from pipeline import metadata
     written = metadata.embed(model_bytes, manifest, run_dir, "model_int8.tflite", contract, export_facts)
-    written.model        # the model with its metadata, or unchanged (written.notes say why)
+    written.model        # the model with its metadata; written.facts for the manifest
 
 What a model carries (tflite-support's metadata schema, read by MediaPipe, the TFLite Task Library
 and `edge`): name, description, version; its input as an RGB image with the NormalizationOptions it
@@ -11,49 +11,36 @@ truly expects (the pixel contract's mean and std); `labels.txt` as the output's 
 the pixel contract, and the run's provenance: data identity digests and counts, training, export,
 versions; not the held-out list) as the model's own associated file.
 
-The writer is tflite-support 0.4.4's metadata API, run in its own environment: it pins protobuf < 4,
-and TensorFlow 2.21 does not import with protobuf 3.20 (measured; README "Model metadata").
-EDGEFLOW_METADATA_PYTHON names that environment's Python (`.ci/metadata-env --make DIR` builds it).
-Without it a model is written without metadata and the notes say so: pycoral and `edge` still feed
-an int8 model correctly (its input convention needs no metadata), but MediaPipe prints no class names.
+The writer is ours: `description` says what the metadata holds, `flatbuffer` encodes it with the
+`flatbuffers` package, `model_file` puts it and the packed files into the model. No second environment
+and no system library: tflite-support's writer pins protobuf < 4 (TensorFlow 2.21 needs newer), has
+no wheels for Python 3.12 or newer, and its native module needs libusb-1.0.
 """
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import tempfile
+import struct
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from edge.errors import EdgeError
-from edge.model_metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
 from edge.labels import labels_from_model
+from edge.model_metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
 from pipeline.errors import PipelineError
+from pipeline.metadata import flatbuffer, model_file
+from pipeline.metadata.description import (AssociatedFile, ColorSpace, FeatureContent, FileType, ImageContent,
+                                           ModelDescription, Normalization, Stats, Tensor)
 
-WRITER_ENV = "EDGEFLOW_METADATA_PYTHON"
-TOOL = Path(__file__).with_name("tflite_support_tool.py")
 LABELS_FILE = "labels.txt"
-WRITER = "tflite-support 0.4.4 metadata API"
+WRITER = "edgeflow pipeline.metadata (flatbuffers)"
 RECORD_SCHEMA = 1
-TIMEOUT_S = 300
+_PIXEL_RANGE = (0.0, 255.0)  # what the pixel contract feeds before normalizing
 
 
 class Written(NamedTuple):
-    model: bytes  # the model with its metadata (unchanged when no writer is set up)
-    facts: Optional[Dict[str, Any]]  # for the manifest: what was packed, by which writer; None = no metadata
-    notes: List[str]  # what the user should know (no writer set up)
-
-
-def writer_python() -> Optional[str]:
-    """The metadata writer's interpreter, from EDGEFLOW_METADATA_PYTHON; None when unset."""
-    return os.environ.get(WRITER_ENV) or None
-
-
-def _missing_note() -> str:
-    return (f"no TFLite metadata written: {WRITER_ENV} is not set. Build the writer's environment with "
-            f"`.ci/metadata-env --make DIR` and set {WRITER_ENV}=DIR/bin/python (tflite-support cannot share "
-            "TensorFlow 2.21's environment); without metadata MediaPipe and the TFLite Task Library print no class names")
+    model: bytes  # the model with its metadata
+    facts: Dict[str, Any]  # for the manifest: what was packed, by which writer
+    notes: List[str]  # what the user should know (nothing, today: every model gets its metadata)
 
 
 def record(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any], export_facts: Dict[str, Any]) -> dict:
@@ -83,84 +70,98 @@ def record(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, A
     }
 
 
-def _request(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any], export_facts: Dict[str, Any]) -> dict:
+def describe(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any],
+             export_facts: Dict[str, Any]) -> ModelDescription:
+    """What an exported classifier's metadata says: an RGB image in, one score per class out, the labels, the record."""
     labels = list(manifest["labels"])
     model = manifest["model"]
     rec = record(manifest, run_dir, model_name, contract, export_facts)
     identity = rec["provenance"]["data"].get("train") or {}
     mode = export_facts.get("mode", "float32")
-    mean, std = contract["mean"], contract["std"]
-    return {
-        "op": "write",
-        "name": f"{model['name']} {mode} ({Path(run_dir).resolve().name})",
-        "description": (f"{model['name']} image classifier for {len(labels)} classes ({', '.join(labels[:10])}"
-                        f"{', ...' if len(labels) > 10 else ''}), {mode}, made by edgeflow: RGB {model['image_size']}x"
-                        f"{model['image_size']} input normalized (pixel - mean) / std; scores in the label file's order"),
-        "version": f"trained {rec['provenance']['trained']}; training data sha256 {str(identity.get('sha256'))[:16]}",
-        "author": "edgeflow",
-        "input": {"name": "image", "description": f"RGB image, {model['image_size']}x{model['image_size']}, "
-                                                  f"(pixel - {_short(mean)}) / {_short(std)}", "mean": mean, "std": std},
-        "output": {"name": "scores", "description": f"probability of each of the {len(labels)} classes"},
-        "labels": labels,
-        "labels_file": LABELS_FILE,
-        "files": [{"name": EDGEFLOW_RECORD, "text": json.dumps(rec, indent=1, sort_keys=True),
-                   "description": "edgeflow: the pixel contract this model is fed by (decode, resize, mean, std) and "
-                                  "the run it came from"}],
-    }
+    mean, std = [float(v) for v in contract["mean"]], [float(v) for v in contract["std"]]
+    size = int(model["image_size"])
+    image = Tensor(
+        name="image",
+        description=f"RGB image, {size}x{size}, (pixel - {_short(mean)}) / {_short(std)}",
+        content=ImageContent(ColorSpace.RGB),
+        process_units=(Normalization(tuple(mean), tuple(std)),),
+        stats=_input_stats((export_facts.get("input") or {}).get("dtype"), mean, std))
+    scores = Tensor(
+        name="scores",
+        description=f"probability of each of the {len(labels)} classes",
+        content=FeatureContent(),
+        files=(AssociatedFile(LABELS_FILE, ("\n".join(labels) + "\n").encode("utf-8"), FileType.TENSOR_AXIS_LABELS,
+                              "class names, one per line, in the order of the scores"),))
+    own = AssociatedFile(EDGEFLOW_RECORD, json.dumps(rec, indent=1, sort_keys=True).encode("utf-8"), FileType.DESCRIPTIONS,
+                         "edgeflow: the pixel contract this model is fed by (decode, resize, mean, std) and the run it came from")
+    return ModelDescription(
+        name=f"{model['name']} {mode} ({Path(run_dir).resolve().name})",
+        description=(f"{model['name']} image classifier for {len(labels)} classes ({', '.join(labels[:10])}"
+                     f"{', ...' if len(labels) > 10 else ''}), {mode}, made by edgeflow: RGB {size}x{size} input "
+                     "normalized (pixel - mean) / std; scores in the label file's order"),
+        version=f"trained {rec['provenance']['trained']}; training data sha256 {str(identity.get('sha256'))[:16]}",
+        author="edgeflow",
+        inputs=(image,), outputs=(scores,), files=(own,))
+
+
+def _input_stats(dtype: Optional[str], mean: List[float], std: List[float]) -> Optional[Stats]:
+    """The range of values the input takes: a uint8 input the raw bytes, a float one the normalized pixels."""
+    if dtype == "uint8":
+        return Stats(max=(255.0,), min=(0.0,))
+    if dtype == "float32":
+        return Stats(max=tuple((_PIXEL_RANGE[1] - m) / s for m, s in _pairs(mean, std)),
+                     min=tuple((_PIXEL_RANGE[0] - m) / s for m, s in _pairs(mean, std)))
+    return None  # int8: its bytes are the normalized pixels quantized, read the input's quantization
+
+
+def _pairs(mean: List[float], std: List[float]):
+    n = max(len(mean), len(std))
+    return [(mean[i if len(mean) > 1 else 0], std[i if len(std) > 1 else 0]) for i in range(n)]
 
 
 def _short(values) -> str:
     return f"{values[0]:g}" if len(set(values)) == 1 else "[" + ", ".join(f"{v:g}" for v in values) + "]"
 
 
-def _run_tool(python: str, request: dict, model: bytes, source: Optional[bytes] = None) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="edgeflow-metadata-") as scratch:
-        folder = Path(scratch)
-        (folder / "in.tflite").write_bytes(model)
-        request = {**request, "model": str(folder / "in.tflite"), "out": str(folder / "out.tflite")}
-        if source is not None:
-            (folder / "source.tflite").write_bytes(source)
-            request["source"] = str(folder / "source.tflite")
-        (folder / "request.json").write_text(json.dumps(request))
-        try:
-            done = subprocess.run([python, str(TOOL), str(folder / "request.json")], capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise PipelineError(f"the metadata writer {python} ({WRITER_ENV}) could not run: {err}; expected a Python with "
-                                "tflite-support 0.4.4 (`.ci/metadata-env --make DIR`)") from err
-        if done.returncode != 0:
-            last = "\n".join(done.stderr.strip().splitlines()[-6:])
-            raise PipelineError(f"the metadata writer {python} ({WRITER_ENV}) failed (exit {done.returncode}); expected a "
-                                f"Python with tflite-support 0.4.4 (`.ci/metadata-env --make DIR`). Last output:\n{last}")
-        return (folder / "out.tflite").read_bytes()
+def write(model_bytes: bytes, described: ModelDescription) -> bytes:
+    """`model_bytes` carrying `described` and the files it names; ValueError naming what cannot be written."""
+    return model_file.attach(model_bytes, flatbuffer.encode(described),
+                             [(f.name, f.content) for f in described.all_files()])
 
 
 def embed(model_bytes: bytes, manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any],
           export_facts: Dict[str, Any]) -> Written:
-    """The model with its metadata, read back and checked; unchanged with a note when no writer is set up."""
-    python = writer_python()
-    if python is None:
-        return Written(model_bytes, None, [_missing_note()])
-    request = _request(manifest, Path(run_dir), model_name, contract, export_facts)
-    written = _run_tool(python, request, model_bytes)
-    _check(written, model_name, request)
-    return Written(written, {"writer": WRITER, "files": [LABELS_FILE, EDGEFLOW_RECORD]}, [])
+    """The model with its metadata, read back with edge's reader and checked against what was asked for."""
+    described = describe(manifest, Path(run_dir), model_name, contract, export_facts)
+    try:
+        written = write(model_bytes, described)
+    except ValueError as err:
+        raise PipelineError(f"cannot write the TFLite metadata of {model_name}: {err}") from err
+    _check(written, model_name, described, manifest)
+    facts = {"writer": WRITER, "min_parser_version": flatbuffer.min_parser_version(described),
+             "files": [f.name for f in (described.outputs[0].files + described.files)]}
+    return Written(written, facts, [])
 
 
 def copy(source: bytes, target: bytes, name: str) -> bytes:
     """`target` with `source`'s metadata and packed files (a compiled model whose compiler dropped them)."""
-    python = writer_python()
-    if python is None:
-        raise PipelineError(f"{name} lost the int8 model's TFLite metadata in compiling, and {WRITER_ENV} is not set to "
-                            "put it back; build the writer with `.ci/metadata-env --make DIR` and set "
-                            f"{WRITER_ENV}=DIR/bin/python")
-    written = _run_tool(python, {"op": "copy"}, target, source)
-    if read_metadata(written, name) != read_metadata(source, "the int8 model"):
+    try:
+        blob, files = model_file.carried(source)
+        if blob is None:
+            raise PipelineError(f"the int8 model has no TFLite metadata to copy onto {name}")
+        written = model_file.attach(target, blob, files)
+    except ValueError as err:
+        raise PipelineError(f"cannot copy the int8 model's TFLite metadata onto {name}: {err}") from err
+    try:
+        same = read_metadata(written, name) == read_metadata(source, "the int8 model")
+    except EdgeError as err:
+        raise PipelineError(f"the metadata copied onto {name} does not read back: {err}") from err
+    if not same:
         raise PipelineError(f"copying the int8 model's metadata onto {name} did not give the same metadata back")
     return written
 
 
-def _check(model: bytes, name: str, request: dict) -> None:
+def _check(model: bytes, name: str, described: ModelDescription, manifest: dict) -> None:
     """What was written reads back, with edge's own reader, as what was asked for."""
     try:
         meta = read_metadata(model, name)
@@ -168,11 +169,17 @@ def _check(model: bytes, name: str, request: dict) -> None:
         packed = embedded_record(model, name)
     except EdgeError as err:
         raise PipelineError(f"the metadata written into {name} does not read back: {err}") from err
-    asked = json.loads(request["files"][0]["text"])
-    if (labels != request["labels"] or packed != asked or list(meta.mean or ()) != request["input"]["mean"]
-            or list(meta.std or ()) != request["input"]["std"]):
+    norm = described.inputs[0].process_units[0]
+    asked = json.loads(described.files[0].content)
+    if (labels != list(manifest["labels"]) or packed != asked or meta.mean != _float32(norm.mean) or meta.std != _float32(norm.std)
+            or meta.inputs[0].color_space != "RGB"):
         raise PipelineError(f"the metadata written into {name} reads back differently (labels {labels}, mean {meta.mean}, "
                             f"std {meta.std}); expected what was asked for")
+
+
+def _float32(values) -> tuple:
+    """The values as the flatbuffer stores them (32-bit floats)."""
+    return tuple(struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values)))
 
 
 def restore(source: Path, compiled: Path) -> bool:
