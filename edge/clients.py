@@ -23,7 +23,7 @@ clients differ in exactly those steps:
 Reproduced exactly (tested image by image against the real client): pycoral's two. MediaPipe: the geometry
 and value mapping exactly; its resampler to within one grey level and its JPEG decoder (stb_image, not
 libjpeg) to within a few levels, measured in tests/test_client_reproductions.py. Frigate: an approximation
-(see frigate_detect). None of these apply EXIF orientation: none of the clients does.
+(see frigate_detect). Only MediaPipe applies a JPEG's EXIF orientation; pycoral, Frigate and edgeflow do not.
 """
 from __future__ import annotations
 
@@ -154,7 +154,8 @@ _COEF_BITS = 15  # OpenCV's remap: bilinear weights in 1/32768
 
 
 def mediapipe_pixels(source: Union[Source, np.ndarray]) -> np.ndarray:
-    """The pixels MediaPipe's Image.create_from_file hands the classifier: 8-bit RGB, alpha dropped, no EXIF.
+    """The pixels MediaPipe's Image.create_from_file hands the classifier: 8-bit RGB, alpha dropped, a JPEG turned
+    upright by its EXIF orientation (MediaPipe parses EXIF in JPEGs only).
 
     MediaPipe decodes with stb_image; this uses Pillow, which is identical for PNG, BMP and GIF and differs for
     JPEG by a few grey levels (stb_image has its own IDCT and chroma upsampling). A greyscale file stays one
@@ -162,7 +163,11 @@ def mediapipe_pixels(source: Union[Source, np.ndarray]) -> np.ndarray:
     if isinstance(source, np.ndarray):
         pixels = source
     else:
+        from PIL import ImageOps
+
         image = _open(source, "MediaPipe")
+        if image.format == "JPEG":
+            image = ImageOps.exif_transpose(image)
         if image.mode in ("1", "L", "LA", "I", "I;16", "F"):
             raise InputError(f"image mode {image.mode}: MediaPipe feeds a greyscale file as one channel, expected RGB(A)")
         if image.mode == "P":
@@ -264,34 +269,37 @@ def _resize_linear(pixels: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     return np.clip(np.rint(top * (1 - fy)[:, None, None] + bottom * fy[:, None, None]), 0, 255).astype(np.uint8)
 
 
-def frigate_detect(frame: Union[Source, np.ndarray], details: Dict[str, Any],
-                   region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
-    """Approximately the input Frigate's Edge TPU plugin feeds an SSD detector (model_type ssd, RGB).
-
-    Frigate cuts a square region (x1, y1, x2, y2) from the camera frame, side (y2 - y1) rounded down to a
-    multiple of 4, black outside the frame, converts it to RGB and stretches it to the model's width and height
-    with cv2.resize INTER_LINEAR (no antialiasing); for an int8 input it flips the top bit (byte - 128).
-    Not a reproduction: Frigate's frame is the camera's YUV 4:2:0 stream and this takes RGB pixels (or a file),
-    so the chroma subsampling and BT.601 conversion are not modelled, and without OpenCV the resize is the
-    float approximation of _resize_linear. Default region: frigate_region around the whole picture."""
-    if isinstance(frame, np.ndarray):
-        pixels = frame
-    else:
-        pixels = np.asarray(_open(frame, "Frigate").convert("RGB"))
+def frigate_cut(pixels: np.ndarray, region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
+    """The square Frigate cuts from an RGB frame for region (x1, y1, x2, y2): side (y2 - y1) rounded down to a
+    multiple of 4, the frame's pixels at their place in it, black outside the frame. Default: frigate_region."""
     if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.dtype != np.uint8:
         raise InputError(f"frame {pixels.dtype} {list(pixels.shape)}, expected uint8 [height, width, 3] RGB")
     height, width = pixels.shape[:2]
     x1, y1, x2, y2 = region if region is not None else frigate_region(width, height)
     side = (y2 - y1) // 4 * 4
     if side <= 0 or x2 <= x1:
-        raise InputError(f"region {(x1, y1, x2, y2)}, expected x1 < x2 and y1 < y2")
+        raise InputError(f"region {(x1, y1, x2, y2)}, expected x1 < x2 and y1 < y2 (at least 4 pixels high)")
     cut = np.zeros((side, side, 3), np.uint8)
     sx1, sy1 = max(0, x1), max(0, y1)
     sx2, sy2 = min(width, x2, x1 + side), min(height, y1 + side)
     if sx2 > sx1 and sy2 > sy1:
         cut[sy1 - y1:sy2 - y1, sx1 - x1:sx2 - x1] = pixels[sy1:sy2, sx1:sx2]
+    return cut
+
+
+def frigate_detect(frame: Union[Source, np.ndarray], details: Dict[str, Any],
+                   region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
+    """Approximately the input Frigate's Edge TPU plugin feeds an SSD detector (model_type ssd, RGB).
+
+    Frigate cuts a square region from the camera frame (frigate_cut), converts it to RGB and stretches it to
+    the model's width and height with cv2.resize INTER_LINEAR (no antialiasing); for an int8 input it flips the
+    top bit (byte - 128). Not a reproduction: Frigate's frame is the camera's YUV 4:2:0 stream and this takes
+    RGB pixels (or a file), so the chroma subsampling and BT.601 conversion are not modelled, and without
+    OpenCV the resize is the float approximation of _resize_linear (within one grey level of OpenCV, tested)."""
+    pixels = frame if isinstance(frame, np.ndarray) else np.asarray(_open(frame, "Frigate").convert("RGB"))
+    cut = frigate_cut(pixels, region)
     size = _size(details)
-    resized = cut if (side, side) == (size[1], size[0]) else _resize_linear(cut, size)
+    resized = cut if cut.shape[:2] == (size[1], size[0]) else _resize_linear(cut, size)
     dtype = np.dtype(details["dtype"])
     if dtype == np.int8:
         return np.bitwise_xor(resized, 128).view(np.int8)[np.newaxis]
