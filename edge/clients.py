@@ -20,10 +20,11 @@ clients differ in exactly those steps:
   MediaPipe ImageClassifier    stretch                        bilinear, NOT antialiased      stb_image, full size
   Frigate SSD detector         square region of the frame     bilinear, NOT antialiased      camera stream (I420)
 
-Reproduced exactly (tested image by image against the real client): pycoral's two. MediaPipe: the geometry
-and value mapping exactly; its resampler to within one grey level and its JPEG decoder (stb_image, not
-libjpeg) to within a few levels, measured in tests/test_client_reproductions.py. Frigate: an approximation
-(see frigate_detect). Only MediaPipe applies a JPEG's EXIF orientation; pycoral, Frigate and edgeflow do not.
+Reproduced exactly (tested image by image against the real client): pycoral's two, given the same Pillow
+(pycoral's own bytes change with Pillow's version: LANCZOS from 160x420 to 15x39 differs by up to 5 grey
+levels between Pillow 11.3 and 13.0). MediaPipe with a uint8 input: resize and value mapping exactly, from
+the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its float32
+path is read from the source, not checked against MediaPipe. Frigate: an approximation (see frigate_detect). Only MediaPipe applies a JPEG's EXIF orientation; pycoral, Frigate and edgeflow do not.
 """
 from __future__ import annotations
 
@@ -214,7 +215,8 @@ def mediapipe_classify(source: Union[Source, np.ndarray], details: Dict[str, Any
     The whole image (no region of interest, no rotation) is stretched to the input size: keep_aspect_ratio is
     not set by the Tasks preprocessing graph. A uint8 input gets the warped bytes as they are, whatever its
     quantization; a float32 input gets (pixel - mean) / std with the mean and std of the model's metadata
-    (one value for all channels); MediaPipe refuses any other input type."""
+    (one value for all channels; read from the source, not checked against MediaPipe); MediaPipe refuses any
+    other input type."""
     dtype = np.dtype(details["dtype"])
     pixels = _warp_bilinear(mediapipe_pixels(source), _size(details))
     if dtype == np.uint8:

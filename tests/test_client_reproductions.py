@@ -1,4 +1,5 @@
-"""edge.clients' MediaPipe reproduction against MediaPipe itself (PyPI mediapipe 1.2.2), image by image.
+"""edge.clients' MediaPipe reproduction against MediaPipe itself (PyPI mediapipe 1.2.2), image by image; and
+pycoral's letterbox for an int8 input (a model only TensorFlow can make here) against pycoral's detect_image.py.
 
 The tensor MediaPipe's ImageClassifier feeds is captured with a model whose scores are its input: uint8 in,
 a reshape, uint8 out on the same grid (scale 1/128, zero point 128), converted here by TensorFlow. Every
@@ -13,6 +14,8 @@ MediaPipe's own decoded pixels (Image.numpy_view) are captured too, so the two h
 Images: camera-like non-square JPEG crops of two real photos, a JPEG whose EXIF says "rotate 90", PNGs in RGB,
 RGBA and palette modes, and scikit-learn's 8x8 digits as the pipeline stores them (upscaled to the input).
 Frigate's resize (cv2.resize INTER_LINEAR) is checked against the OpenCV that MediaPipe's environment brings.
+The environments are built once per module (.ci/mediapipe-env, .ci/edge-env), or named by EDGEFLOW_MEDIAPIPE_PYTHON
+and EDGEFLOW_DEVICE_PYTHON.
 """
 from __future__ import annotations
 
@@ -51,6 +54,35 @@ with vision.ImageClassifier.create_from_options(options) as classifier:
 print(json.dumps(out))
 """
 
+# pycoral's detect_image.py run as a program; its common.set_resized_input wrapped (called unchanged, then the
+# input tensor copied) and the run stopped there: the model is no detector. The reproduction runs in the same
+# process: pycoral's bytes depend on Pillow's version (LANCZOS from 160x420 to 15x39 differs by up to 5 grey
+# levels between Pillow 11.3 and 13.0), and a board computes both with its own Pillow.
+_PYCORAL_LETTERBOX = """
+import json, runpy, sys
+sys.path.insert(0, sys.argv[1])
+from pycoral.adapters import common
+from edge import clients
+real, seen = common.set_resized_input, []
+class Captured(Exception):
+    pass
+def capture(interpreter, *args):
+    _, scale = real(interpreter, *args)
+    ours = clients.pycoral_detect(sys.argv[-1], interpreter.get_input_details()[0])
+    seen.append({"tensor": common.input_tensor(interpreter).tolist(), "scale": list(scale),
+                 "ours": ours.tensor[0].tolist(), "our_scale": list(ours.scale)})
+    raise Captured
+common.set_resized_input = capture
+script, model = sys.argv[1] + "/detect_image.py", sys.argv[2]
+for image in sys.argv[3:]:
+    sys.argv = [script, "-m", model, "-i", image]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Captured:
+        pass
+print(json.dumps(seen))
+"""
+
 _CV2_RESIZE = """
 import sys
 import cv2, numpy as np
@@ -74,8 +106,23 @@ def mediapipe_python(tmp_path_factory) -> str:
     return str(venv / "bin" / "python")
 
 
-def _identity_tflite(width: int, height: int) -> bytes:
-    """uint8 [1, height, width, 3] in, uint8 [1, height * width * 3] out, same bytes, both on GRID."""
+@pytest.fixture(scope="module")
+def device_python(tmp_path_factory) -> str:
+    """The device environment (.ci/edge-env, Python 3.9), or the one EDGEFLOW_DEVICE_PYTHON names."""
+    given = os.environ.get("EDGEFLOW_DEVICE_PYTHON")
+    if given:
+        return given
+    venv = tmp_path_factory.mktemp("device") / "venv"
+    done = subprocess.run(["bash", str(REPO / ".ci" / "edge-env"), "--make", str(venv)], capture_output=True,
+                          text=True, timeout=900)
+    if done.returncode == 3:
+        pytest.skip(f"device env: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return str(venv / "bin" / "python")
+
+
+def _identity_tflite(width: int, height: int, io_type: str = "uint8") -> bytes:
+    """uint8 (or int8) [1, height, width, 3] in, [1, height * width * 3] out, same bytes, both on GRID."""
     import tensorflow as tf
 
     fn = tf.function(lambda x: tf.reshape(x, [1, height * width * 3])).get_concrete_function(
@@ -93,8 +140,7 @@ def _identity_tflite(width: int, height: int) -> bytes:
 
     converter.representative_dataset = calibration
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.uint8
-    converter.inference_output_type = tf.uint8
+    converter.inference_input_type = converter.inference_output_type = getattr(tf, io_type)
     return converter.convert()
 
 
@@ -196,3 +242,22 @@ def test_frigate_resize_without_opencv_is_within_one_level_of_opencv(mediapipe_p
             ours = clients._resize_linear(region, size).astype(int)
             worst = max(worst, int(np.abs(ours - opencv).max()))
     assert worst <= 1, worst
+
+
+def test_pycoral_letterbox_into_an_int8_input_wraps_the_bytes_as_pycoral_does(device_python, images, tmp_path):
+    """detect_image.py writes LANCZOS bytes into whatever the input is: into int8, 200 becomes -56."""
+    model = tmp_path / "identity_int8.tflite"
+    model.write_bytes(_identity_tflite(48, 40, "int8"))
+    rgb = [p for p in images if p.suffix == ".jpg" or p.name == "rgb.png" or p.name.startswith("digit")]
+    pycoral = REPO.parent / "shared" / "reference" / "pycoral"
+    if not (pycoral / "detect_image.py").is_file():
+        pytest.skip(f"pycoral's reference programs not at {pycoral}")
+    done = subprocess.run([device_python, "-c", _PYCORAL_LETTERBOX, str(pycoral), str(model), *map(str, rgb)],
+                          capture_output=True, text=True, timeout=600, env=quiet_env(PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen) == len(rgb)
+    for path, real in zip(rgb, seen):
+        assert real["our_scale"] == real["scale"], path.name
+        assert np.array_equal(np.asarray(real["ours"], np.int8), np.asarray(real["tensor"], np.int8)), path.name
+    assert any((np.asarray(r["tensor"]) < 0).any() for r in seen)  # the wrap happened, on real pixels
