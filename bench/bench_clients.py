@@ -60,6 +60,26 @@ with vision.ImageClassifier.create_from_options(options) as classifier:
 """
 
 
+# The pycoral reproduction run on the device env's Pillow, numpy and interpreter, the answer picked by pycoral's
+# rule (classify.get_classes: np.argpartition, which breaks a tie at the top its own way, unlike argmax's first):
+# answer for answer what the real pycoral says there. LANCZOS bytes also differ between Pillow versions.
+_REPRODUCED_ON_DEVICE = """
+import json, sys
+import numpy as np
+from edge import clients
+from edge.interpreter import make_interpreter
+interpreter = make_interpreter(sys.argv[1])
+details, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+answers = []
+for path in sys.argv[2:]:
+    interpreter.set_tensor(details["index"], clients.pycoral_classify(path, details))
+    interpreter.invoke()
+    scores = interpreter.get_tensor(out["index"])[0].astype(np.int64)
+    answers.append(int(np.argpartition(scores, -1)[-1]))
+print(json.dumps(answers))
+"""
+
+
 def write_photo_crops(root: Path, per_class: int = 200, seed: int = 0) -> Path:
     """Class folders of non-square JPEG crops (160..420 px a side) of the halves of two real photos."""
     from PIL import Image
@@ -109,20 +129,24 @@ def heldout(run: Path, tmp: Path):
     return [bundle / e["file"] for e in entries["images"]], [e["label"] for e in entries["images"]]
 
 
-def answers_by_feed(model: Path, images, feed) -> list:
+def answers_by_feed(model: Path, images, feed, ties: dict, label: str) -> list:
+    """argmax answers of the int8 model fed by `feed`; ties[label]: how many images have a tie at the top."""
     from edge.interpreter import make_interpreter
 
     interpreter = make_interpreter(model)
     details, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    answers = []
+    answers, tied = [], 0
     for image in images:
         interpreter.set_tensor(details["index"], feed(image, details))
         interpreter.invoke()
-        answers.append(int(np.argmax(interpreter.get_tensor(out["index"])[0].astype(np.int64))))
+        scores = interpreter.get_tensor(out["index"])[0].astype(np.int64)
+        answers.append(int(np.argmax(scores)))
+        tied += int((scores == scores.max()).sum() > 1)
+    ties[label] = tied
     return answers
 
 
-def real_client(python: Path, driver: str, model: Path, images, extra_env=None, *args) -> list:
+def run_in(python: Path, driver: str, model: Path, images, extra_env=None, *args) -> list:
     env = dict(os.environ, **(extra_env or {}))
     done = subprocess.run([str(python), "-c", driver, *args, model.name, *map(str, images)], capture_output=True,
                           text=True, cwd=model.parent, env=env)
@@ -150,17 +174,22 @@ def measure(name: str, run: Path, tmp: Path, envs: dict) -> dict:
         "pycoral detect_image.py letterbox (top-left), reproduced": lambda p, d: clients.pycoral_detect(p, d).tensor,
         "Frigate square region (centred, black bars), approximate": clients.frigate_detect,
     }
-    rows = {label: answers_by_feed(model, images, feed) for label, feed in feeds.items()}
+    ties = {}
+    rows = {label: answers_by_feed(model, images, feed, ties, label) for label, feed in feeds.items()}
+    rows["pycoral classify_image.py, reproduced in the device env"] = run_in(
+        envs["device"], _REPRODUCED_ON_DEVICE, model, images, {"PYTHONPATH": str(REPO)})
     real = {
-        "pycoral classify_image.py, real (Python 3.9, tflite-runtime)": real_client(
+        "pycoral classify_image.py, real (Python 3.9, tflite-runtime)": run_in(
             envs["device"], _PYCORAL_DRIVER, model, images, {"PYTHONPATH": str(PYCORAL)}, str(PYCORAL / "classify_image.py")),
-        "MediaPipe ImageClassifier 1.2.2, real": real_client(envs["mediapipe"], _MEDIAPIPE_DRIVER, model, images),
+        "MediaPipe ImageClassifier 1.2.2, real": run_in(envs["mediapipe"], _MEDIAPIPE_DRIVER, model, images),
     }
-    twins = {"pycoral classify_image.py, real (Python 3.9, tflite-runtime)": "pycoral classify_image.py, reproduced",
-             "MediaPipe ImageClassifier 1.2.2, real": "MediaPipe ImageClassifier, reproduced"}
+    twins = [("pycoral classify_image.py, real (Python 3.9, tflite-runtime)", "pycoral classify_image.py, reproduced"),
+             ("pycoral classify_image.py, real (Python 3.9, tflite-runtime)",
+              "pycoral classify_image.py, reproduced in the device env"),
+             ("MediaPipe ImageClassifier 1.2.2, real", "MediaPipe ImageClassifier, reproduced")]
     accuracy = {label: float(np.mean(np.asarray(a) == np.asarray(labels))) for label, a in {**rows, **real}.items()}
-    same = {label: int(sum(x == y for x, y in zip(real[label], rows[twin]))) for label, twin in twins.items()}
-    return {"name": name, "images": len(images), "parity": parity, "accuracy": accuracy, "same": same, "twins": twins}
+    same = [(a, b, int(sum(x == y for x, y in zip(real[a], rows[b])))) for a, b in twins]
+    return {"name": name, "images": len(images), "parity": parity, "accuracy": accuracy, "same": same, "ties": ties}
 
 
 def main() -> None:
@@ -169,6 +198,7 @@ def main() -> None:
     parser.add_argument("--mediapipe-python", type=Path, help="python of a .ci/mediapipe-env venv (default: build one)")
     parser.add_argument("--digits", action="store_true", help="also `pipeline run`'s digits model")
     parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=48, help="the photo model's input size (default 48)")
     args = parser.parse_args()
 
     import PIL
@@ -181,11 +211,12 @@ def main() -> None:
                 "mediapipe": args.mediapipe_python or build_env("mediapipe-env", tmp / "mediapipe")}
         data = write_photo_crops(tmp / "photos")
         run = tmp / "run"
-        pipeline("train", "--data", data, "--out", run, "--image-size", "48", "--epochs", args.epochs, "--batch-size", "16")
+        pipeline("train", "--data", data, "--out", run, "--image-size", args.image_size, "--epochs", args.epochs, "--batch-size", "16")
         pipeline("export", run, "--int8")
         pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
         (tmp / "m1").mkdir()
-        results.append(measure("photos: 4 classes, non-square JPEG crops 160-420 px, small CNN 48x48", run, tmp / "m1", envs))
+        results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {args.image_size}x"
+                               f"{args.image_size}, {args.epochs} epochs", run, tmp / "m1", envs))
         if args.digits:
             digits = tmp / "digits"
             pipeline("run", "--out", digits)
@@ -194,7 +225,9 @@ def main() -> None:
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor() or "cpu") if Path("/proc/cpuinfo").exists() else "cpu"
-    command = "bench/bench_clients.py" + (" --digits" if args.digits else "")
+    command = " ".join(["bench/bench_clients.py", *(["--digits"] if args.digits else []),
+                        *([f"--image-size {args.image_size}"] if args.image_size != 48 else []),
+                        *([f"--epochs {args.epochs}"] if args.epochs != 8 else [])])
     print("# The int8 model as each client feeds it (before training for the clients)\n")
     print(f"Command: `.venv/bin/python {command} > bench/results/clients.md` (environments built by .ci/edge-env and "
           ".ci/mediapipe-env)\n")
@@ -203,17 +236,18 @@ def main() -> None:
           "libraries move these numbers.\n")
     print("Same model file, same held-out files (parity's bundle, byte for byte); only the preprocessing differs. "
           "\"reproduced\" rows feed the int8 model in this process the tensor edge.clients computes for that client; "
-          "\"real\" rows run the client itself on the .tflite alone.\n")
+          "\"real\" rows run the client itself on the .tflite alone. A tie between two classes' uint8 scores is "
+          "answered by argmax (the first class) in the in-process rows, by pycoral's argpartition in pycoral's.\n")
     for r in results:
         print(f"## {r['name']}\n")
         print(f"{r['images']} held-out images; `pipeline parity` int8 top-1 {r['parity']:.3f}.\n")
-        print("| feed | top-1 | vs parity (pp) |")
-        print("|---|---|---|")
+        print("| feed | top-1 | vs parity (pp) | images with a tie at the top |")
+        print("|---|---|---|---|")
         for label, acc in r["accuracy"].items():
-            print(f"| {label} | {acc:.3f} | {100 * (acc - r['parity']):+.1f} |")
+            print(f"| {label} | {acc:.3f} | {100 * (acc - r['parity']):+.1f} | {r['ties'].get(label, '')} |")
         print()
-        for label, twin in r["twins"].items():
-            print(f"- {label} and its reproduction give the same answer on {r['same'][label]}/{r['images']} images.")
+        for real, twin, same in r["same"]:
+            print(f"- {real} and \"{twin}\" give the same answer on {same}/{r['images']} images.")
         print()
 
 

@@ -17,14 +17,15 @@ clients differ in exactly those steps:
   edgeflow (edge.contract)     stretch                        bilinear, antialiased          Pillow, JPEG at 1/k scale
   pycoral classify_image.py    stretch                        LANCZOS (antialiased)          Pillow, full size
   pycoral detect_image.py      keep aspect, top-left, zeros   LANCZOS (antialiased)          Pillow, full size
-  MediaPipe ImageClassifier    stretch                        bilinear, NOT antialiased      stb_image, full size
+  MediaPipe ImageClassifier    stretch, corners to corners    bilinear, NOT antialiased      stb_image, JPEG EXIF applied
   Frigate SSD detector         square region of the frame     bilinear, NOT antialiased      camera stream (I420)
 
-Reproduced exactly (tested image by image against the real client): pycoral's two, given the same Pillow
+Reproduced exactly (checked image by image against the real client): pycoral's two, given the same Pillow
 (pycoral's own bytes change with Pillow's version: LANCZOS from 160x420 to 15x39 differs by up to 5 grey
 levels between Pillow 11.3 and 13.0). MediaPipe with a uint8 input: resize and value mapping exactly, from
-the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its float32
-path is read from the source, not checked against MediaPipe. Frigate: an approximation (see frigate_detect). Only MediaPipe applies a JPEG's EXIF orientation; pycoral, Frigate and edgeflow do not.
+the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its
+float32 path is read from the source, not checked against MediaPipe. Frigate: an approximation (see
+frigate_detect). Only MediaPipe turns a JPEG upright by its EXIF orientation; the others feed it as stored.
 """
 from __future__ import annotations
 
