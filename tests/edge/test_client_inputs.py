@@ -9,6 +9,7 @@ function unchanged, then copies the input tensor): the real preprocessing, captu
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import runpy
 import sys
@@ -29,6 +30,9 @@ MODELS = [MOBILENET, INT8]
 
 pytestmark = pytest.mark.skipif(not (PYCORAL / "classify_image.py").is_file() or not MOBILENET.is_file(),
                                 reason=f"pycoral's reference programs or Google's models not at {PYCORAL.parent}")
+# pycoral's CPU make_interpreter is tflite_runtime's Interpreter: the device env has it, the host env does not.
+needs_tflite_runtime = pytest.mark.skipif(importlib.util.find_spec("tflite_runtime") is None,
+                                          reason="tflite_runtime is not installed (pycoral's make_interpreter needs it)")
 
 
 def _photo_like(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
@@ -94,6 +98,7 @@ def _run_pycoral(script: str, model: Path, image: Path, monkeypatch, wrap: str):
     return seen
 
 
+@needs_tflite_runtime
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
 def test_classify_image_feeds_exactly_what_the_reproduction_computes(model, images, monkeypatch):
     differing = []
@@ -116,6 +121,7 @@ def test_the_normalizing_branch_is_exercised_and_differs_from_raw_bytes(images):
     assert fed.max() <= 128 and not np.array_equal(fed, raw)
 
 
+@needs_tflite_runtime
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
 def test_detect_image_letterbox_matches_pycorals_set_resized_input(model, images, monkeypatch):
     checked = 0
