@@ -1,12 +1,12 @@
 """Top-1 of one int8 model as each known client feeds it: edgeflow's contract, the reproductions in edge.clients,
 and the real clients where they run here (pycoral's classify_image.py, MediaPipe's ImageClassifier).
 
-    .venv/bin/python bench/bench_clients.py [--device-python P39] [--mediapipe-python P] [--digits] \
-        > bench/results/clients.md
+    .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--digits] [--device-python P39] \
+        [--mediapipe-python P] > bench/results/clients.md
 
 Data: four classes (the left and right halves of scikit-learn's two photos), 200 JPEG crops each, cut at
 random places and sizes and saved at their own non-square size (160 to 420 px a side), flipped and exposed
-at random, camera JPEG qualities; a seeded 20% is held out (160 images). A small CNN at 48x48 is trained,
+at random, camera JPEG qualities; a seeded 20% is held out (157 images). A small CNN per --image-size is trained,
 exported to int8 and scored by `pipeline parity`; then every held-out file, byte for byte as parity's bundle
 ships it, is fed to the int8 model as each client would (the .tflite alone, no sidecar for the real clients).
 With --digits, the same for `pipeline run`'s 8x8 digits model. Without --device-python / --mediapipe-python the
@@ -60,15 +60,17 @@ with vision.ImageClassifier.create_from_options(options) as classifier:
 """
 
 
-# The pycoral reproduction run on the device env's Pillow, numpy and interpreter, the answer picked by pycoral's
+# The pycoral reproduction run on the device env's Pillow, numpy and interpreter (tflite_runtime's, as pycoral's
+# CPU make_interpreter gives: ai_edge_litert's int8 kernels can flip a near tie), the answer picked by pycoral's
 # rule (classify.get_classes: np.argpartition, which breaks a tie at the top its own way, unlike argmax's first):
 # answer for answer what the real pycoral says there. LANCZOS bytes also differ between Pillow versions.
 _REPRODUCED_ON_DEVICE = """
 import json, sys
 import numpy as np
+from tflite_runtime.interpreter import Interpreter
 from edge import clients
-from edge.interpreter import make_interpreter
-interpreter = make_interpreter(sys.argv[1])
+interpreter = Interpreter(model_path=sys.argv[1])
+interpreter.allocate_tensors()
 details, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
 answers = []
 for path in sys.argv[2:]:
@@ -197,9 +199,11 @@ def main() -> None:
     parser.add_argument("--device-python", type=Path, help="python of a .ci/edge-env venv (default: build one)")
     parser.add_argument("--mediapipe-python", type=Path, help="python of a .ci/mediapipe-env venv (default: build one)")
     parser.add_argument("--digits", action="store_true", help="also `pipeline run`'s digits model")
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--image-size", type=int, default=48, help="the photo model's input size (default 48)")
+    parser.add_argument("--epochs", type=int, default=10, help="training epochs of each photo model (default 10)")
+    parser.add_argument("--image-size", type=int, action="append",
+                        help="a photo model's input size; repeat for several models (default 48)")
     args = parser.parse_args()
+    args.image_size = args.image_size or [48]
 
     import PIL
     import tensorflow as tf
@@ -210,24 +214,26 @@ def main() -> None:
         envs = {"device": args.device_python or build_env("edge-env", tmp / "device"),
                 "mediapipe": args.mediapipe_python or build_env("mediapipe-env", tmp / "mediapipe")}
         data = write_photo_crops(tmp / "photos")
-        run = tmp / "run"
-        pipeline("train", "--data", data, "--out", run, "--image-size", args.image_size, "--epochs", args.epochs, "--batch-size", "16")
-        pipeline("export", run, "--int8")
-        pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
-        (tmp / "m1").mkdir()
-        results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {args.image_size}x"
-                               f"{args.image_size}, {args.epochs} epochs", run, tmp / "m1", envs))
+        for size in args.image_size:
+            run = tmp / f"run{size}"
+            pipeline("train", "--data", data, "--out", run, "--image-size", size, "--epochs", args.epochs, "--batch-size", "16")
+            pipeline("export", run, "--int8")
+            pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
+            (tmp / f"m{size}").mkdir()
+            results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {size}x{size}, "
+                                   f"{args.epochs} epochs", run, tmp / f"m{size}", envs))
         if args.digits:
             digits = tmp / "digits"
             pipeline("run", "--out", digits)
-            (tmp / "m2").mkdir()
-            results.append(measure("digits: `pipeline run` (10 classes, 8x8 PNGs, its model at 32x32)", digits, tmp / "m2", envs))
+            (tmp / "mdigits").mkdir()
+            results.append(measure("digits: `pipeline run` (10 classes, 8x8 PNGs, its model at 32x32)", digits, tmp / "mdigits",
+                                   envs))
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor() or "cpu") if Path("/proc/cpuinfo").exists() else "cpu"
     command = " ".join(["bench/bench_clients.py", *(["--digits"] if args.digits else []),
-                        *([f"--image-size {args.image_size}"] if args.image_size != 48 else []),
-                        *([f"--epochs {args.epochs}"] if args.epochs != 8 else [])])
+                        *[f"--image-size {size}" for size in args.image_size],
+                        *([f"--epochs {args.epochs}"] if args.epochs != 10 else [])])
     print("# The int8 model as each client feeds it (before training for the clients)\n")
     print(f"Command: `.venv/bin/python {command} > bench/results/clients.md` (environments built by .ci/edge-env and "
           ".ci/mediapipe-env)\n")
