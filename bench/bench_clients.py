@@ -62,7 +62,8 @@ with vision.ImageClassifier.create_from_options(options) as classifier:
 
 # The pycoral reproduction run on the device env's Pillow, numpy and interpreter (tflite_runtime's, as pycoral's
 # CPU make_interpreter gives: ai_edge_litert's int8 kernels can flip a near tie), the answer picked by pycoral's
-# rule (classify.get_classes: np.argpartition, which breaks a tie at the top its own way, unlike argmax's first):
+# rule (classify.get_classes: np.argpartition over the dequantized scores, which breaks a tie at the top its own
+# way, unlike argmax's first):
 # answer for answer what the real pycoral says there. LANCZOS bytes also differ between Pillow versions.
 _REPRODUCED_ON_DEVICE = """
 import json, sys
@@ -76,7 +77,8 @@ answers = []
 for path in sys.argv[2:]:
     interpreter.set_tensor(details["index"], clients.pycoral_classify(path, details))
     interpreter.invoke()
-    scores = interpreter.get_tensor(out["index"])[0].astype(np.int64)
+    scale, zero_point = out["quantization"]
+    scores = scale * (interpreter.get_tensor(out["index"]).flatten().astype(np.int64) - zero_point)
     answers.append(int(np.argpartition(scores, -1)[-1]))
 print(json.dumps(answers))
 """
