@@ -1,0 +1,314 @@
+"""How other programs feed a model: each known client's preprocessing, reproduced from its source.
+
+    from edge import clients
+    details = interpreter.get_input_details()[0]
+    tensor = clients.pycoral_classify("cat.jpg", details)         # what pycoral's classify_image.py feeds
+    tensor = clients.mediapipe_classify("cat.jpg", details)       # what MediaPipe's ImageClassifier feeds
+    boxed = clients.pycoral_detect("street.jpg", details)         # detect_image.py: tensor and the box scale
+    tensor = clients.frigate_detect(frame_rgb, details, region)   # Frigate's SSD detector feed (approximate)
+    tensor = clients.edgeflow(path, details, contract)            # edgeflow's own pixel contract
+
+Every function returns the input tensor (batch 1) that client would set on the interpreter for one image, so
+the same int8 model can be scored as each client would run it. A user's accuracy depends on how pixels reach
+the input (resize filter, antialiasing, how a non-square picture is fitted to a square input), and the
+clients differ in exactly those steps:
+
+  client                       fit to the input               resize                        decode
+  edgeflow (edge.contract)     stretch                        bilinear, antialiased          Pillow, JPEG at 1/k scale
+  pycoral classify_image.py    stretch                        LANCZOS (antialiased)          Pillow, full size
+  pycoral detect_image.py      keep aspect, top-left, zeros   LANCZOS (antialiased)          Pillow, full size
+  MediaPipe ImageClassifier    stretch, corners to corners    bilinear, NOT antialiased      stb_image, JPEG EXIF applied
+  Frigate SSD detector         square region of the frame     bilinear, NOT antialiased      camera stream (I420)
+
+Reproduced exactly (checked image by image against the real client): pycoral's two, given the same Pillow
+(pycoral's own bytes change with Pillow's version: LANCZOS from 160x420 to 15x39 differs by up to 5 grey
+levels between Pillow 11.3 and 13.0). MediaPipe with a uint8 input: resize and value mapping exactly, from
+the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its
+float32 path is read from the source, not checked against MediaPipe. Frigate: an approximation (see
+frigate_detect). Only MediaPipe turns a JPEG upright by its EXIF orientation; the others feed it as stored.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from edge.errors import InputError
+
+Source = Union[str, Path, bytes, Any]  # a file, encoded bytes or an open PIL image
+
+# pycoral's classify_image.py defaults: --input_mean 128 --input_std 128.
+PYCORAL_MEAN = 128.0
+PYCORAL_STD = 128.0
+
+
+class Letterboxed(NamedTuple):
+    """A detector's input and the factor that maps input pixels back to the image (pycoral's `scale`)."""
+
+    tensor: np.ndarray
+    scale: Tuple[float, float]
+
+
+def _open(source: Source, what: str) -> Any:
+    """The PIL image, fully decoded, as the client opens it (Image.open, no EXIF transpose, no draft)."""
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(source, Image.Image):
+        return source
+    name = str(source) if not isinstance(source, bytes) else "image bytes"
+    try:
+        image = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+        image.load()
+        return image
+    except FileNotFoundError as err:
+        raise InputError(f"image {name} not found") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot read image {name} for {what}: {err}; expected a PNG, JPEG, BMP or GIF file") from err
+
+
+def _size(details: Dict[str, Any]) -> Tuple[int, int]:
+    shape = list(details["shape"])
+    if len(shape) != 4 or shape[0] != 1 or shape[3] != 3:
+        raise InputError(f"model input shape {shape}, expected [1, height, width, 3]")
+    return int(shape[2]), int(shape[1])
+
+
+def _quantization(details: Dict[str, Any]) -> Tuple[float, int]:
+    scale, zero_point = details["quantization"]
+    return float(scale), int(zero_point)
+
+
+# ---------------------------------------------------------------------------------------------
+# edgeflow
+
+
+def edgeflow(source: Union[Source, np.ndarray], details: Dict[str, Any], contract: Any) -> np.ndarray:
+    """edgeflow's own feed: the model's pixel contract (edge.contract.PixelContract), as `edge classify` does."""
+    from PIL import Image
+
+    if isinstance(source, Image.Image):
+        source = np.asarray(source.convert("RGB"))
+    return contract.to_input(contract.load_pixels(source, _size(details)), details)
+
+
+# ---------------------------------------------------------------------------------------------
+# pycoral (google-coral/pycoral at commit 46f06c8: examples/classify_image.py, examples/detect_image.py,
+# pycoral/adapters/common.py)
+
+
+def pycoral_classify(source: Source, details: Dict[str, Any], mean: float = PYCORAL_MEAN,
+                     std: float = PYCORAL_STD) -> np.ndarray:
+    """The uint8 input pycoral's examples/classify_image.py feeds (default flags unless mean/std are given).
+
+    It converts the file to RGB and stretches it to the input size with LANCZOS. When the input's quantization
+    already encodes the normalization (|scale * std - 1| < 1e-5 and |mean - zero point| < 1e-5) the pixels go in
+    as they are; otherwise it computes (pixel - mean) / (std * scale) + zero_point in float64, clips to 0..255 and
+    truncates to uint8 (astype, not rounding). It refuses any input but uint8."""
+    from PIL import Image
+
+    if np.dtype(details["dtype"]) != np.uint8:
+        raise InputError(f"model input is {np.dtype(details['dtype'])}; pycoral's classify_image.py supports only uint8")
+    image = _open(source, "pycoral").convert("RGB").resize(_size(details), Image.LANCZOS)
+    scale, zero_point = _quantization(details)
+    pixels = np.asarray(image)
+    if abs(scale * std - 1) < 1e-5 and abs(mean - zero_point) < 1e-5:
+        return pixels[np.newaxis].copy()
+    # pycoral multiplies std by the interpreter's float32 scales array: that product is float32, the rest float64.
+    values = (pixels - mean) / (std * np.array([scale], np.float32)) + np.array([zero_point], np.int32)
+    np.clip(values, 0, 255, out=values)
+    return values.astype(np.uint8)[np.newaxis]
+
+
+def pycoral_detect(source: Source, details: Dict[str, Any]) -> Letterboxed:
+    """The input pycoral's examples/detect_image.py feeds through common.set_resized_input, and its scale.
+
+    The image keeps its aspect ratio: scale = min(input width / width, input height / height), the resized size
+    is int(width * scale) x int(height * scale) (LANCZOS), placed in the top-left corner of a zero-filled input.
+    detect_image.py does not convert the file to RGB, so the file must already be 3-channel. The bytes are
+    written into the input as they are: for an int8 input, numpy's uint8-to-int8 assignment wraps (200 -> -56)."""
+    from PIL import Image
+
+    image = _open(source, "pycoral")
+    width, height = _size(details)
+    w, h = image.size
+    scale = min(width / w, height / h)
+    w, h = int(w * scale), int(h * scale)
+    resized = np.asarray(image.resize((w, h), Image.LANCZOS))
+    if resized.size != h * w * 3:
+        raise InputError(f"image mode {image.mode} has {resized.size // max(h * w, 1)} channel(s); pycoral's "
+                         "detect_image.py feeds the file unconverted and needs 3 (RGB)")
+    tensor = np.zeros((height, width, 3), np.dtype(details["dtype"]))
+    tensor[:h, :w] = resized.reshape(h, w, 3).astype(tensor.dtype)
+    return Letterboxed(tensor[np.newaxis], (scale, scale))
+
+
+# ---------------------------------------------------------------------------------------------
+# MediaPipe Tasks ImageClassifier (google-ai-edge/mediapipe, v1.0.0 line, read at commit 85c0cdc:
+# mediapipe/python/pybind/image.cc (Image.create_from_file), mediapipe/tasks/cc/components/processors/
+# image_preprocessing_graph.cc, mediapipe/calculators/tensor/image_to_tensor_calculator.cc, image_to_tensor_utils.cc
+# and image_to_tensor_converter_opencv.cc)
+
+_INTER_BITS = 5  # OpenCV's warp: source coordinates in 1/32 pixel
+_INTER_TAB = 1 << _INTER_BITS
+_COEF_BITS = 15  # OpenCV's remap: bilinear weights in 1/32768
+
+
+def mediapipe_pixels(source: Union[Source, np.ndarray]) -> np.ndarray:
+    """The pixels MediaPipe's Image.create_from_file hands the classifier: 8-bit RGB, alpha dropped, a JPEG turned
+    upright by its EXIF orientation (MediaPipe parses EXIF in JPEGs only).
+
+    MediaPipe decodes with stb_image; this uses Pillow, which is identical for PNG, BMP and GIF and differs for
+    JPEG by a few grey levels (stb_image has its own IDCT and chroma upsampling). A greyscale file stays one
+    channel in MediaPipe, which a 3-channel model refuses: refused here too."""
+    if isinstance(source, np.ndarray):
+        pixels = source
+    else:
+        from PIL import ImageOps
+
+        image = _open(source, "MediaPipe")
+        if image.format == "JPEG":
+            image = ImageOps.exif_transpose(image)
+        if image.mode in ("1", "L", "LA", "I", "I;16", "F"):
+            raise InputError(f"image mode {image.mode}: MediaPipe feeds a greyscale file as one channel, expected RGB(A)")
+        if image.mode == "P":
+            image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+        pixels = np.asarray(image.convert("RGBA") if image.mode not in ("RGB", "RGBA") else image)
+    if pixels.ndim != 3 or pixels.shape[2] not in (3, 4) or pixels.dtype != np.uint8:
+        raise InputError(f"image array {pixels.dtype} {list(pixels.shape)}, expected uint8 [height, width, 3 or 4]")
+    return pixels[..., :3]  # cv::COLOR_RGBA2RGB after the warp drops alpha, uncomposited
+
+
+def _warp_bilinear(pixels: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
+    """The whole image warped onto `size` (width, height) as MediaPipe's OpenCV converter does it.
+
+    The region's corners (0, 0) .. (W, H) map to the tensor's corners (0, 0) .. (w, h), so output pixel x
+    samples source x * W / w (no half-pixel centring), rounded to 1/32 pixel; bilinear with 15-bit weights;
+    no antialiasing whatever the shrink; outside pixels replicate the border (BORDER_REPLICATE, the default)."""
+    height, width = pixels.shape[:2]
+    out_w, out_h = size
+
+    def axis(n_out: int, n_in: int):
+        fixed = np.rint(np.arange(n_out, dtype=np.float64) * (n_in / n_out) * _INTER_TAB).astype(np.int64)
+        low, frac = fixed >> _INTER_BITS, (fixed & (_INTER_TAB - 1)) / _INTER_TAB
+        return np.clip(low, 0, n_in - 1), np.clip(low + 1, 0, n_in - 1), frac
+
+    x0, x1, fx = axis(out_w, width)
+    y0, y1, fy = axis(out_h, height)
+    # OpenCV's table: each of the four weights rounded to 1/32768 (the 1D products are exact in float).
+    scale = 1 << _COEF_BITS
+    wx, wy = fx[np.newaxis, :], fy[:, np.newaxis]
+    w00 = np.rint((1 - wy) * (1 - wx) * scale).astype(np.int64)
+    w01 = np.rint((1 - wy) * wx * scale).astype(np.int64)
+    w10 = np.rint(wy * (1 - wx) * scale).astype(np.int64)
+    w11 = np.rint(wy * wx * scale).astype(np.int64)
+    src = pixels.astype(np.int64)
+    total = (src[y0][:, x0] * w00[..., None] + src[y0][:, x1] * w01[..., None]
+             + src[y1][:, x0] * w10[..., None] + src[y1][:, x1] * w11[..., None])
+    return np.clip((total + (1 << (_COEF_BITS - 1))) >> _COEF_BITS, 0, 255).astype(np.uint8)
+
+
+def mediapipe_classify(source: Union[Source, np.ndarray], details: Dict[str, Any],
+                       mean: Optional[float] = None, std: Optional[float] = None) -> np.ndarray:
+    """The input MediaPipe's ImageClassifier (Python Tasks API, CPU) feeds, for an image from create_from_file.
+
+    The whole image (no region of interest, no rotation) is stretched to the input size: keep_aspect_ratio is
+    not set by the Tasks preprocessing graph. A uint8 input gets the warped bytes as they are, whatever its
+    quantization; a float32 input gets (pixel - mean) / std with the mean and std of the model's metadata
+    (one value for all channels; read from the source, not checked against MediaPipe); MediaPipe refuses any
+    other input type."""
+    dtype = np.dtype(details["dtype"])
+    pixels = _warp_bilinear(mediapipe_pixels(source), _size(details))
+    if dtype == np.uint8:
+        return pixels[np.newaxis]
+    if dtype != np.float32:
+        raise InputError(f"model input is {dtype}; MediaPipe's ImageClassifier takes only uint8 or float32")
+    if mean is None or std is None:
+        raise InputError("a float32 input needs the mean and std of the model's metadata (MediaPipe reads them there)")
+    # convertTo(dst, CV_32F, scale, offset) with the float range [(0 - mean) / std, (255 - mean) / std].
+    low, high = (0.0 - mean) / std, (255.0 - mean) / std
+    return (pixels.astype(np.float32) * np.float32((high - low) / 255.0) + np.float32(low))[np.newaxis]
+
+
+# ---------------------------------------------------------------------------------------------
+# Frigate (blakeblackshear/frigate, v0.17/v0.18 line, read at commit e3fa701: frigate/util/object.py
+# create_tensor_input, frigate/util/image.py yuv_crop_and_resize, frigate/detectors/plugins/edgetpu_tfl.py)
+
+
+def frigate_region(width: int, height: int) -> Tuple[int, int, int, int]:
+    """A square region around the whole picture, centred, as Frigate cuts around an object filling the frame:
+    side max(width, height); the part outside the frame is black."""
+    side = max(width, height)
+    x1, y1 = (width - side) // 2, (height - side) // 2
+    return x1, y1, x1 + side, y1 + side
+
+
+def _resize_linear(pixels: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
+    """cv2.resize(..., INTER_LINEAR) when OpenCV is importable; else bilinear with half-pixel centres and no
+    antialiasing in float, rounded, which differs from OpenCV's 11-bit fixed point by at most a grey level or so."""
+    try:
+        import cv2  # type: ignore
+    except ImportError:
+        cv2 = None
+    if cv2 is not None:
+        return cv2.resize(pixels, size, interpolation=cv2.INTER_LINEAR)
+    height, width = pixels.shape[:2]
+    out_w, out_h = size
+
+    def axis(n_out: int, n_in: int):
+        pos = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+        low = np.floor(pos).astype(np.int64)
+        frac = pos - low
+        frac[low < 0] = 0
+        low = np.clip(low, 0, n_in - 1)
+        return low, np.minimum(low + 1, n_in - 1), frac
+
+    x0, x1, fx = axis(out_w, width)
+    y0, y1, fy = axis(out_h, height)
+    src = pixels.astype(np.float64)
+    top = src[y0][:, x0] * (1 - fx)[None, :, None] + src[y0][:, x1] * fx[None, :, None]
+    bottom = src[y1][:, x0] * (1 - fx)[None, :, None] + src[y1][:, x1] * fx[None, :, None]
+    return np.clip(np.rint(top * (1 - fy)[:, None, None] + bottom * fy[:, None, None]), 0, 255).astype(np.uint8)
+
+
+def frigate_cut(pixels: np.ndarray, region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
+    """The square Frigate cuts from an RGB frame for region (x1, y1, x2, y2): side (y2 - y1) rounded down to a
+    multiple of 4, the frame's pixels at their place in it, black outside the frame. Default: frigate_region."""
+    if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.dtype != np.uint8:
+        raise InputError(f"frame {pixels.dtype} {list(pixels.shape)}, expected uint8 [height, width, 3] RGB")
+    height, width = pixels.shape[:2]
+    x1, y1, x2, y2 = region if region is not None else frigate_region(width, height)
+    side = (y2 - y1) // 4 * 4
+    if side <= 0 or x2 <= x1:
+        raise InputError(f"region {(x1, y1, x2, y2)}, expected x1 < x2 and y1 < y2 (at least 4 pixels high)")
+    cut = np.zeros((side, side, 3), np.uint8)
+    sx1, sy1 = max(0, x1), max(0, y1)
+    sx2, sy2 = min(width, x2, x1 + side), min(height, y1 + side)
+    if sx2 > sx1 and sy2 > sy1:
+        cut[sy1 - y1:sy2 - y1, sx1 - x1:sx2 - x1] = pixels[sy1:sy2, sx1:sx2]
+    return cut
+
+
+def frigate_detect(frame: Union[Source, np.ndarray], details: Dict[str, Any],
+                   region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
+    """Approximately the input Frigate's Edge TPU plugin feeds an SSD detector (model_type ssd, RGB).
+
+    Frigate cuts a square region from the camera frame (frigate_cut), converts it to RGB and stretches it to
+    the model's width and height with cv2.resize INTER_LINEAR (no antialiasing); for an int8 input it flips the
+    top bit (byte - 128). Not a reproduction: Frigate's frame is the camera's YUV 4:2:0 stream and this takes
+    RGB pixels (or a file), so the chroma subsampling and BT.601 conversion are not modelled, and without
+    OpenCV the resize is the float approximation of _resize_linear (within one grey level of OpenCV, tested)."""
+    pixels = frame if isinstance(frame, np.ndarray) else np.asarray(_open(frame, "Frigate").convert("RGB"))
+    cut = frigate_cut(pixels, region)
+    size = _size(details)
+    resized = cut if cut.shape[:2] == (size[1], size[0]) else _resize_linear(cut, size)
+    dtype = np.dtype(details["dtype"])
+    if dtype == np.int8:
+        return np.bitwise_xor(resized, 128).view(np.int8)[np.newaxis]
+    if dtype != np.uint8:
+        raise InputError(f"model input is {dtype}; Frigate's Edge TPU plugin feeds uint8 (int8 by shifting)")
+    return resized[np.newaxis]
+
+
+CLASSIFIERS = {"pycoral": pycoral_classify, "mediapipe": mediapipe_classify}
