@@ -155,3 +155,31 @@ def test_tensorflow_and_cuda_requirements_have_releases():
     cuda = [r for r in cuda if r.marker.evaluate({"extra": "and-cuda", "platform_machine": "x86_64", "sys_platform": "linux"})]
     assert len(cuda) >= 8
     assert _check_released(cuda) == []
+
+
+@pytest.mark.parametrize("code, stderr, outcome", [
+    (3, "edge-env: no Python 3.9 found (expected pyenv 3.9.18 or python3.9 on PATH)", "skip"),
+    (3, "edge-env: TensorFlow is importable in the device venv; expected a TensorFlow-free environment", "fail"),
+    (1, "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by "
+        "'NewConnectionError(...: Failed to establish a new connection: [Errno 101] Network is unreachable')': /simple/numpy/\n"
+        "ERROR: No matching distribution found for numpy<2", "skip"),
+    (1, "ERROR: Could not find a version that satisfies the requirement tflite-runtime==9.9 (from versions: 2.14.0)\n"
+        "ERROR: No matching distribution found for tflite-runtime==9.9", "fail"),
+    (0, "", "pass"),
+])
+def test_each_way_the_device_env_build_ends_has_its_own_outcome(code, stderr, outcome):
+    """.ci/edge-env's exit 3 is a skip only for a missing Python 3.9; TensorFlow in the venv and a release the
+    registry answered does not exist fail; an unreachable registry is a skip naming it."""
+    import _pytest.outcomes
+
+    from tests.device_env import judge
+
+    try:
+        judge(code, stderr)
+        got = "pass"
+    except _pytest.outcomes.Skipped as skipped:
+        got = "skip"
+        assert ("no Python 3.9" in skipped.msg) or ("could not be reached" in skipped.msg), skipped.msg
+    except _pytest.outcomes.Failed:
+        got = "fail"
+    assert got == outcome
