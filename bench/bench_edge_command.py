@@ -6,7 +6,8 @@
     .venv39/bin/python bench/bench_edge_command.py --dir /tmp/edge_speed
 
 It imports no TensorFlow. It copies the model beside a sidecar that records the pipeline's pixel
-contract (raw pixels, contract version 2: what `pipeline export` writes), then, round after round, in
+contract `pipeline export --int8` records for it (contract version 2, mean 128 and std 128, which the
+input's scale 1/128 and zero point 128 already encode: camera bytes pass straight in), then, round after round, in
 an order that alternates so drift in machine load hits each alike:
   bare      the interpreter the device side picks (1 thread), input set once, one invoke per image: its rate
             as invokes / wall time of the pass (what the ratios use: the same exposure to the machine's other
@@ -48,15 +49,15 @@ TARGET = 0.75
 
 def prepare(folder: Path, work: Path):
     """(model with its sidecar, data folder of every JPEG, data folder of one JPEG) under `work`."""
-    from bench_edge_speed import MODEL, PHOTOS
-    from edge.contract import PixelContract
+    from bench_edge_speed import CONTRACT, MODEL, PHOTOS, exported_contract
     from edge.integrity import write_sidecar
 
     model = work / MODEL
     shutil.copyfile(folder / MODEL, model)
+    shutil.copyfile(folder / CONTRACT, work / CONTRACT)
     classes = sorted(p.name for p in (folder / PHOTOS).iterdir() if p.is_dir())
     labels = classes + [f"class{i}" for i in range(len(classes), 10)]  # the bench model has 10 outputs
-    write_sidecar(model, labels=labels, image_size=224, preprocessing=PixelContract().as_record())
+    write_sidecar(model, labels=labels, image_size=224, preprocessing=exported_contract(folder).as_record())
     one = work / "one" / classes[0]
     one.mkdir(parents=True)
     first = sorted((folder / PHOTOS / classes[0]).glob("*.jpg"))[0]
@@ -87,12 +88,12 @@ def per_image(tree: Path, model: Path, photos: Path, one: Path, out: Path, count
 
 
 def rounds(model: Path, photos: Path, one: Path, count: int, out: Path, baseline: Optional[Path]):
-    from edge.contract import PixelContract
+    from bench_edge_speed import exported_contract
     from edge.runner import Runner
     from edge.timing import end_to_end_rate, invoke_seconds
 
     files = sorted(photos.rglob("*.jpg"))
-    runner = Runner.with_contract(model, PixelContract(), edgetpu=False, threads=1)
+    runner = Runner.with_contract(model, exported_contract(model.parent), edgetpu=False, threads=1)
     end_to_end_rate(runner, files[:8])  # warm-up: file cache, first invokes
     timed_command(ROOT, model, one, out, 1)
 
@@ -145,14 +146,14 @@ NAMES = {"runner": "runner's loop in this process", "command": "`edge evaluate`"
 
 
 def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optional[Path]) -> str:
-    from bench_edge_speed import cpu_info
+    from bench_edge_speed import cpu_info, lscpu_head, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
     lines = [
         "# `edge evaluate` images/s against the bare invoke rate",
         "",
-        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_command.py {' '.join(sys.argv[1:])}`"
         f" (model and JPEGs from `bench/bench_edge_speed.py make --per-class 300`)",
         f"- what is timed: `python -m edge.cli evaluate MODEL --data DIR --out p.json --threads 1` (what `edge` runs)"
@@ -160,11 +161,18 @@ def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optio
         + (f"; baseline: the same command from the source tree {baseline}" if baseline else ""),
         f"- CPU: {cpu_info()}; Python {platform.python_version()}, {platform.machine()}, numpy {np.__version__}",
         f"- interpreter: {backend} {version} ({runner.loaded.why}), 1 thread",
-        f"- model: MobileNetV2 1.0 224, int8 through the export stage's converter, uint8 I/O, 10 classes ({len(data) / 1e6:.2f} MB),"
-        " with a sidecar recording the pipeline's pixel contract (raw pixels pass straight in; JPEGs decoded at 1/2 scale)",
+        f"- model: MobileNetV2 1.0 224, int8 as `pipeline export --int8` converts it (Coral's input wrapper: uint8 scale 1/128,"
+        f" zero point 128), 10 classes ({len(data) / 1e6:.2f} MB), with a sidecar recording the contract the export records"
+        " (mean 128, std 128: camera bytes pass straight in; JPEGs decoded at 1/2 scale)",
         f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/helpers.py write_camera_jpegs)",
         f"- machine load (1-minute load average): {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after; the 2 cores are "
         "shared with other agents' work, so every ratio is taken within one round",
+        "",
+        "`lscpu | head`:",
+        "",
+        "```",
+        lscpu_head(),
+        "```",
         "",
         f"## {len(rows)} rounds: images/s, its share of the bare invoke rate, and CPU seconds per wall second",
         "",

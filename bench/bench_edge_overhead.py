@@ -4,8 +4,9 @@
     /work/venv/bin/python bench/bench_edge_overhead.py --model m.tflite --rounds 40
 
 Host only (TensorFlow builds the model: tf_keras MobileNetV2 1.0 at 224, weights=None so nothing
-downloads, raw-pixel input through Rescaling(1/127.5, -1) like the project's models, full int8
-with uint8 I/O at batch 1). Both loops run on the same interpreter, interleaved round by round so
+downloads, raw-pixel input through Rescaling(1/127.5, -1) like the project's models, converted as
+`pipeline export --int8` converts it: Coral's input wrapper, uint8 input scale 1/128 zero point 128,
+full int8 at batch 1; bench/export_path.py). Both loops run on the same interpreter, interleaved round by round so
 drift in machine load hits both alike:
   edge  set_input(interpreter, uint8 image array); invoke(); get_scores(interpreter)
   bare  set_tensor(index, image[None]); invoke(); get_tensor(output index)
@@ -33,28 +34,20 @@ RESULTS = ROOT / "bench" / "results" / "edge_overhead.md"
 
 
 def build_model(path: Path) -> Path:
-    import tensorflow as tf
+    """MobileNetV2 (raw pixels in, Rescaling first) as `pipeline export --int8` converts it (bench/export_path.py)."""
     import tf_keras as keras
+
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from export_path import int8_as_exported
 
     keras.utils.set_random_seed(0)
     inputs = keras.Input((224, 224, 3))
     x = keras.layers.Rescaling(1 / 127.5, offset=-1)(inputs)
     outputs = keras.applications.MobileNetV2(input_shape=(224, 224, 3), weights=None, classes=1000)(x)
     model = keras.Model(inputs, outputs)
-    fn = tf.function(lambda t: model(t, training=False), input_signature=[tf.TensorSpec([1, 224, 224, 3], tf.float32)])
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], model)
-    rng = np.random.default_rng(0)
-
-    def representative():
-        for _ in range(8):
-            yield [rng.uniform(0, 255, size=(1, 224, 224, 3)).astype(np.float32)]
-
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = representative
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.uint8
-    converter.inference_output_type = tf.uint8
-    path.write_bytes(converter.convert())
+    calibration = np.random.default_rng(0).integers(0, 256, size=(8, 224, 224, 3), dtype=np.uint8)
+    path.write_bytes(int8_as_exported(model, 224, calibration))
     return path
 
 
@@ -95,6 +88,22 @@ def measure(model: Path, rounds: int, per_round: int, threads: int):
     return backend_name(), ind["quantization"], edge_times, bare_times
 
 
+def source_commit() -> str:
+    """The commit the benchmarked code is at (and whether the tree had changes)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
+    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
+
+
+def lscpu_head() -> str:
+    import subprocess
+
+    done = subprocess.run(["lscpu"], capture_output=True, text=True)
+    return "\n".join(done.stdout.splitlines()[:10]) if done.returncode == 0 else "lscpu not available"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="an int8 .tflite with uint8 input to use instead of building MobileNetV2")
@@ -115,11 +124,17 @@ def main() -> int:
     lines = [
         "# edge/ overhead over a bare interpreter loop",
         "",
-        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
         f"- command: `{command}`",
-        f"- model: {'MobileNetV2 1.0 224, tf_keras, weights=None, Rescaling(1/127.5, -1) first, full int8, uint8 I/O, batch 1' if not args.model else args.model.name}"
+        f"- model: {'MobileNetV2 1.0 224, tf_keras, weights=None, Rescaling(1/127.5, -1) first, int8 as `pipeline export --int8` converts it (Coral input wrapper), uint8 I/O, batch 1' if not args.model else args.model.name}"
         f" ({size / 1e6:.2f} MB), input quantization scale {quant[0]:.9g}, zero point {quant[1]}",
         f"- interpreter: {backend}, {args.threads} thread(s); Python {platform.python_version()}, {platform.machine()}",
+        "- `lscpu | head`:",
+        "",
+        "```",
+        lscpu_head(),
+        "```",
+        "",
         f"- {args.rounds} interleaved rounds x {args.per_round} iterations per loop ({len(edge_t)} timed iterations each)",
         "",
         "| loop | per-image median (ms) | p90 (ms) |",
@@ -129,9 +144,9 @@ def main() -> int:
         "",
         f"**ratio edge / bare: {ratio:.3f}** (target <= 1.05)",
         "",
-        "The edge loop does more work than the bare one: get_scores dequantizes the scores, and set_input "
-        + ("passes the pixels through unchanged (input scale 1, zero point 0)." if abs(quant[0] - 1.0) < 1e-6 and quant[1] == 0
-           else "quantizes the pixels (one 256-entry table lookup, the input scale is not 1)."),
+        "The edge loop does more work than the bare one: get_scores dequantizes the scores, and set_input (given no "
+        "normalization) resizes when needed and puts the pixels in as the input's own values, as pycoral's set_input does "
+        f"(input scale {quant[0]:.9g}, zero point {quant[1]}: the bytes are the model's normalized input).",
         "",
     ]
     text = "\n".join(lines)

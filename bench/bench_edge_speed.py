@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import platform
 import statistics
@@ -32,22 +33,53 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "edge_speed.md"
 MODEL = "mobilenet_v2_int8.tflite"
+CONTRACT = "contract.json"  # the pixel contract `pipeline export --int8` records for that model
 PHOTOS = "photos"
 INVOKE_TARGET, END_TO_END_TARGET = 1.2, 0.75
 
 
 def make(out: Path, per_class: int = 50) -> None:
-    """Host only: the model through the export stage's own converter settings, and the JPEGs."""
+    """Host only: the model as `pipeline export --int8` writes it (Coral's input wrapper included), the contract
+    the export records for it, and the JPEGs."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_export import mobilenet_models
+    from edge.contract import PixelContract
+    from pipeline.quant import convention
     from tests.helpers import write_camera_jpegs
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MODEL).write_bytes(mobilenet_models()[1])
+    (out / CONTRACT).write_text(json.dumps(convention.contract(PixelContract().as_record(), int8=True)))
     write_camera_jpegs(out / PHOTOS, per_class=per_class, size=(640, 480))
     print(f"wrote {out / MODEL} and {len(list((out / PHOTOS).rglob('*.jpg')))} JPEGs under {out / PHOTOS}")
+
+
+def exported_contract(folder: Path):
+    """The pixel contract `make` recorded beside the model (the export's: mean 128, std 128 for an int8 model)."""
+    from edge.contract import PixelContract
+
+    return PixelContract.from_record(json.loads((folder / CONTRACT).read_text()), str(folder / CONTRACT))
+
+
+def source_commit() -> str:
+    """The commit the benchmarked code is at (and whether the tree had changes)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
+    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
+
+
+def lscpu_head() -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(["lscpu"], capture_output=True, text=True)
+    except OSError:
+        return "lscpu not available"
+    return "\n".join(done.stdout.splitlines()[:10])
 
 
 def cpu_info() -> str:
@@ -87,11 +119,10 @@ def invoke_times(modules, data: bytes, rounds: int, per_round: int):
 
 def end_to_end(model: Path, files, rounds: int):
     """(backend, why, bare invokes/s, images/s): what `edge bench --images` measures, rounds interleaved."""
-    from edge.contract import PixelContract
     from edge.runner import Runner
     from edge.timing import end_to_end_rate
 
-    runner = Runner.with_contract(model, PixelContract(), edgetpu=False, threads=1)  # the pipeline's models: raw pixels, v2
+    runner = Runner.with_contract(model, exported_contract(model.parent), edgetpu=False, threads=1)
     loaded, interpreter = runner.loaded, runner.interpreter
     bare, rates, cpu_share = [], [], []
     end_to_end_rate(runner, files[:8])  # warm-up: file cache, first invokes
@@ -146,15 +177,22 @@ def run(folder: Path, rounds: int, write: bool) -> int:
     lines = [
         "# Device speed: interpreters and end-to-end images/s",
         "",
-        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python {script.relative_to(ROOT)} {' '.join(sys.argv[1:])}`"
         f" (model and JPEGs from `bench/bench_edge_speed.py make`)",
         f"- CPU: {cpu_info()}; Python {platform.python_version()}, {platform.machine()}, numpy {np.__version__}",
-        f"- model: MobileNetV2 1.0 224 from models.build, int8 through the export stage's converter, uint8 I/O, batch 1 "
+        f"- model: MobileNetV2 1.0 224 from models.build, int8 as `pipeline export --int8` converts it (bench/export_path.py: "
+        f"Coral's input wrapper, uint8 input scale 1/128 zero point 128), batch 1 "
         f"({len(data) / 1e6:.2f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}), 1 interpreter thread",
         f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/helpers.py write_camera_jpegs)",
         f"- machine load (1-minute load average) before the end-to-end rounds: {load_before[0]:.2f}, after the run: "
         f"{os.getloadavg()[0]:.2f}; the 2 cores are shared with other work, so every ratio below comes from one run",
+        "",
+        "`lscpu | head`:",
+        "",
+        "```",
+        lscpu_head(),
+        "```",
         "",
         f"## Per-invoke latency, {rounds} interleaved rounds x 20 invokes each",
         "",

@@ -3,7 +3,8 @@
     /work/venv/bin/python bench/bench_export.py > bench/results/export.md
 
 1. MobileNetV2 1.0 at 224 from models.build (random weights, nothing downloaded), converted at batch 1
-   through the export stage's own converter settings: int8 bytes must be <= 0.32x float bytes and the
+   by the export stage's own steps (bench/export_path.py: the int8 model with Coral's input wrapper,
+   scale 1/128 and zero point 128, as `pipeline export --int8` writes it): int8 bytes must be <= 0.32x float bytes and the
    ai_edge_litert latency (1 thread, median, float and int8 interleaved in the same loop) <= 0.55x.
 2. Wall time of `pipeline export RUN --int8` as a subprocess (TensorFlow import included) on the
    default model, small_cnn on digits, trained for 1 epoch first (training is not timed): target < 30 s.
@@ -22,9 +23,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # export_path, beside this file
 
 SIZE_TARGET = 0.32
 LATENCY_TARGET = 0.55
@@ -34,16 +38,13 @@ CALIBRATION = 100  # random-pixel calibration images for the random-weight Mobil
 
 
 def mobilenet_models():
+    """(float32 bytes, int8 bytes) of MobileNetV2 as `pipeline export` and `pipeline export --int8` write them."""
     import models
-    from pipeline.export import ExportConfig, Mode, keras_function, make_converter
+    from export_path import float_as_exported, int8_as_exported
 
     model = models.build("mobilenet_v2", 10, 224)
-    concrete, trackable = keras_function(model, 224)
     images = np.random.default_rng(0).integers(0, 256, (CALIBRATION, 224, 224, 3), dtype=np.uint8)
-    float_bytes = make_converter(concrete, trackable, Mode.FLOAT32, ExportConfig(), None).convert()
-    int8_config = ExportConfig(mode=Mode.INT8)
-    int8_bytes = make_converter(concrete, trackable, Mode.INT8, int8_config, images).convert()
-    return float_bytes, int8_bytes
+    return float_as_exported(model, 224), int8_as_exported(model, 224, images)
 
 
 def interleaved_latency(float_bytes: bytes, int8_bytes: bytes):
@@ -91,6 +92,27 @@ def cpu_int8_features() -> str:
     return ", ".join(found) or "none of avx2/avx512/vnni/dotprod"
 
 
+def input_quantization(data: bytes) -> str:
+    from ai_edge_litert.interpreter import Interpreter
+
+    detail = Interpreter(model_content=data).get_input_details()[0]
+    scale, zero_point = detail["quantization"]
+    return f"{np.dtype(detail['dtype']).name}, {scale:.9g}, {zero_point}"
+
+
+def source_commit() -> str:
+    """The commit the benchmarked code is at (and whether the tree had changes)."""
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
+    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
+
+
+def lscpu_head() -> str:
+    done = subprocess.run(["lscpu"], capture_output=True, text=True)
+    return "\n".join(done.stdout.splitlines()[:10]) if done.returncode == 0 else "lscpu not available"
+
+
 def main():
     float_bytes, int8_bytes = mobilenet_models()
     latency = interleaved_latency(float_bytes, int8_bytes)
@@ -103,11 +125,14 @@ def main():
 
     print("# Export benchmark\n")
     print(f"Command: `{Path(sys.executable)} bench/bench_export.py > bench/results/export.md`  ")
+    print(f"Date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}  ")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), CPU features: {cpu_int8_features()}, Python {platform.python_version()}\n")
+    print("```\n" + lscpu_head() + "\n```\n")
     print("## MobileNetV2 1.0, 224x224, random weights, batch 1 (ai_edge_litert, 1 thread)\n")
     print("| | float32 | int8 | ratio | target | |")
     print("|---|---|---|---|---|---|")
     print(f"| bytes | {len(float_bytes):,} | {len(int8_bytes):,} | {size_ratio:.3f} | <= {SIZE_TARGET} | {verdict(size_ratio <= SIZE_TARGET)} |")
+    print(f"| input (dtype, scale, zero point) | {input_quantization(float_bytes)} | {input_quantization(int8_bytes)} | | | |")
     print(
         f"| median latency (ms, {ROUNDS} interleaved runs) | {latency['float32']:.2f} | {latency['int8']:.2f} | "
         f"{latency_ratio:.3f} | <= {LATENCY_TARGET} | {verdict(latency_ratio <= LATENCY_TARGET)} |"

@@ -1,9 +1,12 @@
 """Markers for hardware and tools: tests that need what this machine lacks are skipped, with the reason."""
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
+import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -12,23 +15,39 @@ def _has_tensorflow() -> bool:
     return importlib.util.find_spec("tensorflow") is not None
 
 
-def _has_edgetpu() -> bool:
-    # A Coral device shows up as a USB id or /dev/apex_*; the runtime library must be loadable too.
-    if not (os.path.exists("/dev/apex_0") or shutil.which("lsusb")):
-        return False
+# A Coral by its USB ids (the USB Accelerator shows up as Global Unichip 1a6e:089a until its runtime first
+# loads, then as Google 18d1:9302) or, for the PCIe and M.2 modules, by the apex driver's device files.
+CORAL_USB_IDS = ("18d1:9302", "1a6e:089a")
+
+
+def _coral_usb_ids(lsusb_output: str) -> list:
+    """The Coral USB ids that `lsusb` lists ("Bus 002 Device 003: ID 18d1:9302 Google Inc." lines)."""
+    found = [i.lower() for i in re.findall(r"\bID ([0-9a-f]{4}:[0-9a-f]{4})\b", lsusb_output, re.IGNORECASE)]
+    return [i for i in found if i in CORAL_USB_IDS]
+
+
+def _edgetpu_missing() -> str:
+    """Why the edgetpu tests cannot run here (naming the check that found nothing), or "" when they can."""
+    apex = sorted(glob.glob("/dev/apex_*"))
+    lsusb = shutil.which("lsusb")
+    usb = _coral_usb_ids(subprocess.run([lsusb], capture_output=True, text=True).stdout) if lsusb else []
+    if not apex and not usb:
+        listed = (f"`lsusb` lists neither {' nor '.join(CORAL_USB_IDS)}" if lsusb
+                  else "no `lsusb` on PATH to list USB ids (usbutils)")
+        return f"needs a Coral Edge TPU: {listed}, and there is no /dev/apex_* (PCIe/M.2 Coral)"
     try:
         import ctypes
 
         ctypes.CDLL("libedgetpu.so.1")
-        return True
-    except OSError:
-        return False
+    except OSError as err:
+        return f"a Coral is present ({', '.join(apex + usb)}) but libedgetpu.so.1 cannot be loaded: {err}"
+    return ""
 
 
 _SKIPS = {
     "host": (lambda: not _has_tensorflow(), "needs TensorFlow (the host side); this is the TensorFlow-free device environment"),
     "compiler": (lambda: shutil.which("edgetpu_compiler") is None, "needs Google's edgetpu_compiler on PATH (x86-64 Linux, Coral apt repository)"),
-    "edgetpu": (lambda: not _has_edgetpu(), "needs a Coral Edge TPU and libedgetpu.so.1"),
+    "edgetpu": (_edgetpu_missing, None),  # the reason names the check that found nothing
     "tpu": (lambda: not os.environ.get("TPU_NAME"), "needs a Cloud TPU named by TPU_NAME"),
 }
 
@@ -39,9 +58,10 @@ def pytest_collection_modifyitems(config, items):
         for marker, (absent, reason) in _SKIPS.items():
             if marker in item.keywords:
                 if marker not in cache:
-                    cache[marker] = absent()
+                    found = absent()  # True or a reason of its own (a non-empty string) when the test cannot run
+                    cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
-                    item.add_marker(pytest.mark.skip(reason=reason))
+                    item.add_marker(pytest.mark.skip(reason=cache[marker]))
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.device_env import make_device_env
 from tests.helpers import REPO, cli, write_camera_jpegs
 
 pytestmark = pytest.mark.host
@@ -18,13 +19,7 @@ pytestmark = pytest.mark.host
 @pytest.fixture(scope="module")
 def device_env(tmp_path_factory) -> Path:
     """The device side as CI builds it (.ci/edge-env --make): its `edge` command."""
-    venv = tmp_path_factory.mktemp("device") / "venv"
-    made = subprocess.run(["bash", str(REPO / ".ci" / "edge-env"), "--make", str(venv)], capture_output=True, text=True,
-                          timeout=600)
-    if made.returncode == 3:
-        pytest.skip(f"no device environment here: {made.stderr.strip()}")
-    assert made.returncode == 0, made.stderr[-2000:]
-    return venv / "bin" / "edge"
+    return make_device_env(tmp_path_factory.mktemp("device") / "venv", timeout=600) / "bin" / "edge"
 
 
 def test_device_accuracy_on_original_jpegs_matches_the_parity_report(tmp_path: Path, device_env: Path):

@@ -100,7 +100,7 @@ def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
     run_copy = reference_run(tmp_path, FULL)
     compiler, args_file = double
     result = _compile(run_copy, "--compiler", compiler, "--min-runtime-version", "14", "--search-delegate",
-                      "--delegate-search-step", "3", "--require-full-mapping")
+                      "--delegate-search-step", "3")
     assert result.exit_code == 0, result.output
     args = json.loads(args_file.read_text())
     assert args[:2] == ["-s", "-o"] and args[args.index("-t") + 1] == "180"
@@ -118,9 +118,16 @@ def test_successful_compile_installs_the_real_compiled_model(tmp_path, double):
     assert sidecar["preprocessing"] == manifest["preprocessing"]  # the device feeds the compiled model by the same contract
     report = json.loads((run_copy / "edgetpu.json").read_text())
     assert report["compiler"]["path"] == str(compiler)
-    # The twin keeps no op outside edgetpu-custom-op; the double's (made-up) log table was found and read.
-    assert report["compiled"][0]["cpu_ops"] == [] and report["compiled"][0]["log_table_read"]
-    assert report["disagreements"] == []
+    # The real twin keeps no op outside edgetpu-custom-op, and the pre-flight predicted every op on the Edge TPU:
+    # they agree. The double gives no operator table (no file holds the compiler's statuses), so none was read.
+    assert report["compiled"][0]["cpu_ops"] == [] and report["compiled"][0]["log_table_read"] is False
+    assert report["preflight"]["ops_on_cpu"] == 0 and report["disagreements"] == []
+    # Without a table to read, --require-full-mapping refuses rather than pass on counts it never saw.
+    shutil.rmtree(run_copy)
+    run_copy = reference_run(tmp_path, FULL)
+    result = _compile(run_copy, "--compiler", compiler, "--require-full-mapping")
+    assert result.exit_code == 1 and "cannot read the op counts" in result.output
+    _assert_nothing_compiled(run_copy)
 
 
 def test_the_double_says_its_text_is_made_up(tmp_path):

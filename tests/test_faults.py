@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -158,9 +159,12 @@ def test_a_signal_as_the_holder_is_named_leaves_no_note_and_no_lock(tmp_path, mo
 # A full disk
 
 
+PAGE = 4096  # tmpfs gives whole pages; the double counts the same way
+
+
 @pytest.fixture
 def small_disk(tmp_path):
-    """A tmpfs mount to fill (root only); else None and the test injects ENOSPC at the writer instead."""
+    """A 64 MiB tmpfs mounted for the test (root only), or None where it cannot be mounted."""
     mount = tmp_path / "disk"
     mount.mkdir()
     ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True).returncode == 0
@@ -170,38 +174,84 @@ def small_disk(tmp_path):
 
 
 def _fill(mount: Path, leave: int) -> None:
-    """Leave about `leave` bytes free on the file system at `mount`."""
+    """Leave exactly `leave` bytes (whole pages) free on the tmpfs at `mount`."""
     stat = os.statvfs(mount)
     free = stat.f_bavail * stat.f_frsize
     with open(mount / "filler", "wb") as f:
-        f.truncate(0)
         f.write(b"\0" * max(0, free - leave))
         f.flush()
         os.fsync(f.fileno())
+    stat = os.statvfs(mount)
+    assert stat.f_bavail * stat.f_frsize == leave, "the tmpfs did not count whole pages as measured"
 
 
-def _full_disk_env() -> dict:
-    """The fallback where no tmpfs can be mounted: a TEST DOUBLE of a full disk. Every temporary file the project's
-    one atomic writer makes raises ENOSPC, as a real full disk does at that point."""
+def _disk_double_env(**settings: str) -> dict:
+    """A TEST DOUBLE of a disk that fills (tests/doubles/full_disk): the atomic writer's files spend its room."""
     hook = REPO / "tests" / "doubles" / "full_disk"
-    return quiet_env(PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return quiet_env(PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **settings)
 
 
+_MEASURED: dict = {}  # stage -> its writes, measured once per session on a copy of the same exported run
+
+
+def _writes(stage: str, run_copy: Path, tmp_path: Path) -> List[tuple]:
+    """(path inside RUN, size) of every file `stage` writes through the atomic writer, in order, measured on a copy:
+    the lock's holder note first, then the transaction's files, its manifest last."""
+    if stage not in _MEASURED:
+        _MEASURED[stage] = _measure(stage, run_copy, tmp_path)
+    return _MEASURED[stage]
+
+
+def _measure(stage: str, run_copy: Path, tmp_path: Path) -> List[tuple]:
+    run_dir, log = tmp_path / "measured", tmp_path / "writes.log"
+    shutil.copytree(run_copy, run_dir)
+    if stage == "compile --check-only":
+        (run_dir / "edgetpu.json").unlink(missing_ok=True)  # as on the small disk below
+    code, out, err = finish(start(WRITERS[stage], run_dir, _disk_double_env(EDGEFLOW_TEST_DISK_LOG=str(log))))
+    assert code in ({0, 1} if stage == "parity" else {0}), err[-2000:]
+    writes = [(Path(line.rsplit(" ", 1)[0]).relative_to(run_dir).as_posix(), int(line.rsplit(" ", 1)[1]))
+              for line in log.read_text().splitlines()]
+    names = [name for name, _ in writes]
+    assert names[0] == ".lock.holder.json" and "manifest.json" in names, names
+    return writes[:names.index("manifest.json") + 1]  # what follows (report.html) is written after the commit
+
+
+def _pages(size: int) -> int:
+    return -(-size // PAGE) * PAGE
+
+
+@pytest.mark.parametrize("where", ["first file", "manifest"])
+@pytest.mark.parametrize("disk", ["tmpfs", "double"])
 @pytest.mark.parametrize("stage", ["export --int8", "compile --check-only", "parity"])
-def test_a_full_disk_ends_in_one_message_and_leaves_the_run_as_it_was(run_copy, small_disk, stage):
-    if small_disk is not None:
+def test_a_full_disk_in_the_transaction_rolls_it_back(run_copy, small_disk, tmp_path, stage, disk, where):
+    """The disk has room for the lock's holder note and, measured on a run of the same command, for either none of
+    the transaction's files ("first file") or all of them but the manifest ("manifest": every file is renamed in
+    before the manifest's write fails, so each must be put back). One message naming the file that did not fit,
+    and the run exactly as it was, every recorded sha256 matching."""
+    writes = _writes(stage, run_copy, tmp_path)
+    note, files = writes[0], writes[1:]
+    room = _pages(note[1]) + (sum(_pages(size) for _, size in files[:-1]) if where == "manifest" else 0)
+    expected = {"manifest.json"} if where == "manifest" else {name for name, _ in files}
+    if disk == "tmpfs":
+        if small_disk is None:
+            pytest.skip("mounting a tmpfs needs root; the double variant runs instead")
         run_dir = small_disk / "run"
         shutil.copytree(run_copy, run_dir)
         if stage == "compile --check-only":
-            (run_dir / "edgetpu.json").unlink(missing_ok=True)  # nothing to compare a new report with
-        _fill(small_disk, leave=8192)  # tmpfs gives whole 4 KiB pages: room for the lock's note, not for the stage's files
+            (run_dir / "edgetpu.json").unlink(missing_ok=True)
+        _fill(small_disk, leave=room)
         env = None
     else:
-        run_dir, env = run_copy, _full_disk_env()
+        run_dir, env = run_copy, _disk_double_env(EDGEFLOW_TEST_DISK_FREE=str(room))
+        if stage == "compile --check-only":
+            (run_dir / "edgetpu.json").unlink(missing_ok=True)
     before = tree_snapshot(run_dir)
     code, out, err = finish(start(WRITERS[stage], run_dir, env))
     assert_clean_message(code, err, {1})
-    assert "No space left on device (ENOSPC)" in err and str(run_dir) in err, err[-2000:]
+    named = re.search(r"error: (.+?): No space left on device \(ENOSPC\)", err)
+    assert named, err[-2000:]
+    assert Path(named.group(1)).parent.resolve().is_relative_to(run_dir.resolve()), named.group(1)
+    assert Path(named.group(1)).relative_to(run_dir).as_posix() in expected, (named.group(1), expected)
     after = tree_snapshot(run_dir)
     after.pop("filler", None), before.pop("filler", None)
     assert after == before

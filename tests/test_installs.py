@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from tests.helpers import REPO
+from tests.registry import unreached
 
 pytestmark = pytest.mark.host
 
@@ -112,21 +113,31 @@ def test_readme_install_table_names_every_machine_and_extra():
 
 @lru_cache(maxsize=None)
 def _released(name: str) -> tuple:
-    """Versions of `name` installable here, from the configured registry (pip's own client)."""
-    result = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name], capture_output=True, text=True, timeout=60)
+    """(versions of `name` installable here as the configured registries answered, pip's line saying one of them
+    could not be reached or None). `-vv` makes pip say which address it failed to fetch and why; without it, a
+    registry it could not reach and one that has no such package both end in "No matching distribution"."""
+    result = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "-vv", name], capture_output=True,
+                            text=True, timeout=120)
     lines = [line for line in result.stdout.splitlines() if line.startswith("Available versions:")]
-    if result.returncode != 0 or not lines:
-        if "No matching distribution" in result.stderr:
-            return ()
-        pytest.skip(f"package registry not reachable for {name}: {result.stderr.strip()[-200:]}")
-    return tuple(Version(v.strip()) for v in lines[0].split(":", 1)[1].split(","))
+    missing = unreached(result.stdout + result.stderr)
+    if result.returncode == 0 and lines:
+        return tuple(Version(v.strip()) for v in lines[0].split(":", 1)[1].split(",")), missing
+    if "No matching distribution" in result.stderr:
+        return (), missing  # answered "no release of it for this machine", unless `missing` says one was not reached
+    pytest.fail(f"`pip index versions {name}` failed (exit {result.returncode}) for a reason other than an answer or an "
+                f"unreachable registry:\n{result.stderr.strip()[-1500:]}")
 
 
 def _check_released(requirements) -> list:
+    """The requirements no release satisfies, as the registries answered; a skip when one that might hold it was not reached."""
     with ThreadPoolExecutor(4) as pool:
         found = dict(zip([r.name for r in requirements], pool.map(_released, [r.name for r in requirements])))
-    return [f"{r}: released {', '.join(map(str, found[r.name][:5])) or 'nothing'} for this machine"
-            for r in requirements if not any(r.specifier.contains(v, prereleases=True) for v in found[r.name])]
+    unmet = [r for r in requirements if not any(r.specifier.contains(v, prereleases=True) for v in found[r.name][0])]
+    unreachable = [f"{r.name}: {found[r.name][1]}" for r in unmet if found[r.name][1]]
+    if unreachable:  # a release the unreached registry holds would have met the pin: nothing is known
+        pytest.skip("the package registry could not be reached, so these pins are unchecked: " + "; ".join(unreachable))
+    return [f"{r}: the registry answered that no such release exists for this machine (it has "
+            f"{', '.join(map(str, found[r.name][0][:5])) or 'none'}); the pin is wrong" for r in unmet]
 
 
 @pytest.mark.parametrize("extra", ["host", "gpu"])
@@ -144,3 +155,31 @@ def test_tensorflow_and_cuda_requirements_have_releases():
     cuda = [r for r in cuda if r.marker.evaluate({"extra": "and-cuda", "platform_machine": "x86_64", "sys_platform": "linux"})]
     assert len(cuda) >= 8
     assert _check_released(cuda) == []
+
+
+@pytest.mark.parametrize("code, stderr, outcome", [
+    (3, "edge-env: no Python 3.9 found (expected pyenv 3.9.18 or python3.9 on PATH)", "skip"),
+    (3, "edge-env: TensorFlow is importable in the device venv; expected a TensorFlow-free environment", "fail"),
+    (1, "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by "
+        "'NewConnectionError(...: Failed to establish a new connection: [Errno 101] Network is unreachable')': /simple/numpy/\n"
+        "ERROR: No matching distribution found for numpy<2", "skip"),
+    (1, "ERROR: Could not find a version that satisfies the requirement tflite-runtime==9.9 (from versions: 2.14.0)\n"
+        "ERROR: No matching distribution found for tflite-runtime==9.9", "fail"),
+    (0, "", "pass"),
+])
+def test_each_way_the_device_env_build_ends_has_its_own_outcome(code, stderr, outcome):
+    """.ci/edge-env's exit 3 is a skip only for a missing Python 3.9; TensorFlow in the venv and a release the
+    registry answered does not exist fail; an unreachable registry is a skip naming it."""
+    import _pytest.outcomes
+
+    from tests.device_env import judge
+
+    try:
+        judge(code, stderr)
+        got = "pass"
+    except _pytest.outcomes.Skipped as skipped:
+        got = "skip"
+        assert ("no Python 3.9" in skipped.msg) or ("could not be reached" in skipped.msg), skipped.msg
+    except _pytest.outcomes.Failed:
+        got = "fail"
+    assert got == outcome

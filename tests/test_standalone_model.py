@@ -24,15 +24,16 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests import device_env
 from tests.helpers import REPO, cli, quiet_env, write_camera_jpegs
+from tests.registry import unreached
 
 pytestmark = pytest.mark.host
 
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 WITHIN = 0.02  # the Done-when: each client within 2 percentage points of parity's int8 top-1
-# A registry that cannot be reached is the one reason to skip; every other build failure fails the test.
-_UNREACHABLE = re.compile(r"Temporary failure in name resolution|Max retries exceeded|Network is unreachable|"
-                          r"Connection (refused|reset|aborted)|No matching distribution found|Could not find a version")
+# A registry pip could not reach is the one reason to skip (tests/registry.py); a release it answered does not
+# exist, and every other build failure, fails the test.
 
 # pycoral's classify_image.py run as a program (runpy, as `python classify_image.py -m MODEL -i IMAGE` does),
 # once per image in one process: its last line is "ID: score" (no labels file given, so the id).
@@ -88,10 +89,13 @@ def _build(script: str, venv: Path) -> subprocess.Popen:
 
 def _finish(name: str, proc: subprocess.Popen) -> None:
     _, err = proc.communicate(timeout=900)
-    if proc.returncode == 3:
+    if name == ".ci/device env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
+        device_env.judge(proc.returncode, err, name)
+        return
+    if proc.returncode == 3:  # the other two scripts exit 3 only for a missing python3.11
         pytest.skip(f"{name}: {err.strip()}")
-    if proc.returncode != 0 and _UNREACHABLE.search(err):
-        pytest.skip(f"{name}: the package registry is unreachable ({_UNREACHABLE.search(err).group(0)})")
+    if proc.returncode != 0 and unreached(err):
+        pytest.skip(f"{name}: the package registry could not be reached ({unreached(err)})")
     assert proc.returncode == 0, f"{name} failed:\n{err[-2000:]}"
 
 

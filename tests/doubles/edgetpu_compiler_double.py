@@ -8,10 +8,11 @@ Its console text and `.log` are MADE UP, and both say so in their first line: no
 them. They follow compiler 16's layout (EDGETPU.md section 6) so that the stage's parser reads them,
 with the version `test-double` (not a real compiler's), the double's own run time, and counts read
 from the two real files with the `tflite` package: total ops = the CPU model's, ops on the CPU =
-the twin's ops other than edgetpu-custom-op. Per-op statuses of CPU ops are not in any file, so
-only a twin that keeps no op on the CPU gets an operator table (every op "Mapped to Edge TPU", what
-the twin shows); a twin that keeps ops on the CPU gets a .log without a table. No test may take
-this text for a compiler's: tests assert on the real files and on what the stage does.
+the twin's ops other than edgetpu-custom-op. It prints and writes no operator table: the compiler's
+per-op statuses are in no file, and a table made up from the file counts would only tell the stage
+what the test already put in. So the stage reads no table from it (`log_table_read` false, and
+`--require-full-mapping` is refused for want of one). No test may take this text for a
+compiler's: tests assert on the real files and on what the stage does.
 
 Any other model (and any `-n` request: there are no segmented twins of the reference models) fails
 with the two lines the real compiler prints when it gives no reason (EDGETPU.md section 6), exit 1.
@@ -20,7 +21,7 @@ EDGETPU_DOUBLE_MODE picks a fault for tests of the stage's refusals:
   hang       sleeps far past any timeout
   unchanged  a broken compiler: "succeeds" but writes the input model back unchanged
   mixup      "succeeds" but writes the real twin of a different reference model
-  cut-log    writes the real twin, but its console and .log stop before the operator table and counts
+  cut-log    writes the real twin, but its console stops before the counts
   hang-child  like hang, after starting a child process that sleeps too (the real compiler forks a
              "compilation child process"), so a test can check that the whole process group ends
   leave-child  starts such a child (its output not on the console), then goes on as usual and exits
@@ -33,7 +34,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 # The first line of everything the double prints or writes: what follows was not printed by a compiler.
@@ -108,16 +108,11 @@ def main(argv):
     out.write_bytes(data if mode == "unchanged" else twin.read_bytes())
     total = len(op_names(source))
     on_cpu = [n for n in op_names(twin) if n != CUSTOM_OP]
-    table = ""
-    if not on_cpu:  # every op mapped: the one status the files prove
-        rows = Counter(op_names(source))
-        table = "Operator                       Count      Status\n\n" + "\n".join(
-            f"{name:<31}{n:<11}Mapped to Edge TPU" for name, n in rows.items()) + "\n"
     log = out.with_suffix(".log")
     real = "the input model written back" if mode == "unchanged" else f"Google's compiled twin {twin.name}"
     head = (MADE_UP.format(extra=f"; the model beside it is a copy of {real}")
             + f"Edge TPU Compiler version {VERSION}\nInput: {model.name}\nOutput: {out.name}\n\n")
-    log.write_text(head if mode == "cut-log" else head + table)
+    log.write_text(head)
     elapsed = round((time.monotonic() - started) * 1000)  # the double's own time: it compiled nothing
     print(f"\nModel compiled successfully in {elapsed} ms.\n\nInput model: {model}\n"
           f"Input size: {model.stat().st_size / 1024:.2f}KiB\nOutput model: {out}\nOutput size: {out.stat().st_size / 1024:.2f}KiB")
@@ -131,7 +126,7 @@ def main(argv):
               "operations supported by the Edge TPU. For details, visit g.co/coral/model-reqs.\n"
               f"Number of operations that will run on Edge TPU: {total - len(on_cpu)}\n"
               f"Number of operations that will run on CPU: {len(on_cpu)}")
-    print(f"\n{table}{SUCCEEDED}")
+    print(f"\n{SUCCEEDED}")
     return 0
 
 

@@ -1,0 +1,42 @@
+"""Building the device environment (.ci/edge-env --make DIR) for tests, with each way it can end told apart.
+
+    edge = make_device_env(tmp / "venv") / "bin" / "edge"
+
+Exit 3 of .ci/edge-env has two causes that need opposite answers: no Python 3.9 on this machine (the
+test cannot run here: a skip naming that) and TensorFlow inside the device venv (the device side's
+promise is broken: a failure). A registry pip could not reach is a skip naming it; anything else fails.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+from tests.registry import unreached
+
+NO_PYTHON39 = "no Python 3.9 found"  # .ci/edge-env's words for each cause of its exit 3
+TENSORFLOW_INSIDE = "TensorFlow is importable in the device venv"
+
+
+def judge(returncode: int, stderr: str, what: str = ".ci/edge-env") -> None:
+    """Return when the build succeeded; else skip or fail the test by the build's real cause."""
+    if returncode == 0:
+        return
+    if returncode == 3 and NO_PYTHON39 in stderr:
+        pytest.skip(f"{what}: this machine has no Python 3.9 for the device environment ({stderr.strip()[-300:]})")
+    if returncode == 3 and TENSORFLOW_INSIDE in stderr:
+        pytest.fail(f"{what}: TensorFlow got into the device venv, which must run without it:\n{stderr.strip()[-1500:]}")
+    missing = unreached(stderr)
+    if missing:
+        pytest.skip(f"{what}: the package registry could not be reached ({missing})")
+    pytest.fail(f"{what} failed (exit {returncode}):\n{stderr.strip()[-2000:]}")
+
+
+def make_device_env(venv: Path, timeout: float = 900) -> Path:
+    """`.ci/edge-env --make VENV`; returns VENV (skips or fails by the cause when it cannot be built)."""
+    made = subprocess.run(["bash", str(REPO / ".ci" / "edge-env"), "--make", str(venv)], capture_output=True, text=True,
+                          timeout=timeout)
+    judge(made.returncode, made.stderr)
+    return venv
