@@ -63,7 +63,11 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
 
 class EpochLog(keras.callbacks.Callback):
     """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs) and
-    prints one line per epoch when the progress bar is off."""
+    prints one line per epoch when the progress bar is off.
+
+    It runs before the epoch's checkpoint is saved (fit.py orders the callbacks), so the file never lacks
+    an epoch the checkpoint has: a kill between the two resumes from the epoch before, and the epoch
+    trained again replaces its entry."""
 
     def __init__(self, path: Path, epochs: int, write: bool):
         super().__init__()
