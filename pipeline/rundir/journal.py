@@ -6,10 +6,11 @@ the new one: a rollback journal, as SQLite keeps one.
 
 The steps, each durable before the next begins:
 
-1. every new file is written to a temporary sibling and fsynced; every file and folder of a prepared
+1. the journal (`RUN/.journal.json`) records every path the transaction will touch, the temporary name
+   (`.NAME.<hex>.tmp`) its new content will have, the second name (`.NAME.<hex>.old`) its old content
+   will have, the folders it will make, and the sha256 of the manifest it will commit;
+2. every new file is written under its temporary name and fsynced; every file and folder of a prepared
    tree (a SavedModel folder) is fsynced;
-2. the journal (`RUN/.journal.json`) records every path the transaction will touch, the second name
-   (`.NAME.<hex>.old`) its old content will have, and the sha256 of the manifest it will commit;
 3. each old file gets its second name (a hard link; a folder is moved aside), the new one is renamed in,
    and paths to remove are moved aside; their folders are fsynced;
 4. the manifest's atomic replace is the commit point (then its folder is fsynced);
@@ -33,7 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from edge.atomic import fsync_dir, write_bytes_atomic, write_temp_sibling
+from edge.atomic import fsync_dir, write_bytes_atomic, write_new_file, write_temp_sibling
 from pipeline.rundir.files import fsync_tree
 from pipeline.errors import ManifestError
 from pipeline.rundir.manifest import MANIFEST_NAME
@@ -61,33 +62,35 @@ def apply(run_dir: Path, contents: Dict[Path, Union[bytes, Path]], removing: Seq
     run_dir = Path(run_dir)
     record: Dict[str, Any] = {"version": JOURNAL_VERSION, "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
                               "paths": [], "removing": [], "made": []}
-    written: List[Path] = []
+    for final, data in contents.items():
+        final = Path(final)
+        existed = final.exists() or final.is_symlink()
+        new = data if isinstance(data, Path) else _temporary_name(final)
+        record["paths"].append({"path": _rel(run_dir, final), "new": _rel(run_dir, new), "prepared": isinstance(data, Path),
+                                "old": _rel(run_dir, _second_name(final)) if existed else None})
+    for gone in map(Path, removing):
+        if gone.exists() or gone.is_symlink():
+            record["removing"].append({"path": _rel(run_dir, gone), "old": _rel(run_dir, _second_name(gone))})
     made = sorted({d for final in contents for d in Path(final).parents if not d.exists()}, key=lambda d: len(d.parts))
-    journal_written = False
+    record["made"] = [_rel(run_dir, d) for d in made]  # shallowest first
+    write_bytes_atomic(run_dir / JOURNAL_NAME, json.dumps(record, indent=2).encode())
     try:
-        for final, data in contents.items():
+        step("journal written")
+        for folder in made:
+            folder.mkdir(exist_ok=True)
+        for entry, data in zip(record["paths"], contents.values()):
             if isinstance(data, Path):
                 fsync_tree(data)
             else:
-                data = write_temp_sibling(final, data)  # fsynced
-                written.append(data)
-            existed = Path(final).exists() or Path(final).is_symlink()
-            record["paths"].append({"path": _rel(run_dir, final), "new": _rel(run_dir, data), "prepared": data not in written,
-                                    "old": _rel(run_dir, _second_name(final)) if existed else None})
-            step(f"staged {_rel(run_dir, final)}")
-        for gone in map(Path, removing):
-            if gone.exists() or gone.is_symlink():
-                record["removing"].append({"path": _rel(run_dir, gone), "old": _rel(run_dir, _second_name(gone))})
-        record["made"] = [_rel(run_dir, d) for d in made]
-        write_bytes_atomic(run_dir / JOURNAL_NAME, json.dumps(record, indent=2).encode())
-        journal_written = True
-        step("journal written")
+                write_new_file(run_dir / entry["new"], data, run_dir / entry["path"])  # fsynced
+            step(f"staged {entry['path']}")
+        for folder in made:
+            fsync_dir(folder.parent)
         for entry in record["paths"]:
             final, new = run_dir / entry["path"], run_dir / entry["new"]
             if entry["old"] is not None:
                 _keep_old(final, run_dir / entry["old"])
                 step(f"kept old {entry['path']}")
-            final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(new, final)
             step(f"moved in {entry['path']}")
         for entry in record["removing"]:
@@ -98,13 +101,7 @@ def apply(run_dir: Path, contents: Dict[Path, Union[bytes, Path]], removing: Seq
         step("renames durable")
         _commit_manifest(run_dir, manifest_bytes)
     except BaseException:
-        if journal_written:
-            _roll_back(run_dir, record)
-        else:
-            for tmp in written:
-                tmp.unlink(missing_ok=True)
-            for folder in reversed(made):
-                _rmdir(folder)
+        _roll_back(run_dir, record)
         raise
     _finish(run_dir, record)
 
@@ -212,6 +209,10 @@ def _keep_old(final: Path, old: Path) -> None:
     except OSError:
         shutil.copy2(final, old, follow_symlinks=False)  # file systems without hard links
         fsync_tree(old)
+
+
+def _temporary_name(path: Path) -> Path:
+    return Path(path).with_name(f".{Path(path).name}.{secrets.token_hex(6)}.tmp")
 
 
 def _second_name(path: Path) -> Path:
