@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import RunBusy
 from pipeline.rundir import journal, lock
 from pipeline.rundir.files import scratch_folder
 from pipeline.rundir.run import Run, writing
@@ -274,3 +275,66 @@ def test_train_keeps_its_checkpoints_until_the_run_is_written(tmp_path, moment):
         assert all(run.artifact(key).exists() for key in ("saved_model", "keras_model", "labels", "history"))
     assert not (run_dir / ".train_state").exists() and not _leftovers(run_dir)
     assert Run.open(run_dir).has("saved_model")
+
+
+# --- the lock: its file is never removed, so two writers into one new folder exclude each other -----
+
+LOCK_CHILD = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    from pipeline.errors import RunBusy
+    from pipeline.rundir import lock
+
+    run_dir, rounds = Path(sys.argv[1]), int(sys.argv[2])
+    held, inodes, overlaps = 0, set(), 0
+    while held < rounds:
+        try:
+            with lock.hold(run_dir, "writer %d" % os.getpid()):
+                try:  # only one holder at a time can create the marker
+                    os.close(os.open(run_dir / "inside", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    overlaps += 1
+                    continue
+                inodes.add(os.stat(run_dir / lock.LOCK_NAME).st_ino)
+                time.sleep(0.002)
+                os.unlink(run_dir / "inside")
+                held += 1
+        except RunBusy:
+            time.sleep(0.001)
+    print(json.dumps({"overlaps": overlaps, "inodes": sorted(inodes)}))
+""")
+
+
+def test_two_writers_into_one_new_folder_exclude_each_other(tmp_path):
+    run_dir = tmp_path / "new"  # no folder, no manifest: the case where the lock file used to be unlinked
+    writers = [subprocess.Popen([sys.executable, "-c", LOCK_CHILD, str(run_dir), "60"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO, env=quiet_env()) for _ in range(3)]
+    results = []
+    for writer in writers:
+        out, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+        results.append(json.loads(out))
+    assert [r["overlaps"] for r in results] == [0, 0, 0], "two writers held the lock at once"
+    assert len({i for r in results for i in r["inodes"]}) == 1  # every holder locked the same file
+    assert (run_dir / lock.LOCK_NAME).is_file() and not (run_dir / "manifest.json").exists()
+
+
+def test_a_held_lock_refuses_a_second_writer_and_its_file_stays(tmp_path):
+    run_dir = tmp_path / "new"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from pipeline.rundir import lock
+        with lock.hold(sys.argv[1], "the first writer"):
+            print("held", flush=True)
+            sys.stdin.readline()
+    """), str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO, env=quiet_env())
+    assert holder.stdout.readline().strip() == "held"
+    inode = (run_dir / lock.LOCK_NAME).stat().st_ino
+    with pytest.raises(RunBusy, match="the first writer"):
+        with lock.hold(run_dir, "the second writer"):
+            pass
+    holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+    assert (run_dir / lock.LOCK_NAME).stat().st_ino == inode  # released, not removed
+    with lock.hold(run_dir, "the second writer, later"):
+        assert (run_dir / lock.LOCK_NAME).stat().st_ino == inode
