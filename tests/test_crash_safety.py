@@ -194,6 +194,31 @@ def test_a_kill_while_recovering_is_recovered_again(old_run, tmp_path):
     assert _state(run_dir) == _state(finished) and not _leftovers(run_dir)
 
 
+def test_a_reader_that_may_not_write_is_refused_rather_than_shown_a_half_run(old_run, tmp_path):
+    """A journal left by a killed writer, on a read-only mount: the reader cannot recover, and says so."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(old_run, run_dir)
+    finished = tmp_path / "finished"
+    shutil.copytree(old_run, finished)
+    steps = json.loads(_child(finished, "replace", 0).stdout.splitlines()[-1])
+    assert _child(run_dir, "replace", steps.index("renames durable") + 1).returncode == -signal.SIGKILL
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "--bind", str(run_dir), str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (not root), and root ignores the permissions a read-only folder would have")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
+        before = _state(mount)
+        result = cli(["report", str(mount)])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert "left unfinished" in result.stderr and "Read-only file system" in result.stderr, result.stderr[-2000:]
+        assert _state(mount) == before
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+    Run.open(run_dir)  # with write access, the same reader recovers it
+    assert _state(run_dir) == _state(old_run)
+
+
 # --- durability: what is renamed in is on disk before the manifest commits -----------------------
 
 

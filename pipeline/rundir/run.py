@@ -274,7 +274,7 @@ def settle(run_dir: Path) -> None:
                 raise RunBusy(f"{run_dir} has a transaction that another process has not finished committing in "
                               f"{SETTLE_SECONDS:.0f} s; try again when `pipeline` is done writing it") from None
             time.sleep(0.05)
-        except PermissionError as err:
+        except OSError as err:  # a read-only mount or folder: the lock file cannot be opened for writing
             raise ManifestError(f"{run_dir} holds a transaction a stopped writer left unfinished, and finishing it "
                                 f"needs write access ({err.strerror}); run any `pipeline` command on it as a user "
                                 "who may write it") from None
