@@ -363,3 +363,45 @@ def test_a_held_lock_refuses_a_second_writer_and_its_file_stays(tmp_path):
     assert (run_dir / lock.LOCK_NAME).stat().st_ino == inode  # released, not removed
     with lock.hold(run_dir, "the second writer, later"):
         assert (run_dir / lock.LOCK_NAME).stat().st_ino == inode
+
+
+# --- train: history.json never lacks an epoch its checkpoint has ----------------------------------
+
+CHECKPOINT_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tf_keras as keras
+
+    when = sys.argv[1]
+    real = keras.callbacks.BackupAndRestore._backup
+
+    def backup(self, epoch, batch=0):  # a SIGKILL just before or just after epoch 2's checkpoint is saved
+        if when == "before" and epoch == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(self, epoch, batch)
+        if when == "after" and epoch == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    keras.callbacks.BackupAndRestore._backup = backup
+    from pipeline.cli import main
+    main(sys.argv[2:])
+""")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_kill_beside_an_epochs_checkpoint_resumes_with_every_epoch_in_history(tmp_path, when):
+    run_dir = tmp_path / "run"
+    args = ["train", "--data", "digits", "--out", str(run_dir), "--epochs", "2", "--image-size", "16", "--no-tensorboard"]
+    killed = subprocess.run([sys.executable, "-c", CHECKPOINT_CHILD, when, *args], capture_output=True, text=True,
+                            timeout=600, cwd=REPO, env=quiet_env())
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    written = json.loads((run_dir / ".train_state" / "history.json").read_text())
+    assert [e["epoch"] for e in written] == [1, 2]  # written before the checkpoint, whichever side the kill fell
+    assert "epoch 2/2" not in killed.stdout  # the line comes after the checkpoint
+    again = cli(args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    history = json.loads((run_dir / "history.json").read_text())
+    assert [e["epoch"] for e in history] == [1, 2]
+    assert history[0] == written[0]
+    # Killed before the checkpoint: epoch 2 is trained again (its entry replaced); after it: nothing is trained.
+    assert ("epoch 2/2" in again.stdout) == (when == "before"), again.stdout

@@ -103,7 +103,10 @@ def apply(run_dir: Path, contents: Dict[Path, Union[bytes, Path]], removing: Seq
     except BaseException:
         _roll_back(run_dir, record)
         raise
-    _finish(run_dir, record)
+    try:
+        _finish(run_dir, record)
+    except OSError:
+        pass  # committed: what is left (old contents, the journal) is finished when the run is next opened
 
 
 def recover(run_dir: Path) -> Optional[str]:
@@ -184,9 +187,10 @@ def _roll_back(run_dir: Path, record: Dict[str, Any]) -> None:
         elif old.is_dir() and not old.is_symlink():
             _remove(final)  # the new folder, when it was moved in
             os.replace(old, final)
+        elif (new.exists() or new.is_symlink()) and (old.exists() or old.is_symlink()):
+            old.unlink()  # not moved in: `final` is still the old file, of which this is only a second name
         elif old.exists() or old.is_symlink():
             os.replace(old, final)
-            old.unlink(missing_ok=True)  # a rename between two names of one file leaves both
         # else: it died before the second name was made, so `final` still holds the old content
         if not entry.get("prepared"):
             _remove(new)  # a temporary this transaction wrote (a prepared tree is its caller's scratch)

@@ -69,6 +69,7 @@ def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_pe
             # Every phase keeps its last checkpoint until the run is written: a run resumed after the switch gets
             # the head it trained, and one killed while writing finishes without training again.
             keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
+            epoch_log.line,  # last: a printed epoch is a kept one
         ]
         try:
             model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
