@@ -13,7 +13,7 @@ from pathlib import PurePosixPath, Path
 from typing import Any, Callable, Dict
 
 from pipeline.errors import ManifestError
-from pipeline.rundir.files import json_bytes
+from pipeline.rundir.files import json_bytes, write_bytes_atomic
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -40,6 +40,11 @@ def load(run_dir: Path) -> Dict[str, Any]:
         raise ManifestError(f"{path} has schema_version {version!r}, expected {SCHEMA_VERSION}")
     check(manifest, path)
     return manifest
+
+
+def save(run_dir: Path, manifest: Dict[str, Any]) -> Path:
+    """Write the manifest alone, atomically (a stage writes it with its files, through Run.transaction)."""
+    return write_bytes_atomic(Path(run_dir) / MANIFEST_NAME, encode(manifest))
 
 
 def encode(manifest: Dict[str, Any]) -> bytes:
