@@ -276,7 +276,7 @@ MANIFEST_DAMAGE = {  # name -> (what is done to the manifest, what the error say
     "artifacts as a list": (lambda m: m.update(artifacts=[]), 'field artifacts is []; expected a table {key: {"path"'),
     "a number as a digest": (lambda m: m["artifacts"]["model_int8"].update(sha256=12),
                              "field artifacts.model_int8.sha256 is 12; expected a sha256 of 64 lowercase hex digits"),
-    "no model section": (lambda m: m.pop("model"), "field model is missing; expected a table with the model's name and image_size"),
+    "no model section": (lambda m: m.pop("model"), "field model is missing; expected a table with the model's image_size"),
     "labels not a list": (lambda m: m.update(labels="cat,dog"), 'field labels is "cat,dog"; expected a non-empty list of class names'),
 }
 RUN_READERS = {  # command -> its arguments (RUN and OUT filled in)

@@ -53,8 +53,9 @@ def encode(manifest: Dict[str, Any]) -> bytes:
     return json_bytes(manifest)
 
 
-# What every stage may rely on in a manifest that `pipeline train` wrote: a damaged one (valid JSON, edited
-# or cut by hand) is refused here, naming the field, instead of failing later with a KeyError.
+# What every stage reads of a manifest (a stage's own facts, such as training.global_batch, it checks itself): a
+# damaged one (valid JSON, edited or cut by hand) is refused here, naming the field, instead of failing later
+# with a KeyError.
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -76,13 +77,8 @@ def _inside_run(value: Any) -> bool:
 
 _REQUIRED: Dict[str, tuple] = {  # field -> (test, what was expected)
     "labels": (lambda v: isinstance(v, list) and bool(v) and all(_text(x) for x in v), "a non-empty list of class names"),
-    "model": (lambda v: isinstance(v, dict), "a table with the model's name and image_size"),
-    "model.name": (_text, "the model's name"),
+    "model": (lambda v: isinstance(v, dict), "a table with the model's image_size"),
     "model.image_size": (_count, "a positive number of pixels"),
-    "data": (lambda v: isinstance(v, dict), "a table describing the training data"),
-    "data.train": (lambda v: isinstance(v, dict), "a table describing the training data"),
-    "training": (lambda v: isinstance(v, dict), "a table describing the training run"),
-    "training.epochs": (_count, "a positive number of epochs"),
     "artifacts": (lambda v: isinstance(v, dict), "a table {key: {\"path\": ..., \"sha256\": ...}}"),
 }
 _ENTRY: Dict[str, tuple] = {  # field of every artifact -> (test, expected, required)
