@@ -46,21 +46,34 @@ def write_temp_sibling(path: PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are for sharing
+    _fill(fd, Path(tmp), data, path)
+    return Path(tmp)
+
+
+def write_new_file(path: PathLike, data: bytes, for_path: PathLike) -> Path:
+    """Create `path`, which must not exist (a name chosen and recorded beforehand), with `data`, fsynced.
+    `for_path` is the file it will become, named in a full disk's error."""
+    path = Path(path)
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    _fill(fd, path, data, Path(for_path))
+    return path
+
+
+def _fill(fd: int, tmp: Path, data: bytes, path: Path) -> None:
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts are for sharing
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         if err.filename is None:  # a full disk fails in write() or fsync(), which name no file: name it
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return Path(tmp)
 
 
 @contextmanager

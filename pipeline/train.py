@@ -60,9 +60,9 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         raise ConfigError(f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
                           f"expected a multiple of {chosen.replicas}")
     created = not run_dir.exists()
+    plan = _plan(config, chosen)  # before the lock: data that is refused leaves no folder behind
     # Only the chief writes (and locks) the run; other workers of a multi-worker run may share its folder.
     with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
-        plan = _plan(config, chosen)
         model, history, weights, bn_record = _fit_resumable(config, chosen, plan, run_dir, created)
         heldout_labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
@@ -77,7 +77,6 @@ def run(config: TrainConfig, run_dir: Path) -> Path:
         record = _record(config, chosen, plan, model, weights, metrics, per_class, majority, bn_record, history)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
             _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
-        shutil.rmtree(run_dir / STATE_DIR, ignore_errors=True)  # only now: a kill before this resumes, not retrains
         write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return run_dir
 
@@ -139,9 +138,13 @@ def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, crea
         if not chosen.is_chief:
             _remove_worker_leftovers(run_dir, created)
         elif not (state_dir / "history.json").exists():
-            shutil.rmtree(run_dir if created else state_dir, ignore_errors=True)
+            shutil.rmtree(state_dir, ignore_errors=True)
             if logs_created:
                 shutil.rmtree(run_dir / train_logs.LOG_DIR, ignore_errors=True)
+            if created:  # all but the lock file, which is never removed (pipeline/rundir/lock.py)
+                for path in run_dir.iterdir():
+                    if path.name not in (lock.LOCK_NAME, lock.HOLDER_NAME):
+                        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
         raise
 
 
@@ -231,9 +234,9 @@ def _evaluate(model, plan: _Plan, batch_size: int, labels):
 
 
 def _write_run(run: Run, model, labels, history) -> None:
-    """The models, labels and history with the manifest that records them, in one transaction."""
-    for stale in run.dir.glob(".save-*"):  # left by a process killed while saving (this one holds the lock)
-        shutil.rmtree(stale, ignore_errors=True)
+    """The models, labels and history with the manifest that records them, in one transaction, which also takes
+    RUN/.train_state away: the checkpoints go when the run they made is committed and durable, not before (a
+    kill before the commit resumes from them and writes the run without training again)."""
     with scratch_folder(run.dir, prefix=".save-") as scratch:  # same file system: moved in by rename
         _save_models(model, scratch / "saved_model", scratch / "keras_model.keras")
         with run.transaction() as t:
@@ -242,6 +245,7 @@ def _write_run(run: Run, model, labels, history) -> None:
             t.write("labels", ("\n".join(labels) + "\n").encode("utf-8"))
             t.write("history", json_bytes(history))
             t.set("stages", {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}})
+            t.remove(run.dir / STATE_DIR)
 
 
 def _save_models(model, saved_model: Path, keras_file: Path) -> None:

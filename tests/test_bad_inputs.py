@@ -264,3 +264,61 @@ def test_evaluate_refuses_a_bundle_of_another_schema(exported_copy, tmp_path):
     (bundle / "bundle.json").write_text(json.dumps({"schema_version": 9, "images": []}))
     result = edge_cli(["evaluate", exported_copy / "model_int8.tflite", "--data", bundle, "--out", tmp_path / "p.json"])
     assert_refused(result, "schema_version 9, expected 2")
+
+
+# --- a manifest that is valid JSON but damaged: one line naming the field, for every command that reads a run ---
+
+MANIFEST_DAMAGE = {  # name -> (what is done to the manifest, what the error says)
+    "artifact without sha256": (lambda m: m["artifacts"]["model_int8"].pop("sha256"),
+                                "field artifacts.model_int8.sha256 is missing; expected a sha256 of 64 lowercase hex digits"),
+    "artifact without path": (lambda m: m["artifacts"]["saved_model"].pop("path"),
+                              "field artifacts.saved_model.path is missing; expected the file's path inside the run directory"),
+    "artifacts as a list": (lambda m: m.update(artifacts=[]), 'field artifacts is []; expected a table {key: {"path"'),
+    "a number as a digest": (lambda m: m["artifacts"]["model_int8"].update(sha256=12),
+                             "field artifacts.model_int8.sha256 is 12; expected a sha256 of 64 lowercase hex digits"),
+    "no model section": (lambda m: m.pop("model"), "field model is missing; expected a table with the model's image_size"),
+    "labels not a list": (lambda m: m.update(labels="cat,dog"), 'field labels is "cat,dog"; expected a non-empty list of class names'),
+}
+RUN_READERS = {  # command -> its arguments (RUN and OUT filled in)
+    "export": ["export", "RUN", "--int8"],
+    "compile": ["compile", "RUN"],
+    "parity": ["parity", "RUN"],
+    "predict": ["predict", "RUN", "--data", "digits", "--out", "OUT"],
+    "report": ["report", "RUN"],
+    "run": ["run", "--out", "RUN"],
+}
+
+
+def _damage(run_dir: Path, case: str) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    MANIFEST_DAMAGE[case][0](manifest)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("case", sorted(MANIFEST_DAMAGE))
+def test_a_damaged_manifest_names_the_field(case, exported_copy):
+    _damage(exported_copy, case)
+    before = tree_snapshot(exported_copy)
+    assert_refused(cli(["report", str(exported_copy)]), MANIFEST_DAMAGE[case][1], "manifest.json")
+    assert tree_snapshot(exported_copy) == before
+
+
+@pytest.mark.parametrize("command", sorted(RUN_READERS))
+def test_every_command_that_reads_a_run_refuses_a_damaged_manifest(command, exported_copy, tmp_path):
+    _damage(exported_copy, "a number as a digest")
+    before = tree_snapshot(exported_copy)
+    args = [{"RUN": str(exported_copy), "OUT": str(tmp_path / "out.json")}.get(a, a) for a in RUN_READERS[command]]
+    assert_refused(cli(args), MANIFEST_DAMAGE["a number as a digest"][1])
+    assert tree_snapshot(exported_copy) == before and not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("a number as a digest", "manifest.json records sha256 12, expected 64 hex digits"),
+    ("artifacts as a list", "has no artifacts table, expected"),
+    ("artifact without sha256", "manifest.json records sha256 None, expected 64 hex digits"),
+])
+def test_edge_refuses_a_damaged_manifest_next_to_a_model_without_sidecar(case, needle, exported_copy, tmp_path):
+    _damage(exported_copy, case)
+    (exported_copy / "model_int8.tflite.json").unlink()  # the manifest is then the model's only record
+    image = _image(tmp_path, "ok.png", "RGB", "PNG")
+    assert_refused(edge_cli(["classify", exported_copy / "model_int8.tflite", image]), needle)

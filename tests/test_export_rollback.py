@@ -45,14 +45,16 @@ def test_failed_rename_of_the_sidecar_restores_the_model(exported_copy, monkeypa
 
 def test_failure_saving_the_manifest_puts_the_old_int8_files_back(exported_copy, monkeypatch):
     from pipeline import export
-    from pipeline.rundir import manifest as manifest_lib
 
     before = tree_snapshot(exported_copy)
+    real = os.replace
 
-    def broken(*args, **kwargs):
-        raise OSError(5, "injected: manifest write failed")
+    def broken(src, dst):  # the manifest's rename, the transaction's commit point
+        if Path(dst).name == "manifest.json":
+            raise OSError(5, "injected: manifest write failed")
+        return real(src, dst)
 
-    monkeypatch.setattr(manifest_lib, "save", broken)
+    monkeypatch.setattr(os, "replace", broken)
     # Per-tensor gives different bytes from the recorded per-channel model, so a leftover would show.
     with pytest.raises(OSError, match="injected"):
         export.run(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, calibration_samples=20), exported_copy)

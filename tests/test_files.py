@@ -1,4 +1,5 @@
-"""pipeline.files: directories and groups of files replaced so that a failure at any point leaves the old state."""
+"""pipeline.rundir.files and journal: directories and groups of files replaced so that a failure at any point leaves
+the old state (kills and power cuts: tests/test_crash_safety.py)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.rundir import files
-from pipeline.rundir.files import replacing, staged_path
+from pipeline.rundir import files, journal
+from pipeline.rundir.files import staged_path
 from tests.edge.signal_moments import signal_when_made
 from tests.helpers import tree_snapshot
 
@@ -91,27 +92,34 @@ def test_a_signal_as_the_staging_folder_is_made_leaves_nothing(run, monkeypatch,
     assert snapshot(run) == before and not [p for p in run.iterdir() if p.name.startswith(".")]
 
 
-def test_replacing_puts_every_file_in_place(run):
-    with replacing({run / "model.tflite": b"new model", run / "report.json": b"{}"}):
-        pass
+def _apply(run, contents):
+    journal.apply(run, contents, (), b'{"new": "manifest"}\n')
+
+
+def test_a_transaction_puts_every_file_in_place(run):
+    _apply(run, {run / "model.tflite": b"new model", run / "report.json": b"{}"})
     assert snapshot(run)["model.tflite"] == b"new model" and snapshot(run)["report.json"] == b"{}"
+    assert snapshot(run)["manifest.json"] == b'{"new": "manifest"}\n'
     assert not [p for p in run.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("fail_at", [1, 2, 3])
+# Renames, in order: the journal's, model.tflite, model.tflite.json, report.json, the manifest's (the commit).
+@pytest.mark.parametrize("fail_at", [1, 2, 3, 4, 5])
 def test_a_failed_rename_restores_every_file(run, monkeypatch, fail_at):
     before = snapshot(run)
     _fail_on_call(monkeypatch, files, fail_at)
     with pytest.raises(OSError, match="injected"):
-        with replacing({run / "model.tflite": b"new", run / "model.tflite.json": b"{}", run / "report.json": b"{}"}):
-            pass
+        _apply(run, {run / "model.tflite": b"new", run / "model.tflite.json": b"{}", run / "report.json": b"{}"})
     assert snapshot(run) == before
 
 
-def test_a_failure_in_the_body_restores_every_file(run):
+def test_a_failed_rename_restores_a_replaced_folder(run, monkeypatch):
     before = snapshot(run)
-    with pytest.raises(RuntimeError, match="manifest"):
-        with replacing({run / "model.tflite": b"new", run / "report.json": b"{}"}):
-            assert (run / "model.tflite").read_bytes() == b"new"  # in place while the body records it
-            raise RuntimeError("manifest could not be saved")
-    assert snapshot(run) == before
+    prepared = run / ".save-x.tmp" / "saved_model"
+    (prepared / "variables").mkdir(parents=True)
+    (prepared / "saved_model.pb").write_bytes(b"new graph")
+    _fail_on_call(monkeypatch, files, 4)  # model.tflite's rename, after the folder moved in (journal 1, aside 2, in 3)
+    with pytest.raises(OSError, match="injected"):
+        _apply(run, {run / "saved_model": prepared, run / "model.tflite": b"new"})
+    after = snapshot(run)
+    assert {k: v for k, v in after.items() if not k.startswith(".save-x.tmp")} == before

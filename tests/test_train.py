@@ -254,4 +254,4 @@ def test_failure_in_the_first_epoch_leaves_an_existing_folder_as_it_was(existing
     monkeypatch.setattr(train.keras.Model, "fit", broken_fit)
     with pytest.raises(RuntimeError, match="simulated failure"):
         train.run(train.TrainConfig(data="digits", image_size=16, epochs=1), existing_run_dir)
-    _assert_untouched(existing_run_dir, ["notes.txt"])
+    _assert_untouched(existing_run_dir, [".lock", "notes.txt"])  # the lock file is never removed (rundir/lock.py)

@@ -7,6 +7,13 @@ The lock is an OS lock (flock, through the maintained `filelock` package), so a 
 that died is released by the kernel and never blocks. Beside it, `RUN/.lock.holder.json` names the
 holder (stage, pid, host, start time) for the refusal message; it is information only, never the lock.
 Nested holds in one process (`pipeline run` holding the run while it calls each stage) just count.
+
+Taking the lock is when a run is recovered: a transaction a dead writer left unfinished is finished or
+rolled back, and its leftovers removed (journal.recover), before the holder does anything else.
+
+`RUN/.lock` is never removed, not even from a folder a failed stage leaves otherwise empty: a process that
+opened the file just before it was unlinked would lock an inode no path leads to any more, while the next
+one locks a new file at the same path, and both would write the run.
 """
 from __future__ import annotations
 
@@ -21,8 +28,8 @@ from typing import Dict, Iterator, Tuple
 from filelock import FileLock, Timeout
 
 from pipeline.errors import RunBusy
+from pipeline.rundir import journal
 from pipeline.rundir.files import signals_held, write_json_atomic
-from pipeline.rundir.manifest import MANIFEST_NAME
 
 LOCK_NAME = ".lock"
 HOLDER_NAME = ".lock.holder.json"
@@ -42,8 +49,6 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
         finally:
             _held[run_dir] = (lock, _held[run_dir][1] - 1)
         return
-    created = not run_dir.exists()
-    lock_is_new = created or not (run_dir / LOCK_NAME).exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
     holder = run_dir / HOLDER_NAME
@@ -60,6 +65,7 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
             acquired = True
             _held[run_dir] = (lock, 1)
             _name_holder(holder, stage)
+            journal.recover(run_dir)
         yield
     finally:
         if acquired:
@@ -67,20 +73,11 @@ def hold(run_dir: Path, stage: str) -> Iterator[None]:
                 del _held[run_dir]
                 holder.unlink(missing_ok=True)
                 lock.release()
-                if lock_is_new:
-                    _leave_no_trace(run_dir, created)
 
 
-def _leave_no_trace(run_dir: Path, created: bool) -> None:
-    """Where the stage made no run (train failed before writing one), the lock file it brought goes again,
-    and so does a folder the hold made that is now empty: a user's folder is left as it was."""
-    try:
-        if not (run_dir / MANIFEST_NAME).exists():
-            (run_dir / LOCK_NAME).unlink(missing_ok=True)
-        if created and not any(run_dir.iterdir()):
-            run_dir.rmdir()
-    except OSError:
-        pass  # already gone (train removes a run that never finished an epoch)
+def held_here(run_dir: Path) -> bool:
+    """Whether this process holds RUN's lock."""
+    return Path(run_dir).resolve() in _held
 
 
 def _name_holder(holder: Path, stage: str) -> None:

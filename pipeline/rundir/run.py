@@ -7,21 +7,27 @@
         t.write_file(sidecar_path, sidecar_bytes)       # a file that goes with it, not an artifact itself
 
 `ARTIFACTS` is the one table of artifact key -> file name inside RUN -> the command that produces it.
-Every stage saves the manifest once, in its transaction. A stage that writes holds the run's lock
-(`writing`, pipeline/rundir/lock.py) for its whole life; readers take none.
+Every stage saves the manifest once, in its transaction, whose rollback journal (journal.py) makes a
+SIGKILL or power cut at any instant leave the old run or the new one. A stage that writes holds the
+run's lock (`writing`, pipeline/rundir/lock.py) for its whole life; readers take none, except briefly
+to recover a transaction that a dead writer left unfinished (`Run.open`).
 """
 from __future__ import annotations
 
 import re
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from edge.integrity import sha256_bytes, sidecar_path
-from pipeline.errors import ManifestError
-from pipeline.rundir import lock, manifest as manifest_io
-from pipeline.rundir.files import replacing, sha256_of, signals_held
+from pipeline.errors import ManifestError, RunBusy
+from pipeline.rundir import journal, lock, manifest as manifest_io
+from pipeline.rundir.files import sha256_of, signals_held
+
+# How long a reader waits for a live writer to finish committing (renames and fsyncs: seconds at most).
+SETTLE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,9 @@ class Run:
 
     @classmethod
     def open(cls, run_dir: Path) -> "Run":
-        """The run at `run_dir`, refusing a missing, unreadable or other-schema manifest."""
+        """The run at `run_dir`, refusing a missing, unreadable, damaged or other-schema manifest. A transaction
+        left unfinished is finished or rolled back first (`settle`), so what is read is a committed run."""
+        settle(Path(run_dir))
         return cls(Path(run_dir), manifest_io.load(Path(run_dir)))
 
     @classmethod
@@ -175,6 +183,7 @@ class Transaction:
         self._records: Dict[str, Tuple[Path, Dict[str, Any]]] = {}  # key -> (final path, facts)
         self._forget: List[str] = []
         self._facts: Dict[str, Any] = {}
+        self._remove: List[Path] = []
 
     def write(self, key: str, data: Union[bytes, Path], name: Optional[str] = None, **facts: Any) -> Path:
         """Artifact `key` from bytes, or from a file or folder prepared inside RUN (moved in); recorded with its
@@ -197,6 +206,11 @@ class Transaction:
         """A top-level manifest fact (e.g. `parity`: the gate's verdict)."""
         self._facts[field] = value
 
+    def remove(self, path: Path) -> None:
+        """A path inside RUN (file or folder) that goes when the transaction commits, and stays if it does not
+        (train's checkpoints: a run that was not written must still resume)."""
+        self._remove.append(Path(path))
+
     def commit(self) -> None:
         artifacts = self.run.manifest.get("artifacts", {})
         removing = []
@@ -204,17 +218,18 @@ class Transaction:
             if key in artifacts and key not in self._records:
                 path = self.run.dir / artifacts[key]["path"]
                 removing += [path, sidecar_path(path)]
+        removing += self._remove
         manifest = dict(self.run.manifest, artifacts=dict(artifacts))
         # Hashed from what is about to go in (bytes, or the prepared file or folder), before the signals wait.
         digests = {key: _sha256(self._contents[path]) for key, (path, _) in self._records.items()}
-        with signals_held(), replacing(self._contents, removing):
-            for key in self._forget:
-                manifest["artifacts"].pop(key, None)
-            for key, (path, facts) in self._records.items():
-                rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
-                manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
-            manifest.update(self._facts)
-            manifest_io.save(self.run.dir, manifest)
+        for key in self._forget:
+            manifest["artifacts"].pop(key, None)
+        for key, (path, facts) in self._records.items():
+            rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
+            manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
+        manifest.update(self._facts)
+        with signals_held():  # Ctrl-C and SIGTERM wait for the renames, the commit and the clean-up (or roll-back)
+            journal.apply(self.run.dir, self._contents, removing, manifest_io.encode(manifest))
         self.run.manifest = manifest
 
 
@@ -224,8 +239,43 @@ def _sha256(data: Union[bytes, Path]) -> str:
 
 @contextmanager
 def writing(run_dir: Path, stage: str) -> Iterator[Run]:
-    """Hold RUN's writer lock for the stage's whole life and open the run once the lock is held."""
+    """Hold RUN's writer lock for the stage's whole life and open the run once the lock is held (taking the lock
+    finishes or rolls back a transaction a dead writer left, and removes its leftovers)."""
     Run.open(run_dir)  # a folder that is not a run is refused before anything is put in it
     with lock.hold(run_dir, stage):
         yield Run.open(run_dir)
+
+
+def settle(run_dir: Path) -> None:
+    """Make sure no unfinished transaction is on RUN before it is read.
+
+    A reader takes no lock, so it may meet a journal (journal.py). Two cases, told apart by the lock, which the
+    kernel releases when its holder dies:
+    - no process holds the lock: the writer died half way. The reader takes the lock for the moment it takes to
+      finish or roll the transaction back (lock.hold recovers on taking it), exactly as the next writer would, and
+      reads the result. Reading the manifest as it is instead would pair the old manifest with new files.
+    - a live writer holds it: it is committing right now (a journal exists only from just before its renames to
+      just after its commit, with Ctrl-C held). The reader waits for the journal to go, up to SETTLE_SECONDS,
+      retrying the lock in case the writer dies meanwhile, then reads the committed run.
+    A reader that may not write to RUN cannot recover; it is refused, naming the way out, rather than shown a run
+    whose manifest and files disagree.
+    """
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while journal.pending(run_dir):
+        if lock.held_here(run_dir):
+            with signals_held():
+                journal.recover(run_dir)
+            return
+        try:
+            with lock.hold(run_dir, "recovering an unfinished transaction"):
+                return
+        except RunBusy:
+            if time.monotonic() > deadline:
+                raise RunBusy(f"{run_dir} has a transaction that another process has not finished committing in "
+                              f"{SETTLE_SECONDS:.0f} s; try again when `pipeline` is done writing it") from None
+            time.sleep(0.05)
+        except OSError as err:  # a read-only mount or folder: the lock file cannot be opened for writing
+            raise ManifestError(f"{run_dir} holds a transaction a stopped writer left unfinished, and finishing it "
+                                f"needs write access ({err.strerror}); run any `pipeline` command on it as a user "
+                                "who may write it") from None
 

@@ -59,15 +59,17 @@ def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_pe
                 compile_model(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
             *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
-            # First, so an epoch's checkpoint is on disk before its line is printed. Every phase keeps its
-            # last checkpoint until the run is written: a run resumed after the switch gets the head it
-            # trained, and one killed while writing finishes without training again.
-            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
             train_logs.LearningRateLog(),
             # Before the epoch's line: its scalars are on disk when the line is printed.
             *([train_logs.EpochTensorBoard(state_dir.parent / train_logs.LOG_DIR)] if config.tensorboard and chosen.is_chief else []),
+            # The epoch's history entry is on disk before its checkpoint: a kill between the two resumes one epoch
+            # early and trains that epoch again (its entry replaced), never past an epoch history.json lacks.
             epoch_log,
+            # Every phase keeps its last checkpoint until the run is written: a run resumed after the switch gets
+            # the head it trained, and one killed while writing finishes without training again.
+            keras.callbacks.BackupAndRestore(str(state_dir / phase.backup), delete_checkpoint=False),
+            epoch_log.line,  # last: a printed epoch is a kept one
         ]
         try:
             model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,

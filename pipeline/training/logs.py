@@ -62,8 +62,13 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
 
 
 class EpochLog(keras.callbacks.Callback):
-    """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs) and
-    prints one line per epoch when the progress bar is off."""
+    """Keeps every epoch's metrics in a JSON file (so a resumed run keeps earlier epochs); its `line`
+    callback prints one line per epoch when the progress bar is off.
+
+    The file is written before the epoch's checkpoint is saved and the line printed after it (fit.py
+    orders the callbacks: this, BackupAndRestore, `line`). So the file never lacks an epoch the
+    checkpoint has: a kill between the two resumes from the epoch before, and the epoch trained again
+    replaces its entry. And a printed line means the epoch is kept."""
 
     def __init__(self, path: Path, epochs: int, write: bool):
         super().__init__()
@@ -71,6 +76,7 @@ class EpochLog(keras.callbacks.Callback):
         self.entries = json.loads(self.path.read_text()) if self.path.exists() else []
         self.resuming = bool(self.entries)  # the first epoch this process finishes is marked `resumed`
         self.started = time.time()
+        self.line = _EpochLine(self)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started = time.time()
@@ -83,9 +89,20 @@ class EpochLog(keras.callbacks.Callback):
         self.entries = [e for e in self.entries if e["epoch"] < epoch + 1] + [entry]
         if self.write:
             write_json_atomic(self.path, self.entries)
-        if not sys.stdout.isatty():
-            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds", "resumed"))
-            print(f"epoch {epoch + 1}/{self.epochs} - {shown} - {entry['seconds']}s", flush=True)
 
     def history(self):
         return list(self.entries)
+
+
+class _EpochLine(keras.callbacks.Callback):
+    """The epoch's line, printed once its checkpoint is on disk (off a terminal; the progress bar shows it there)."""
+
+    def __init__(self, log: EpochLog):
+        super().__init__()
+        self.log = log
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not sys.stdout.isatty() and self.log.entries:
+            entry = self.log.entries[-1]
+            shown = " - ".join(f"{k} {v:.4g}" for k, v in entry.items() if k not in ("epoch", "seconds", "resumed"))
+            print(f"epoch {epoch + 1}/{self.log.epochs} - {shown} - {entry['seconds']}s", flush=True)
