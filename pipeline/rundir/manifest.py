@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath, Path
 from typing import Any, Callable, Dict
 
+from edge.documents import MANIFEST_NAME  # one name, on the host and the device
 from pipeline.errors import ManifestError
 from pipeline.rundir.files import json_bytes, write_bytes_atomic
 
-MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
 
 
