@@ -116,7 +116,7 @@ def evaluate_saved(run: str, heldout: str) -> dict:
 
 def run_pairs(data: dict, epochs_list, pairs: int, work: Path, results: dict) -> None:
     for epochs in epochs_list:
-        entry = results.setdefault(str(epochs), {"pairs": []})
+        entry = results["runs"].setdefault(str(epochs), {"pairs": []})
         for i in range(len(entry["pairs"]), pairs):
             order = ("pipeline", "recipe") if i % 2 == 0 else ("recipe", "pipeline")
             out = work / f"e{epochs}-p{i}"
@@ -211,7 +211,7 @@ def main() -> None:
         root.mkdir(parents=True, exist_ok=True)
         results["data"] = make_data(root)
         results["runs"] = {str(e): results["runs"].get(str(e), {"pairs": []}) for e in args.epochs}
-        run_pairs(results["data"], args.epochs, args.pairs, Path(tmp) / "runs", results["runs"])
+        run_pairs(results["data"], args.epochs, args.pairs, Path(tmp) / "runs", results)
 
 
 if __name__ == "__main__":
