@@ -35,11 +35,11 @@ import tf_keras as keras
 # between shuffles (once 3), from 896 or 2,048 by 0-1. Forward passes only, a third of a training step
 # each: 2,048 examples cost about 5% of an epoch of the 12,753 flowers.
 MAX_EXAMPLES = 2048
-# Examples per estimate before the last epoch's validation: those statistics only report on the
-# epoch (training normalizes by each batch's own), and a 256-example estimate moves a saved model's
-# held-out accuracy by 0-1 images of 80 against 896 or 2,048 (same table). Forward passes are a
-# third of a training step, so an estimate of a whole small training set every epoch added a third
-# to the epoch.
+# Examples per estimate before the other epochs' validations: those statistics only report on the
+# epoch (training normalizes by each batch's own, so they change no weight), and in the same table
+# estimates from 224 examples moved held-out accuracy by 0-1 images of 80 between shuffles (once 3).
+# Forward passes are a third of a training step, so an estimate over a whole small training set
+# before every validation added about a third to each epoch.
 INTERIM_EXAMPLES = 256
 
 
