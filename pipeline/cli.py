@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 
 import click
@@ -62,6 +63,9 @@ def main(verbose):
 def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
                   sustain_epochs, lr_decay, no_tensorboard, **options):
     """Train a classifier under tf.distribute and write RUN."""
+    # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
+    # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
     from pipeline.training.config import config_from_options

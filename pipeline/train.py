@@ -109,6 +109,15 @@ def _plan(config: TrainConfig, chosen: strategy_mod.Chosen) -> _Plan:
     train_ds, train_count = train_source.training_dataset(config.size, train_indices), len(train_indices)
     decoded = data_mod.decoded_mb(train_count, config.size)
     feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
+    # The held-out set is read by every epoch's validation and twice more at the end: decoded once and kept
+    # when it fits the budget beside the training set.
+    feed["heldout_cached"] = feed["cached"] and decoded + data_mod.decoded_mb(heldout_count, config.size) <= config.cache_mb
+    if feed["heldout_cached"]:
+        heldout_ds = heldout_ds.cache()
+        # Filled now, by one pass to its end: a reader that stops at the last batch (Keras' validation_steps)
+        # leaves a partial cache that TensorFlow throws away.
+        for _ in heldout_ds.batch(256):
+            pass
     steps_per_epoch = train_count // config.batch_size
     if steps_per_epoch < 1:
         raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")

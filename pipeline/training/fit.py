@@ -38,12 +38,16 @@ def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_pe
         if config.unfreeze_from:
             transfer.check_layer(built.base, config.unfreeze_from)
         compile_model(model, config, chosen)
-    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed, cache=cache)
+    if cache:
+        # One in-memory copy for both readers: training fills it in its first epoch, and the BatchNorm
+        # estimates then read the decoded examples from it instead of decoding them again every epoch.
+        train_ds = train_ds.cache()
+    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
     val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
     statistics = batchnorm.Statistics(model, chosen.strategy, config.weights, steps_per_epoch=steps_per_epoch,
-                                      # a shuffle of its own; not cached: a second cache would hold a second copy
+                                      # a shuffle of its own, over the same (cached) examples
                                       batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
-                                      global_batch=config.batch_size)
+                                      global_batch=config.batch_size, last_epoch=config.epochs - 1)
     epoch_log = train_logs.EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
     for phase in transfer.phases(config.epochs, config.frozen_epochs):
