@@ -212,7 +212,7 @@ class Outcome(NamedTuple):
 
 
 def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: TuningTask = CLASSIFICATION_TASK,
-           ladder: Sequence[Rung] = LADDER, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
+           ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
     """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
     kept. `convert(config, run)` is the export stage's; `layer_errors(model)` names the layers that motivated it."""
     limits = limits.validate(task.metrics)
@@ -222,7 +222,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     attempts: List[Attempt] = []
     baseline_ops: Optional[int] = None
     motivation = None
-    for rung in (Rung("none", "the export as asked", lambda c, t, n: c), *ladder):
+    for rung in (Rung("none", "the export as asked", lambda c, t, n: c), *(LADDER if ladder is None else ladder)):
         candidate_config = rung.config(config, tuning, train_size)
         if candidate_config is None:
             continue
