@@ -128,6 +128,11 @@ def summary(run: Run) -> List[str]:
         if run.has(key):
             path = run.artifact(key)
             lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
+    remedy = run.manifest.get("remedy")
+    if remedy:
+        lines.append(f"remedy             {remedy['chosen']} ("
+                     + ("passed" if remedy["passed"] else "best of those tried; none passed") + " on the tuning split; tried "
+                     + ", ".join(a["remedy"] for a in remedy["attempts"]) + ")")
     lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
     if (run.dir / "report.html").exists():

@@ -62,6 +62,8 @@ def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, bl
     # The chosen rung calibrated on the training split without the tuning images.
     assert manifest["artifacts"]["model_int8"]["calibration"]["excluded"] == result.remedy["tuning_split"]["images"]
     assert "chosen: " + result.remedy["chosen"] in result.table
+    html = (run_copy / "report.html").read_text()
+    assert "Remedy ladder" in html and html.count('class="remedy-attempt"') == len(attempts)
 
 
 def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
@@ -72,10 +74,8 @@ def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
     run = Run.open(run_copy)
     first, again, other = remedy.tuning_split(run, 0), remedy.tuning_split(run, 0), remedy.tuning_split(run, 1)
     source, heldout = resolve_split(run.manifest, "heldout")
-    heldout_ids = {source.examples[i].id for i in heldout}
     heldout_digests = {source.examples[i].digest for i in heldout}
     assert first.ids == again.ids and first.ids != other.ids
-    assert not set(first.ids) & heldout_ids
     source, train = resolve_split(run.manifest, "train")
     assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
     assert len(set(first.labels.tolist())) == len(run.labels)  # class-balanced: every class is in it
@@ -129,3 +129,25 @@ def test_remedy_applies_to_int8_only(run_copy):
 
     with pytest.raises(ConfigError, match="--remedy"):
         run(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
+
+
+def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_split(tmp_path):
+    """A --val-data folder names its files as the training folder does (china_left/IMG_0000.jpg in both): the tuning
+    split is told apart from the held-out images by their bytes, not their names."""
+    from pipeline.data.identity import resolve_split
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+    from pipeline.train import TrainConfig, run as train
+    from tests.helpers import write_camera_jpegs
+
+    train_dir = write_camera_jpegs(tmp_path / "train", per_class=8, size=(64, 48), seed=0, halves=True)
+    val_dir = write_camera_jpegs(tmp_path / "val", per_class=3, size=(64, 48), seed=1, halves=True)
+    run_dir = train(TrainConfig(data=str(train_dir), val_data=str(val_dir), epochs=1, model="small_cnn", image_size=SIZE),
+                    tmp_path / "run")
+    run = Run.open(run_dir)
+    tuning = remedy.tuning_split(run, 0)
+    source, heldout = resolve_split(run.manifest, "heldout")
+    assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
+    train_source, train = resolve_split(run.manifest, "train")
+    assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
+    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (remedy.TUNING_MIN, SIZE, SIZE, 3)

@@ -52,7 +52,7 @@ def tuning_split(run, seed: int) -> TuningSplit:
     from pipeline.errors import DataError
 
     source, train = resolve_split(run.manifest, "train")
-    _, heldout = resolve_split(run.manifest, "heldout")
+    heldout_source, heldout = resolve_split(run.manifest, "heldout")
     examples = [source.examples[i] for i in train]
     labels = np.array([e.label for e in examples], np.int64)
     n = max(TUNING_MIN, int(round(len(examples) * TUNING_SHARE)))
@@ -61,9 +61,10 @@ def tuning_split(run, seed: int) -> TuningSplit:
                         "(a tuning split to choose on, and the rest to calibrate on)")
     tuning_seed = seed + TUNING_SEED_OFFSET
     positions = np.sort(balanced_sample(labels, n, tuning_seed))
-    held = {source.examples[i].digest for i in heldout} | {source.examples[i].id for i in heldout}
+    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
+    held = {heldout_source.examples[i].digest for i in heldout}
     chosen = [examples[p] for p in positions]
-    if any(e.id in held or e.digest in held for e in chosen):  # the splits are disjoint by construction; kept so
+    if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
         raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
     contract = PixelContract.from_record(run.contract, "the run's manifest")
     originals = source.originals(train[positions])
