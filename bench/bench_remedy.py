@@ -109,7 +109,6 @@ def write(results: list) -> None:
                          f"{a['edgetpu']['ops_on_edgetpu']}/{a['edgetpu']['total_ops']} | {a['size_bytes']:,} | {a['seconds']} |")
         lines.append("")
     (REPO / "bench" / "results" / "remedy_bench.md").write_text("\n".join(lines))
-    (REPO / "bench" / "results" / "remedy_bench.json").write_text(json.dumps(results, indent=1))
     print("\n".join(lines))
 
 
@@ -119,8 +118,10 @@ def main() -> None:
     parser.add_argument("--case", type=int, action="append", help="only these CASES (0-based); default all")
     args = parser.parse_args()
     args.runs.mkdir(parents=True, exist_ok=True)
-    results = [one_case(args.runs, *CASES[i]) for i in (args.case or range(len(CASES)))]
-    write(results)
+    for i in args.case or range(len(CASES)):  # each case kept as it ends: cases may run in parallel processes
+        (args.runs / f"case-{i}.json").write_text(json.dumps(one_case(args.runs, *CASES[i])))
+    write([json.loads((args.runs / f"case-{i}.json").read_text()) for i in range(len(CASES))
+           if (args.runs / f"case-{i}.json").exists()])
 
 
 if __name__ == "__main__":

@@ -150,4 +150,5 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
     train_source, train = resolve_split(run.manifest, "train")
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
-    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (remedy.TUNING_MIN, SIZE, SIZE, 3)
+    views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
+    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views
