@@ -104,6 +104,9 @@ def write(results: list) -> None:
         lines += [f"{r['model']} {' '.join(r['options']) or '(defaults)'}, tuning split {ladder['tuning_split']['images']} images:", "",
                   "| remedy | tuning top-1 | tuning agreement | gate | Edge TPU ops | bytes | seconds |", "|---|---|---|---|---|---|---|"]
         for a in ladder["attempts"]:
+            if a.get("error"):
+                lines.append(f"| {a['remedy']} | could not make a model: {a['error'][:120]} | | | | | {a['seconds']} |")
+                continue
             lines.append(f"| {a['remedy']} | {a['tuning']['top1']:.4f} | {a['tuning']['agreement']:.4f} | "
                          f"{'pass' if a['passed'] else ('mapping lowered' if a['edgetpu']['lowered'] else 'fail')} | "
                          f"{a['edgetpu']['ops_on_edgetpu']}/{a['edgetpu']['total_ops']} | {a['size_bytes']:,} | {a['seconds']} |")

@@ -23,7 +23,7 @@ SIZE = 16
 def trained_run(tmp_path_factory):
     from pipeline.train import TrainConfig, run as train
 
-    return train(TrainConfig(data="digits", epochs=2, batch_size=64, model="small_cnn", image_size=SIZE),
+    return train(TrainConfig(data="digits", epochs=4, batch_size=64, model="small_cnn", image_size=SIZE),
                  tmp_path_factory.mktemp("trained") / "run")
 
 

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from pipeline import gate
+from pipeline.errors import PipelineError
 from pipeline.quant.calibration import DEFAULT_CALIBRATION_SAMPLES, balanced_sample
 
 TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
@@ -190,14 +191,17 @@ class Attempt(NamedTuple):
     total_ops: int
     mapping_lowered: bool  # fewer ops predicted on the Edge TPU than the export as asked
     seconds: float
+    error: Optional[str] = None  # the rung could not make a model (e.g. QAT cannot wrap a nested base model)
 
     @property
     def passed(self) -> bool:
-        return not self.failures and not self.mapping_lowered
+        return self.error is None and not self.failures and not self.mapping_lowered
 
     def rank(self, metric: str):
-        """Larger is better: a kept mapping, fewer failed limits, more agreement, a higher gate metric."""
-        return (not self.mapping_lowered, -len(self.failures), self.scores[gate.AGREEMENT].exact, self.scores[metric].exact)
+        """Larger is better: a model at all, a kept mapping, fewer failed limits, more agreement, a higher gate metric."""
+        if self.error is not None:
+            return (False, False, 0, 0, 0)
+        return (True, not self.mapping_lowered, -len(self.failures), self.scores[gate.AGREEMENT].exact, self.scores[metric].exact)
 
     def record(self, metric: str, config=None) -> Dict[str, object]:
         return {"remedy": self.remedy, "what": self.what,
@@ -205,7 +209,8 @@ class Attempt(NamedTuple):
                 "gate_metric": metric, "passed": self.passed, "failures": list(self.failures),
                 "edgetpu": {"ops_on_edgetpu": self.ops_on_edgetpu, "total_ops": self.total_ops,
                             "lowered": self.mapping_lowered},
-                "size_bytes": len(self.model.bytes), "seconds": round(self.seconds, 2)}
+                "size_bytes": len(self.model.bytes) if self.model else None, "seconds": round(self.seconds, 2),
+                "error": self.error}
 
 
 class Outcome(NamedTuple):
@@ -252,7 +257,15 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         if candidate_config is None:
             continue
         start = time.monotonic()
-        model = convert(dataclasses.replace(candidate_config, remedy=rung.name if rung.name != "none" else None), run)
+        try:
+            model = convert(dataclasses.replace(candidate_config, remedy=rung.name if rung.name != "none" else None), run)
+        except (PipelineError, ValueError, RuntimeError) as err:
+            if rung.name == "none":
+                raise  # the export as asked fails as it does without --remedy
+            attempts.append(Attempt(rung.name, rung.what, None, {}, [], 0, 0, False, time.monotonic() - start,
+                                    str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__))
+            say(row(attempts[-1], limits.metric))
+            continue
         ops_on, total = _mapping(model.bytes)
         if baseline_ops is None:
             baseline_ops = ops_on
@@ -290,6 +303,8 @@ HEADER = f"{'remedy':<12} {'tuning top-1':>12} {'agreement':>9} {'gate':>6} {'ed
 
 
 def row(attempt: Attempt, metric: str) -> str:
+    if attempt.error is not None:
+        return f"{attempt.remedy:<12} could not make a model ({attempt.seconds:.1f} s): {attempt.error}"
     s = attempt.scores
     gate_text = "pass" if attempt.passed else ("lower" if attempt.mapping_lowered else "fail")
     return (f"{attempt.remedy:<12} {s[metric].shown:>12.4f} {s[gate.AGREEMENT].shown:>9.4f} {gate_text:>6} "
