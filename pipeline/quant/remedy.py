@@ -4,8 +4,8 @@ whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
     pipeline export runs/photos --int8 --remedy
 
 The gate is applied to a TUNING split drawn from the training split (seeded, class-balanced, recorded by
-example id), never to the held-out images `pipeline parity` reports on, so the parity gate stays an honest
-test. The remedies that calibrate again calibrate on the rest of the training split, so calibration and
+example id, scored on the images and seeded views of them), never to the held-out images `pipeline parity`
+reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of the training split, so calibration and
 tuning do not overlap. Each rung is a small function of the attempt before it returning an export config
 (or None: it does not apply); the ladder converts it with the export stage's own `convert`, predicts its
 Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's metrics.
@@ -24,7 +24,7 @@ import numpy as np
 
 from pipeline import gate
 from pipeline.errors import PipelineError
-from pipeline.quant.calibration import DEFAULT_CALIBRATION_SAMPLES, balanced_sample
+from pipeline.quant.calibration import balanced_sample
 
 TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
 TUNING_MIN = 20  # fewer tuning images than this cannot tell 98% agreement from 95%
@@ -228,7 +228,7 @@ class Outcome(NamedTuple):
         """The gate's message when nothing passed: the chosen (best) attempt's failures, on the tuning split."""
         if self.passed:
             return []
-        lines = self.chosen.failures or [f"every remedy that passed lowered the predicted Edge TPU mapping"]
+        lines = self.chosen.failures or ["every remedy that passed the gate lowered the predicted Edge TPU mapping"]
         return [f"on the tuning split, no remedy passed ({', '.join(a.remedy for a in self.attempts)}); "
                 f"kept the best, {self.chosen.remedy}: " + "; ".join(lines)]
 
