@@ -112,8 +112,11 @@ def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
 @click.option("--io-type", type=click.Choice(["uint8", "int8"]), help="int8: input/output type (default uint8: raw pixels)")
 @click.option("--per-tensor", is_flag=True, help="int8: one scale per weight tensor instead of per channel")
 @click.option("--qat-epochs", type=int, default=0, help="int8: quantization-aware fine-tuning epochs first (default 0)")
+@click.option("--remedy", is_flag=True, help="int8: when the model fails the parity gate on a tuning split of the training "
+              "data, try repairs cheapest first (calibration, per-channel, QAT) that keep the Edge TPU mapping; exit 1 if none passes")
 @reports_errors
-def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs):
+def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
+                   remedy):
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
@@ -126,13 +129,14 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     if len(chosen) > 1:
         raise ConfigError(f"got {' and '.join('--' + m.value for m in chosen)}; expected at most one mode")
     config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
-                                 io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs,
+                                 io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs, repair=remedy,
                                  calibration_data=Path(calibration_data) if calibration_data else None)
     result = export.run(config, Path(run_dir))
     click.echo(result.table)
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
+    gate.enforce(list(result.failures))  # --remedy and nothing passed: the best attempt was written, exit 1
 
 
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
@@ -227,15 +231,16 @@ def _progressbar(total, label):
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS), default=GATE.metric, show_default=True,
               help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
+@click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy)
+                                  min_accuracy=min_accuracy, remedy=remedy)
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 

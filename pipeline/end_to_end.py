@@ -36,6 +36,7 @@ class RunConfig:
     min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
     gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
+    remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
 
     @property
     def limits(self) -> GateLimits:
@@ -75,8 +76,9 @@ def run(config: RunConfig, run_dir: Path, say=print):
         exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         say("== export int8")
-        exported = export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
+        exported = export.run(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
+        remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
         compiler = shutil.which("edgetpu_compiler")
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
@@ -86,6 +88,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
     say(summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)
+    if remedy_failures:
+        result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
     return result
 
 
@@ -124,6 +128,11 @@ def summary(run: Run) -> List[str]:
         if run.has(key):
             path = run.artifact(key)
             lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
+    remedy = run.manifest.get("remedy")
+    if remedy:
+        lines.append(f"remedy             {remedy['chosen']} ("
+                     + ("passed" if remedy["passed"] else "best of those tried; none passed") + " on the tuning split; tried "
+                     + ", ".join(a["remedy"] for a in remedy["attempts"]) + ")")
     lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
     if (run.dir / "report.html").exists():

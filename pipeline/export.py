@@ -4,7 +4,8 @@
 
 int8 is post-training quantization calibrated on real training images (class-balanced, seeded, so
 two exports of one run give identical bytes), or quantization-aware fine-tuning first with
-`--qat-epochs N`. The int8 model is verified (integer only, static, batch 1, op versions that
+`--qat-epochs N`. With `--remedy`, an int8 model that fails the parity gate on a tuning split of the
+training data is repaired by the remedy ladder (pipeline/quant/remedy.py). The int8 model is verified (integer only, static, batch 1, op versions that
 edgetpu_compiler 16 parses) before anything is written; a model that fails is refused. Its input
 follows Coral's convention (pipeline/quant/convention.py): uint8 with scale 1/128 and zero point 128,
 so camera bytes go straight in. Each model carries TFLite metadata (pipeline/metadata: normalization,
@@ -28,6 +29,7 @@ from edge.contract import PixelContract
 from edge.integrity import sidecar_path, sidecar_record
 from pipeline import metadata
 from pipeline.errors import ConfigError
+from pipeline.gate import GATE, GateLimits
 from pipeline.quant import convention, report as quant_report, verify as quant_verify
 from pipeline.quant.calibration import calibration_images
 from pipeline.quant.convert import IO_TYPES, Mode, keras_function, make_converter, serving_function
@@ -64,6 +66,10 @@ class ExportConfig:
     calibration_data: Optional[Path] = None  # int8 only: a .npy of uint8 [N,S,S,3] instead of the run's training split
     seed: int = 0  # seeds the calibration draw (and QAT's shuffling): same seed, same bytes
     debug_samples: int = 16  # calibration images the per-layer error report runs on (small: it runs both models)
+    repair: bool = False  # int8 only: when the model fails the gate on a tuning split, the remedy ladder (pipeline/quant/remedy.py)
+    gate: GateLimits = GATE  # the limits the remedy ladder applies
+    remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
+    calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
 
     def validate(self) -> None:
         if not isinstance(self.mode, Mode):
@@ -77,6 +83,7 @@ class ExportConfig:
                     ("--per-tensor", self.per_tensor or None),
                     ("--qat-epochs", self.qat_epochs or None),
                     ("--calibration-data", self.calibration_data),
+                    ("--remedy", self.repair or None),
                 )
                 if value is not None
             ]
@@ -103,6 +110,8 @@ class ExportResult:
     report_path: Optional[Path]  # RUN/quantization.json (int8 only)
     notes: Tuple[str, ...]  # things the user should know (fewer calibration images, non-raw-pixel input)
     table: str  # the short report printed by the CLI
+    remedy: Optional[dict] = None  # --remedy: the ladder's record (every attempt), as the manifest holds it
+    failures: Tuple[str, ...] = ()  # --remedy: the gate's message when no remedy passed (the best attempt was written)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,11 +122,23 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
     with writing(run_dir, "pipeline export") as run:
-        model = convert(config, run)
+        outcome = _repair(config, run) if config.repair else None
+        model = outcome.chosen.model if outcome else convert(config, run)
         report = _report(config, run, model) if config.mode is Mode.INT8 else None
-        result = _write(config, run, model, report)
+        result = _write(config, run, model, report, outcome)
         write_report(run.dir)  # RUN/report.html; a failure to render only warns
     return result
+
+
+def _repair(config: ExportConfig, run: Run):
+    """The remedy ladder: the export as asked, then cheaper-first repairs, scored on a tuning split."""
+    from pipeline.quant import remedy
+
+    def worst_layers(model: Converted) -> List[dict]:
+        layers = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
+        return sorted(layers, key=lambda layer: -layer["rmse_steps"])[: quant_report.WORST_LAYERS]
+
+    return remedy.repair(config, run, convert, config.gate, layer_errors=worst_layers)
 
 
 class Converted(NamedTuple):
@@ -143,6 +164,8 @@ def convert(config: ExportConfig, run: Run) -> Converted:
         calibration, _, calib_facts, calib_notes = calibration_images(run, config, image_size)
         notes += calib_notes
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
+        if config.remedy:
+            facts["remedy"] = config.remedy  # which rung of the remedy ladder made this model
     if config.qat_epochs:
         from pipeline.quant import qat
 
@@ -181,19 +204,27 @@ def _report(config: ExportConfig, run: Run, model: Converted) -> dict:
                               min(config.debug_samples, len(model.calibration)), model.facts, model.notes)
 
 
-def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[dict]) -> ExportResult:
+def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[dict], outcome=None) -> ExportResult:
     """The model, its sidecar and the report with the manifest that records them: all change together, or none."""
     spec = MODES[config.mode]
+    record = outcome.record() if outcome else None
     with run.transaction() as t:
+        if record is not None or (config.mode is Mode.INT8 and "remedy" in run.manifest):
+            t.set("remedy", record)  # an int8 export without --remedy leaves no older ladder's record behind
         model_path = t.write(spec.key, model.bytes, **model.facts, size_bytes=len(model.bytes))
         side = t.write_file(sidecar_path(model_path),
                             json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"], model.contract)))
         if report is not None:
             report_path = t.write(REPORT_KEY, json_bytes(report))
     table = quant_report.table(report) if report else f"{model_path.name}: {len(model.bytes):,} bytes ({spec.summary})"
+    if outcome:
+        from pipeline.quant import remedy
+
+        table = remedy.table(outcome) + "\n" + table
     return ExportResult(mode=config.mode, model_path=model_path, sidecar_path=side, size_bytes=len(model.bytes),
                         input=model.io["input"], output=model.io["output"],
-                        report_path=report_path if report is not None else None, notes=tuple(model.notes), table=table)
+                        report_path=report_path if report is not None else None, notes=tuple(model.notes), table=table,
+                        remedy=record, failures=tuple(outcome.failures()) if outcome else ())
 
 
 def _verify(model: bytes, config: ExportConfig):

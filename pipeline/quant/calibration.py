@@ -49,6 +49,11 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
     else:
         images, labels = load_split(run.manifest, "train")
         source = {"source": "train split of " + run.manifest["data"]["train"]["spec"], "balanced": True}
+        exclude = tuple(getattr(config, "calibration_exclude", ()))  # the remedy ladder's tuning split
+        if exclude:
+            keep = np.setdiff1d(np.arange(len(images)), np.asarray(exclude, np.int64))
+            images, labels = images[keep], labels[keep]
+            source["excluded"] = len(exclude)
     expected = (image_size, image_size, 3)
     if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != expected:
         raise DataError(

@@ -186,6 +186,7 @@ def quantization_section(run_dir: Path, manifest: dict) -> dict:
         "layers": len(report["layers"]), "worst": worst, "notes": report.get("notes") or [],
         "plot": plots.layer_errors(report["layers"], report["worst_layers"]) if report["layers"] else None,
         "verification": _verify_int8(run_dir, manifest, (report.get("input") or {}).get("dtype")),
+        "remedy": manifest.get("remedy"),  # `export --int8 --remedy`: every attempt, next to the per-layer error
     }
 
 

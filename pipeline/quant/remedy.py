@@ -1,0 +1,320 @@
+"""The remedy ladder: when the int8 model fails the parity gate, try repairs in order of cost and keep the first
+whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
+
+    pipeline export runs/photos --int8 --remedy
+
+The gate is applied to a TUNING split drawn from the training split (seeded, class-balanced, recorded by
+example id, scored on the images and seeded views of them), never to the held-out images `pipeline parity`
+reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of the training split, so calibration and
+tuning do not overlap. Each rung is a small function of the attempt before it returning an export config
+(or None: it does not apply); the ladder converts it with the export stage's own `convert`, predicts its
+Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's metrics.
+
+The task is a `TuningTask`: it scores the reference and a candidate on the tuning images and turns them into
+the gate's named scores (pipeline/gate.py). Classification's is `CLASSIFICATION_TASK`; a detector brings its
+own (mAP and IoU agreement) and the same ladder.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from pipeline import gate
+from pipeline.errors import PipelineError
+from pipeline.quant.calibration import balanced_sample
+
+TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
+TUNING_MIN = 20  # fewer tuning images than this cannot tell 98% agreement from 95%
+TUNING_SEED_OFFSET = 7919  # the tuning draw uses another seed than the calibration draw
+# Views of each tuning image (the image itself, then seeded crops, flips and exposure): the model has learned its
+# training images, so on them alone int8 and float agree even when they part on new images; new views of them
+# bring back the borderline answers a held-out image gets.
+TUNING_VIEWS = 4
+QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
+
+
+# --- the tuning split -----------------------------------------------------------------------------------------
+
+
+class TuningSplit(NamedTuple):
+    positions: np.ndarray  # positions in the training split (what the calibration draw excludes)
+    ids: List[str]  # the examples' identities, for the manifest
+    images: np.ndarray  # uint8 [n,S,S,3], decoded by the run's pixel contract as parity decodes held-out images
+    labels: np.ndarray  # class ids [n]
+    seed: int
+
+    def record(self) -> Dict[str, object]:
+        return {"source": "train split", "images": len(self.ids), "views_per_image": TUNING_VIEWS, "scored": len(self.labels),
+                "seed": self.seed, "ids": list(self.ids)}
+
+
+def tuning_split(run, seed: int) -> TuningSplit:
+    """A seeded, class-balanced share of the training split; refused if any of it is a held-out image."""
+    from edge.contract import PixelContract
+    from pipeline.data.identity import resolve_split
+    from pipeline.errors import DataError
+
+    source, train = resolve_split(run.manifest, "train")
+    heldout_source, heldout = resolve_split(run.manifest, "heldout")
+    examples = [source.examples[i] for i in train]
+    labels = np.array([e.label for e in examples], np.int64)
+    n = max(TUNING_MIN, int(round(len(examples) * TUNING_SHARE)))
+    if n >= len(examples):
+        raise DataError(f"the training split has {len(examples)} images; the remedy ladder needs more than {n} "
+                        "(a tuning split to choose on, and the rest to calibrate on)")
+    tuning_seed = seed + TUNING_SEED_OFFSET
+    positions = np.sort(balanced_sample(labels, n, tuning_seed))
+    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
+    held = {heldout_source.examples[i].digest for i in heldout}
+    chosen = [examples[p] for p in positions]
+    if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
+        raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
+    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    originals = source.originals(train[positions])
+    size, rng = run.image_size, np.random.default_rng(tuning_seed)
+    images, view_labels = [], []
+    for original, example in zip(originals, chosen):
+        large = contract.load_pixels(original, (2 * size, 2 * size), name=example.id)
+        images.append(contract.load_pixels(original, (size, size), name=example.id))
+        images += [_view(large, size, rng) for _ in range(TUNING_VIEWS - 1)]
+        view_labels += [example.label] * TUNING_VIEWS
+    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed)
+
+
+def _view(large: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of an image decoded at twice the size."""
+    from PIL import Image
+
+    h, w = large.shape[:2]
+    ch, cw = int(h * rng.uniform(0.75, 1.0)), int(w * rng.uniform(0.75, 1.0))
+    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    crop = Image.fromarray(large[y:y + ch, x:x + cw]).resize((size, size), Image.BILINEAR)
+    if rng.random() < 0.5:
+        crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.clip(np.asarray(crop, np.float32) * rng.uniform(0.85, 1.15), 0, 255).astype(np.uint8)
+
+
+# --- the task: how a model is scored on the tuning split ---------------------------------------------------------
+
+
+class TuningTask(NamedTuple):
+    metrics: Mapping[str, gate.Metric]  # the gate's named metrics for this task
+    reference: Callable  # (run, images) -> the reference model's outputs
+    candidate: Callable  # (model bytes, images, pixel contract dict) -> the candidate's outputs
+    scores: Callable  # (outputs, reference outputs, labels, num_classes) -> {metric key: gate.Score}
+
+
+def _savedmodel_outputs(run, images: np.ndarray) -> np.ndarray:
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(run.artifact("saved_model"))).signatures["serving_default"]
+    out = [next(iter(serve(tf.constant(images[i:i + 64], tf.float32)).values())).numpy() for i in range(0, len(images), 64)]
+    return np.concatenate(out).astype(np.float32)
+
+
+def _tflite_outputs(model: bytes, images: np.ndarray, contract: dict) -> np.ndarray:
+    from edge.contract import PixelContract
+    from edge.runner import Runner
+    from pipeline.console import native_quiet
+
+    with native_quiet():
+        runner = Runner.with_contract(model, PixelContract.from_record(contract, "the candidate's contract"), edgetpu=False)
+    return runner.score_all(images)
+
+
+def _classification_scores(outputs: np.ndarray, reference: np.ndarray, labels: np.ndarray, num_classes: int):
+    from pipeline.inference import class_metrics
+
+    top1, ref_top1 = outputs.argmax(1), reference.argmax(1)
+    entry = {"images": len(labels), "correct": int((top1 == labels).sum()), "agree": int((top1 == ref_top1).sum()),
+             **class_metrics.compared(top1, ref_top1, labels, num_classes)}
+    return gate.classification_scores(entry)
+
+
+CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, _savedmodel_outputs, _tflite_outputs, _classification_scores)
+
+
+# --- the rungs --------------------------------------------------------------------------------------------------
+
+
+class Rung(NamedTuple):
+    name: str
+    what: str  # one line for the table and the report
+    config: Callable  # (the user's config, tuning split, training split size) -> an export config, or None: not applicable
+
+
+def _calibrate_on_rest(config, tuning: TuningSplit, train_size: int):
+    """Every training image outside the tuning split, drawn with another seed: a larger (when fewer were asked)
+    and differently drawn calibration set."""
+    rest = train_size - len(tuning.positions)
+    return dataclasses.replace(config, calibration_samples=max(rest, config.calibration_samples or 0),
+                               calibration_exclude=tuple(int(p) for p in tuning.positions), seed=config.seed + 1,
+                               calibration_data=None)
+
+
+def _per_channel(config, tuning: TuningSplit, train_size: int):
+    if not config.per_tensor:
+        return None  # already per channel
+    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), per_tensor=False, seed=config.seed)
+
+
+def _qat(epochs: int):
+    def rung(config, tuning: TuningSplit, train_size: int):
+        if config.qat_epochs >= epochs:
+            return None
+        return dataclasses.replace(config, qat_epochs=epochs, per_tensor=False, calibration_data=None,
+                                   calibration_exclude=tuple(int(p) for p in tuning.positions))
+    return rung
+
+
+# In order of cost (seconds measured on the photo-folder MobileNetV2 in bench/results/remedy.md).
+LADDER: Sequence[Rung] = (
+    Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
+    Rung("per-channel", "one scale per output channel of each weight tensor, where per tensor was asked", _per_channel),
+    *(Rung(f"qat-{n}", f"{n} epochs of quantization-aware fine-tuning (per channel)", _qat(n)) for n in QAT_EPOCHS),
+)
+
+
+# --- the ladder ---------------------------------------------------------------------------------------------------
+
+
+class Attempt(NamedTuple):
+    remedy: str  # "none" for the export as asked
+    what: str
+    model: object  # the export stage's Converted
+    scores: Dict[str, gate.Score]  # on the tuning split
+    failures: List[str]  # the gate's failed limits on the tuning split
+    ops_on_edgetpu: int
+    total_ops: int
+    mapping_lowered: bool  # fewer ops predicted on the Edge TPU than the export as asked
+    seconds: float
+    error: Optional[str] = None  # the rung could not make a model (e.g. QAT cannot wrap a nested base model)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.failures and not self.mapping_lowered
+
+    def rank(self, metric: str):
+        """Larger is better: a model at all, a kept mapping, fewer failed limits, more agreement, a higher gate metric."""
+        if self.error is not None:
+            return (False, False, 0, 0, 0)
+        return (True, not self.mapping_lowered, -len(self.failures), self.scores[gate.AGREEMENT].exact, self.scores[metric].exact)
+
+    def record(self, metric: str, config=None) -> Dict[str, object]:
+        return {"remedy": self.remedy, "what": self.what,
+                "tuning": {key: score.shown for key, score in self.scores.items()},
+                "gate_metric": metric, "passed": self.passed, "failures": list(self.failures),
+                "edgetpu": {"ops_on_edgetpu": self.ops_on_edgetpu, "total_ops": self.total_ops,
+                            "lowered": self.mapping_lowered},
+                "size_bytes": len(self.model.bytes) if self.model else None, "seconds": round(self.seconds, 2),
+                "error": self.error}
+
+
+class Outcome(NamedTuple):
+    chosen: Attempt  # the first that passed, or the best of them when none did
+    attempts: List[Attempt]
+    tuning: TuningSplit
+    motivation: Optional[List[Dict[str, object]]]  # the worst layers of the export as asked, when it failed
+    limits: gate.GateLimits
+
+    @property
+    def passed(self) -> bool:
+        return self.chosen.passed
+
+    def failures(self) -> List[str]:
+        """The gate's message when nothing passed: the chosen (best) attempt's failures, on the tuning split."""
+        if self.passed:
+            return []
+        lines = self.chosen.failures or ["every remedy that passed the gate lowered the predicted Edge TPU mapping"]
+        return [f"on the tuning split, no remedy passed ({', '.join(a.remedy for a in self.attempts)}); "
+                f"kept the best, {self.chosen.remedy}: " + "; ".join(lines)]
+
+    def record(self) -> Dict[str, object]:
+        """The manifest's `remedy` fact."""
+        metric = self.limits.metric
+        return {"passed": self.passed, "chosen": self.chosen.remedy, "tuning_split": self.tuning.record(),
+                "limits": {"max_drop_pp": self.limits.max_drop, "min_agreement": self.limits.min_agreement, "metric": metric},
+                "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
+                "failures": self.failures()}
+
+
+def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: TuningTask = CLASSIFICATION_TASK,
+           ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
+    """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
+    kept. `convert(config, run)` is the export stage's; `layer_errors(model)` names the layers that motivated it."""
+    limits = limits.validate(task.metrics)
+    tuning = tuning_split(run, config.seed)
+    reference = task.reference(run, tuning.images)
+    train_size = _train_size(run)
+    attempts: List[Attempt] = []
+    baseline_ops: Optional[int] = None
+    motivation = None
+    for rung in (Rung("none", "the export as asked", lambda c, t, n: c), *(LADDER if ladder is None else ladder)):
+        candidate_config = rung.config(config, tuning, train_size)
+        if candidate_config is None:
+            continue
+        start = time.monotonic()
+        try:
+            model = convert(dataclasses.replace(candidate_config, remedy=rung.name if rung.name != "none" else None), run)
+        except (PipelineError, ValueError, RuntimeError) as err:
+            if rung.name == "none":
+                raise  # the export as asked fails as it does without --remedy
+            attempts.append(Attempt(rung.name, rung.what, None, {}, [], 0, 0, False, time.monotonic() - start,
+                                    str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__))
+            say(row(attempts[-1], limits.metric))
+            continue
+        ops_on, total = _mapping(model.bytes)
+        if baseline_ops is None:
+            baseline_ops = ops_on
+        outputs = task.candidate(model.bytes, tuning.images, model.contract)
+        scores = task.scores(outputs, reference, tuning.labels, len(run.labels))
+        failures = gate.check({gate.REFERENCE: task.scores(reference, reference, tuning.labels, len(run.labels)),
+                               "int8_cpu": scores}, limits, task.metrics)
+        attempt = Attempt(rung.name, rung.what, model, scores, failures, ops_on, total, ops_on < baseline_ops,
+                          time.monotonic() - start)
+        attempts.append(attempt)
+        say(row(attempt, limits.metric))
+        if attempt.passed:
+            break
+        if rung.name == "none" and layer_errors is not None:
+            motivation = layer_errors(model)
+    chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
+    return Outcome(chosen, attempts, tuning, motivation, limits)
+
+
+def _train_size(run) -> int:
+    from pipeline.data.identity import resolve_split
+
+    return len(resolve_split(run.manifest, "train")[1])
+
+
+def _mapping(model: bytes):
+    from pipeline.edgetpu import preflight
+
+    prediction = preflight.analyze(model)
+    on = 0 if prediction.fatal else prediction.ops_on_edgetpu
+    return on, len(prediction.rows)
+
+
+HEADER = f"{'remedy':<12} {'tuning top-1':>12} {'agreement':>9} {'gate':>6} {'edge tpu':>9} {'bytes':>9} {'seconds':>8}"
+
+
+def row(attempt: Attempt, metric: str) -> str:
+    if attempt.error is not None:
+        return f"{attempt.remedy:<12} could not make a model ({attempt.seconds:.1f} s): {attempt.error}"
+    s = attempt.scores
+    gate_text = "pass" if attempt.passed else ("lower" if attempt.mapping_lowered else "fail")
+    return (f"{attempt.remedy:<12} {s[metric].shown:>12.4f} {s[gate.AGREEMENT].shown:>9.4f} {gate_text:>6} "
+            f"{attempt.ops_on_edgetpu:>4}/{attempt.total_ops:<4} {len(attempt.model.bytes):>9,} {attempt.seconds:>8.1f}")
+
+
+def table(outcome: Outcome) -> str:
+    lines = [f"remedy ladder on a tuning split of {len(outcome.tuning.ids)} training images x {TUNING_VIEWS} views "
+             "(never the held-out ones):",
+             HEADER, *(row(a, outcome.limits.metric) for a in outcome.attempts)]
+    lines.append(f"chosen: {outcome.chosen.remedy}" if outcome.passed else
+                 f"nothing passed; kept the best attempt, {outcome.chosen.remedy}")
+    return "\n".join(lines)

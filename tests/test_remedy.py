@@ -1,0 +1,154 @@
+"""The remedy ladder (pipeline/quant/remedy.py) on a small real model: a failing int8 export repaired, the tuning
+split kept away from the held-out images, a rung that lowers the Edge TPU mapping refused, and nothing passing
+exits 1 with the best attempt written.
+
+The failure is real: calibrating on black images collapses every activation range, so the int8 model answers
+almost nothing like the float one; calibrating again on training images (the ladder's first rung) repairs it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.host
+
+SIZE = 16
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    from pipeline.train import TrainConfig, run as train
+
+    return train(TrainConfig(data="digits", epochs=4, batch_size=64, model="small_cnn", image_size=SIZE),
+                 tmp_path_factory.mktemp("trained") / "run")
+
+
+@pytest.fixture()
+def run_copy(trained_run, tmp_path):
+    return Path(shutil.copytree(trained_run, tmp_path / "run"))
+
+
+@pytest.fixture()
+def black(tmp_path):
+    path = tmp_path / "black.npy"
+    np.save(path, np.zeros((4, SIZE, SIZE, 3), np.uint8))
+    return path
+
+
+def _manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, black):
+    from pipeline.export import ExportConfig, Mode, run
+
+    result = run(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True), run_copy)
+    attempts = result.remedy["attempts"]
+    assert attempts[0]["remedy"] == "none" and not attempts[0]["passed"], attempts[0]
+    assert attempts[0]["tuning"]["agreement"] < 0.98
+    assert [a["remedy"] for a in attempts][-1] == result.remedy["chosen"] and attempts[-1]["passed"]
+    assert result.remedy["passed"] and not result.failures
+    # Every attempt records what the brief asks; the one that motivated the ladder names its worst layers.
+    for a in attempts:
+        assert set(a) >= {"remedy", "tuning", "passed", "edgetpu", "size_bytes", "seconds"}
+    assert result.remedy["motivation"] and all("rmse_steps" in layer for layer in result.remedy["motivation"])
+    manifest = _manifest(run_copy)
+    assert manifest["remedy"] == result.remedy
+    assert manifest["artifacts"]["model_int8"]["remedy"] == result.remedy["chosen"]
+    # The chosen rung calibrated on the training split without the tuning images.
+    assert manifest["artifacts"]["model_int8"]["calibration"]["excluded"] == result.remedy["tuning_split"]["images"]
+    assert "chosen: " + result.remedy["chosen"] in result.table
+    html = (run_copy / "report.html").read_text()
+    assert "Remedy ladder" in html and html.count('class="remedy-attempt"') == len(attempts)
+
+
+def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
+    from pipeline.data.identity import resolve_split
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+
+    run = Run.open(run_copy)
+    first, again, other = remedy.tuning_split(run, 0), remedy.tuning_split(run, 0), remedy.tuning_split(run, 1)
+    source, heldout = resolve_split(run.manifest, "heldout")
+    heldout_digests = {source.examples[i].digest for i in heldout}
+    assert first.ids == again.ids and first.ids != other.ids
+    source, train = resolve_split(run.manifest, "train")
+    assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
+    assert len(set(first.labels.tolist())) == len(run.labels)  # class-balanced: every class is in it
+
+
+def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black, monkeypatch):
+    """The pre-flight is replaced here (a stand-in that reports one op fewer on the Edge TPU for every model after the
+    first) because no real rung of the ladder makes the converter leave an op in float: it converts integer-only."""
+    from pipeline import export
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+
+    real, calls = remedy._mapping, []
+
+    def lowering(model):
+        on, total = real(model)
+        calls.append(on)
+        return (on - 1 if len(calls) > 1 else on), total
+
+    monkeypatch.setattr(remedy, "_mapping", lowering)
+    config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
+    outcome = remedy.repair(config, Run.open(run_copy), export.convert, ladder=remedy.LADDER[:1])
+    baseline, calibrated = outcome.attempts
+    assert calibrated.mapping_lowered and not calibrated.failures  # it would pass the gate, but lowers the mapping
+    assert not calibrated.passed and not outcome.passed
+    assert outcome.chosen is baseline
+    assert "no remedy passed" in outcome.failures()[0]
+
+
+def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monkeypatch):
+    from click.testing import CliRunner
+
+    from pipeline import cli
+    from pipeline.quant import remedy
+
+    monkeypatch.setattr(remedy, "LADDER", remedy.LADDER[1:2])  # per-channel only, which a per-channel export skips
+    before = _manifest(run_copy)
+    assert "model_int8" not in before["artifacts"]
+    result = CliRunner().invoke(cli.main, ["export", str(run_copy), "--int8", "--remedy", "--calibration-data", str(black)])
+    assert result.exit_code == 1, result.output
+    assert "parity gate failed" in result.output and "no remedy passed" in result.output
+    assert "nothing passed; kept the best attempt, none" in result.output
+    manifest = _manifest(run_copy)
+    assert manifest["remedy"]["passed"] is False and manifest["remedy"]["chosen"] == "none"
+    assert (run_copy / manifest["artifacts"]["model_int8"]["path"]).is_file()
+
+
+def test_remedy_applies_to_int8_only(run_copy):
+    from pipeline.errors import ConfigError
+    from pipeline.export import ExportConfig, Mode, run
+
+    with pytest.raises(ConfigError, match="--remedy"):
+        run(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
+
+
+def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_split(tmp_path):
+    """A --val-data folder names its files as the training folder does (china_left/IMG_0000.jpg in both): the tuning
+    split is told apart from the held-out images by their bytes, not their names."""
+    from pipeline.data.identity import resolve_split
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+    from pipeline.train import TrainConfig, run as train
+    from tests.helpers import write_camera_jpegs
+
+    train_dir = write_camera_jpegs(tmp_path / "train", per_class=8, size=(64, 48), seed=0, halves=True)
+    val_dir = write_camera_jpegs(tmp_path / "val", per_class=3, size=(64, 48), seed=1, halves=True)
+    run_dir = train(TrainConfig(data=str(train_dir), val_data=str(val_dir), epochs=1, model="small_cnn", image_size=SIZE),
+                    tmp_path / "run")
+    run = Run.open(run_dir)
+    tuning = remedy.tuning_split(run, 0)
+    source, heldout = resolve_split(run.manifest, "heldout")
+    assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
+    train_source, train = resolve_split(run.manifest, "train")
+    assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
+    views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
+    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views
