@@ -1,0 +1,103 @@
+"""COCO detection annotations (`annotations.json`, as Roboflow, CVAT and Label Studio export them).
+
+Each image's `file_name` is found relative to the JSON's folder, else to `images_dir`. Class indices
+follow the categories sorted by id; boxes are COCO's [x, y, width, height] in pixels.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from pipeline.detection.examples import DetSource, check_unique, image_size, make_example
+from pipeline.errors import DataError
+
+
+def read_coco(path, images_dir: Optional[str] = None) -> DetSource:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror}); expected a COCO annotations.json") from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: not JSON ({err}); expected a COCO annotations.json") from err
+    for key in ("images", "annotations", "categories"):
+        if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+            raise DataError(f"{path}: no {key!r} list; expected COCO's 'images', 'annotations' and 'categories'")
+
+    categories = sorted(_field(c, "id", int, path, "category") for c in doc["categories"])
+    names = {c["id"]: str(_field(c, "name", str, path, f"category {c['id']}")) for c in doc["categories"]}
+    if len(set(categories)) != len(categories):
+        raise DataError(f"{path}: a category id appears twice; expected each category once")
+    index = {cid: i for i, cid in enumerate(categories)}
+
+    images = {}
+    for im in doc["images"]:
+        iid = _field(im, "id", (int, str), path, "image")
+        if iid in images:
+            raise DataError(f"{path}: image id {iid!r} appears twice; expected each image id once")
+        images[iid] = im
+    objects = {iid: [] for iid in images}
+    for ann in doc["annotations"]:
+        aid = ann.get("id", "?") if isinstance(ann, dict) else "?"
+        iid = _field(ann, "image_id", (int, str), path, f"annotation {aid}")
+        if iid not in images:
+            raise DataError(f"{path}: annotation {aid} refers to image {iid!r}, which is not in 'images'; "
+                            "expected every annotation's image to be listed")
+        cid = _field(ann, "category_id", int, path, f"annotation {aid}")
+        if cid not in index:
+            raise DataError(f"{path}: annotation {aid} has unknown category_id {cid}; expected one of {categories}")
+        bbox = ann.get("bbox")
+        if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
+            raise DataError(f"{path}: annotation {aid} has bbox {bbox!r}; expected [x, y, width, height] in pixels")
+        objects[iid].append((aid, bbox, index[cid]))
+
+    folders = [path.parent] + ([Path(images_dir)] if images_dir else [])
+    examples = []
+    for iid, im in images.items():
+        file_name = str(_field(im, "file_name", str, path, f"image {iid!r}"))
+        found = next((f / file_name for f in folders if (f / file_name).is_file()), None)
+        if found is None:
+            raise DataError(f"{path}: image {iid!r} file {file_name!r} not found in {' or '.join(map(str, folders))}; "
+                            "expected file_name relative to the JSON's folder or to --images")
+        data = found.read_bytes()
+        real = image_size(data, str(found))
+        height, width = im.get("height", real[0]), im.get("width", real[1])
+        if (height, width) != real:
+            raise DataError(f"{path}: image {iid!r} is {width}x{height} in the JSON but {found} is "
+                            f"{real[1]}x{real[0]}; expected the JSON to give the file's size")
+        boxes = [(y / height, x / width, (y + h) / height, (x + w) / width) for _, (x, y, w, h), _ in objects[iid]]
+        example = make_example(file_name, data, boxes, [c for *_, c in objects[iid]], len(categories),
+                               f"{found}", [f"{path}: annotation {aid} (image {iid!r})" for aid, *_ in objects[iid]])
+        examples.append(example)
+    check_unique(examples, str(path))
+    return DetSource(str(path), "coco", [names[c] for c in categories], examples)
+
+
+def write_coco(source: DetSource, path) -> None:
+    """Write `source` as annotations.json at `path`, its images beside it under their ids."""
+    path = Path(path)
+    images, annotations = [], []
+    for n, e in enumerate(source.examples, start=1):
+        target = path.parent / e.id
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(e.image)
+        images.append({"id": n, "file_name": e.id, "width": e.width, "height": e.height})
+        for (ymin, xmin, ymax, xmax), c in zip(e.boxes.tolist(), e.classes.tolist()):
+            annotations.append({"id": len(annotations) + 1, "image_id": n, "category_id": int(c) + 1,
+                                "bbox": [xmin * e.width, ymin * e.height, (xmax - xmin) * e.width, (ymax - ymin) * e.height],
+                                "area": (xmax - xmin) * e.width * (ymax - ymin) * e.height, "iscrowd": 0})
+    categories = [{"id": i + 1, "name": name} for i, name in enumerate(source.labels)]
+    path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}), encoding="utf-8")
+
+
+def _field(item, key, kind, path, what):
+    value = item.get(key) if isinstance(item, dict) else None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{path}: {what} has {key}={value!r}; expected {_kind(kind)}")
+    return value
+
+
+def _kind(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({int: "an integer", str: "a string"}[k] for k in kinds)
