@@ -131,6 +131,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     click.echo(f"wrote {result.model_path} and {result.sidecar_path.name}")
 
 
+CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py), mediapipe "
+                "(ImageClassifier), all or none; every client is reported either way (default none)")
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
                      "the most frequent held-out class)")
 
@@ -145,17 +147,21 @@ MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (defaul
 @click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS),
               help=f"what --max-drop limits: top1 (top-1 accuracy) or macro_f1 (macro-F1 x 100) (default {GATE.metric})")
+@click.option("--clients", "clients", help=CLIENTS_HELP)
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, clients,
+                   bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
+    from pipeline.inference.client_scores import parse_clients
     from pipeline.inference.parity_report import summary_table
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
-               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k}
+               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k,
+               "clients": None if clients is None else parse_clients(clients)}
     given = {k: v for k, v in options.items() if v is not None}
     if bundle_dir:
         if given:
@@ -223,15 +229,17 @@ def _progressbar(total, label):
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS), default=GATE.metric, show_default=True,
               help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
+@click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
+    from pipeline.inference.client_scores import parse_clients
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy)
+                                  min_accuracy=min_accuracy, clients=parse_clients(clients))
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 
