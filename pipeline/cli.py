@@ -58,6 +58,9 @@ def main(verbose):
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
 @click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
 @click.option("--no-tensorboard", is_flag=True, help="write no TensorBoard event files (default: RUN/logs)")
+@click.option("--client-fits", is_flag=True, default=None,
+              help="fit each training image to the input as one of the known clients would (stretch with other filters, "
+                   "centre crop, letterbox) instead of by the pixel contract alone (default off)")
 @reports_errors
 def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
                   sustain_epochs, lr_decay, no_tensorboard, **options):
