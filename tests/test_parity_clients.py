@@ -143,3 +143,20 @@ def test_an_unknown_client_is_refused_in_one_line(parity_run, tmp_path, command)
     assert 0 < result.exit_code < 128
     assert "unknown client tensorflowjs" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "new").exists()
+
+
+def test_a_client_that_cannot_feed_the_model_is_reported_and_fails_only_when_gated(exported_run, tmp_path):
+    """An int8 input (--io-type int8): pycoral's classify_image.py and MediaPipe take uint8 only."""
+    run = tmp_path / "run"
+    shutil.copytree(exported_run, run)
+    assert _pipeline("export", run, "--int8", "--io-type", "int8").exit_code == 0
+    result = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
+    assert result.exit_code == 0, result.output
+    clients = _report(run)["clients"]
+    assert "refused" not in clients["edgeflow"]
+    assert "pycoral's classify_image.py supports only uint8" in clients["pycoral"]["refused"]
+    assert "takes only uint8 or float32" in clients["mediapipe"]["refused"]
+    assert any(line.startswith("int8 as pycoral ") and "cannot feed the model" in line for line in result.output.splitlines())
+    gated = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0", "--clients", "pycoral")
+    assert gated.exit_code == 1
+    assert "client_pycoral: cannot feed the model" in gated.output
