@@ -2,7 +2,7 @@
 and the real clients where they run here (pycoral's classify_image.py, MediaPipe's ImageClassifier).
 
     .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--digits] [--device-python P39] \
-        [--mediapipe-python P] > bench/results/clients.md
+        [--mediapipe-python P] [--client-fits off|on|both] > bench/results/clients.md
 
 Data: four classes (the left and right halves of scikit-learn's two photos), 200 JPEG crops each, cut at
 random places and sizes and saved at their own non-square size (160 to 420 px a side), flipped and exposed
@@ -10,8 +10,9 @@ at random, camera JPEG qualities; a seeded 20% is held out (157 images). A small
 exported to int8 and scored by `pipeline parity`; then every held-out file, byte for byte as parity's bundle
 ships it, is fed to the int8 model as each client would (the .tflite alone, no sidecar for the real clients).
 With --digits, the same for `pipeline run`'s 8x8 digits model. Without --device-python / --mediapipe-python the
-environments are built with .ci/edge-env and .ci/mediapipe-env (a minute or two). Deterministic apart from
-training: no timing.
+environments are built with .ci/edge-env and .ci/mediapipe-env (a minute or two). --client-fits both trains
+every model twice, without and with `pipeline train --client-fits`, same seed, same split. Deterministic apart
+from training: no timing.
 """
 from __future__ import annotations
 
@@ -202,6 +203,8 @@ def main() -> None:
     parser.add_argument("--mediapipe-python", type=Path, help="python of a .ci/mediapipe-env venv (default: build one)")
     parser.add_argument("--digits", action="store_true", help="also `pipeline run`'s digits model")
     parser.add_argument("--epochs", type=int, default=10, help="training epochs of each photo model (default 10)")
+    parser.add_argument("--client-fits", choices=("off", "on", "both"), default="off",
+                        help="train without, with, or both without and with `pipeline train --client-fits`")
     parser.add_argument("--image-size", type=int, action="append",
                         help="a photo model's input size; repeat for several models (default 48)")
     args = parser.parse_args()
@@ -216,27 +219,36 @@ def main() -> None:
         envs = {"device": args.device_python or build_env("edge-env", tmp / "device"),
                 "mediapipe": args.mediapipe_python or build_env("mediapipe-env", tmp / "mediapipe")}
         data = write_photo_crops(tmp / "photos")
+        fits = {"off": [False], "on": [True], "both": [False, True]}[args.client_fits]
         for size in args.image_size:
-            run = tmp / f"run{size}"
-            pipeline("train", "--data", data, "--out", run, "--image-size", size, "--epochs", args.epochs, "--batch-size", "16")
-            pipeline("export", run, "--int8")
-            pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
-            (tmp / f"m{size}").mkdir()
-            results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {size}x{size}, "
-                                   f"{args.epochs} epochs", run, tmp / f"m{size}", envs))
+            for fit in fits:
+                run = tmp / f"run{size}{'fits' if fit else ''}"
+                pipeline("train", "--data", data, "--out", run, "--image-size", size, "--epochs", args.epochs,
+                         "--batch-size", "16", *(["--client-fits"] if fit else []))
+                pipeline("export", run, "--int8")
+                pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
+                (tmp / f"m{run.name}").mkdir()
+                results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {size}x{size}, "
+                                       f"{args.epochs} epochs{', trained with --client-fits' if fit else ''}", run,
+                                       tmp / f"m{run.name}", envs))
         if args.digits:
-            digits = tmp / "digits"
-            pipeline("run", "--out", digits)
-            (tmp / "mdigits").mkdir()
-            results.append(measure("digits: `pipeline run` (10 classes, 8x8 PNGs, its model at 32x32)", digits, tmp / "mdigits",
-                                   envs))
+            for fit in fits:
+                digits = tmp / f"digits{'fits' if fit else ''}"
+                # `pipeline run`'s stages, one by one, so that training can take --client-fits.
+                pipeline("train", "--data", "digits", "--out", digits, *(["--client-fits"] if fit else []))
+                pipeline("export", digits, "--int8")
+                pipeline("parity", digits, "--max-drop", "100", "--min-agreement", "0")
+                (tmp / f"m{digits.name}").mkdir()
+                results.append(measure("digits: `pipeline run`'s model (10 classes, 8x8 PNGs, small CNN 32x32)"
+                                       f"{', trained with --client-fits' if fit else ''}", digits, tmp / f"m{digits.name}", envs))
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor() or "cpu") if Path("/proc/cpuinfo").exists() else "cpu"
     command = " ".join(["bench/bench_clients.py", *(["--digits"] if args.digits else []),
                         *[f"--image-size {size}" for size in args.image_size],
-                        *([f"--epochs {args.epochs}"] if args.epochs != 10 else [])])
-    print("# The int8 model as each client feeds it (before training for the clients)\n")
+                        *([f"--epochs {args.epochs}"] if args.epochs != 10 else []),
+                        *([f"--client-fits {args.client_fits}"] if args.client_fits != "off" else [])])
+    print("# The int8 model as each client feeds it\n")
     print(f"Command: `.venv/bin/python {command} > bench/results/clients.md` (environments built by .ci/edge-env and "
           ".ci/mediapipe-env)\n")
     print(f"Machine: {platform.machine()}, {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "

@@ -59,6 +59,9 @@ def main(verbose):
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
 @click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
 @click.option("--no-tensorboard", is_flag=True, help="write no TensorBoard event files (default: RUN/logs)")
+@click.option("--client-fits", is_flag=True, default=None,
+              help="fit each training image to the input as one of the known clients would (stretch with other filters, "
+                   "centre crop, letterbox) instead of by the pixel contract alone (default off)")
 @reports_errors
 def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
                   sustain_epochs, lr_decay, no_tensorboard, **options):
@@ -139,6 +142,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     gate.enforce(list(result.failures))  # --remedy and nothing passed: the best attempt was written, exit 1
 
 
+CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py), mediapipe "
+                "(ImageClassifier), all or none; every client is reported either way (default none)")
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
                      "the most frequent held-out class)")
 
@@ -153,17 +158,21 @@ MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (defaul
 @click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
 @click.option("--gate-metric", type=click.Choice(GATE_METRICS),
               help=f"what --max-drop limits: top1 (top-1 accuracy) or macro_f1 (macro-F1 x 100) (default {GATE.metric})")
+@click.option("--clients", "clients", help=CLIENTS_HELP)
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, clients,
+                   bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
+    from pipeline.inference.client_scores import parse_clients
     from pipeline.inference.parity_report import summary_table
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
-               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k}
+               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k,
+               "clients": None if clients is None else parse_clients(clients)}
     given = {k: v for k, v in options.items() if v is not None}
     if bundle_dir:
         if given:
@@ -232,15 +241,18 @@ def _progressbar(total, label):
               help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
+@click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy):
+def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
+                clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
+    from pipeline.inference.client_scores import parse_clients
 
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy, remedy=remedy)
+                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
     result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 

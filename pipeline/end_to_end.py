@@ -14,7 +14,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from pipeline.errors import ConfigError, ManifestError
 from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
@@ -37,6 +37,7 @@ class RunConfig:
     gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
     remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
+    clients: Tuple[str, ...] = ()  # parity gate: clients gated like the int8 model (the rest are reported)
 
     @property
     def limits(self) -> GateLimits:
@@ -84,7 +85,8 @@ def run(config: RunConfig, run_dir: Path, say=print):
         compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
         result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
-                                                gate_metric=limits.metric, min_accuracy=limits.min_accuracy), run_dir)
+                                                gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
+                                                clients=config.clients), run_dir)
     say(summary_table(result.report))
     for line in summary(Run.open(run_dir)):
         say(line)
@@ -121,6 +123,17 @@ def summary(run: Run) -> List[str]:
         if name in models:
             lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  macro-F1 {models[name]['macro_f1']:.4f}  "
                          f"agreement with float {models[name]['agreement']:.4f}")
+    from pipeline.inference.parity_report import worst_client
+
+    for name, c in models.get("clients", {}).items():
+        if "refused" in c:
+            lines.append(f"{'int8 as ' + name:<18} cannot feed the model: {c['refused']}")
+        else:
+            lines.append(f"{'int8 as ' + name:<18} top-1 {c['top1']:.4f}  macro-F1 {c['macro_f1']:.4f}  "
+                         f"agreement with float {c['agreement']:.4f}{'  (gated)' if c['gated'] else ''}")
+    worst = worst_client(models.get("clients", {}))
+    if worst:
+        lines.append(worst)
     edgetpu = _edgetpu_mapping(run)
     if edgetpu:
         lines.append(f"edge tpu           {edgetpu}")

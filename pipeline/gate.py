@@ -141,12 +141,13 @@ def check(scores: Mapping[str, Mapping[str, Score]], limits: GateLimits, metrics
     return failures
 
 
-def record(limits: GateLimits, floor: Optional[Floor], present: Sequence[str], failures: List[str]) -> Dict[str, Any]:
-    """The gate as parity/report.json records it."""
+def record(limits: GateLimits, floor: Optional[Floor], present: Sequence[str], failures: List[str],
+           gated: Sequence[str] = GATED) -> Dict[str, Any]:
+    """The gate as parity/report.json records it (`gated`: the names check was given)."""
     gate: Dict[str, Any] = {"metric": limits.metric, "max_drop_pp": limits.max_drop, "min_agreement": limits.min_agreement}
     if floor is not None:
         gate.update(floor=floor.as_dict(), floor_rule=floor.describe())
-    gate.update(applies_to=[m for m in GATED if m in present], passed=not failures, failures=failures)
+    gate.update(applies_to=[m for m in gated if m in present], passed=not failures, failures=failures)
     return gate
 
 

@@ -13,13 +13,17 @@ and macro-F1 (pipeline/inference/class_metrics.py). The gate (pipeline/gate.py: 
 accuracy, or on macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and
 to the device; it counts exactly, so a limit sits exactly where the user put it. Its floor applies to the
 float model too: better than always answering the most frequent held-out class, or --min-accuracy.
+Each known classification client (pipeline/inference/client_scores.py: edgeflow's contract, pycoral's
+classify_image.py, MediaPipe's ImageClassifier) gets a row of its own: the int8 model on the same interpreter,
+fed each held-out file as that client would feed it. The rows are reported; --clients pycoral,mediapipe
+gates the named ones like the int8 model.
 Reports go to RUN/parity/ whether the gate passes or not.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,6 +38,7 @@ from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import DataError
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.inference import class_metrics
+from pipeline.inference.client_scores import CLIENTS, gate_name, score_clients
 from pipeline.inference.bundle import DEVICE_MODELS
 from pipeline.inference.parity_report import markdown, plot
 from pipeline.report import disagreements, write as write_report
@@ -54,6 +59,7 @@ class ParityConfig:
     min_accuracy: Optional[float] = None  # floor on top-1; None = better than always answering the majority class
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
     gate_metric: str = GATE.metric  # what --max-drop limits: top1 (images counted) | macro_f1 (exact, from per-class counts)
+    clients: Tuple[str, ...] = ()  # clients gated like the int8 model (client_scores.parse_clients); the rest are reported
 
     @property
     def limits(self) -> gate.GateLimits:
@@ -73,13 +79,19 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     with writing(run_dir, "pipeline parity") as run:
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
-        scores, device = _scores(config, run, heldout, images)
+        scores, device, (client_scores, refused) = _scores(config, run, heldout, images)
         k = min(config.top_k, len(run.labels))
         models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
+        client_rows = _client_rows(client_scores, refused, scores[REFERENCE], labels, k, len(run.labels), config.clients)
         floor = gate.Floor(chance.majority(labels, run.labels), limits.min_accuracy)
-        failures = gate.check({name: gate.classification_scores(m) for name, m in models.items()}, limits,
-                              gate.CLASSIFICATION, floor)
-        report = _report(config, run, labels, k, models, device, gate.record(limits, floor, list(models), failures))
+        gated = (*GATED, *(gate_name(c) for c in config.clients))
+        named = {**models, **{gate_name(c): client_rows[c] for c in config.clients if c in client_scores}}
+        failures = [f"{gate_name(c)}: cannot feed the model: {refused[c]}" for c in config.clients if c in refused]
+        failures += gate.check({name: gate.classification_scores(m) for name, m in named.items()}, limits,
+                               gate.CLASSIFICATION, floor, gated=gated)
+        verdict = gate.record(limits, floor, [*models, *(gate_name(c) for c in config.clients)], failures, gated)
+        report = _report(config, run, labels, k, models, device, verdict)
+        report["clients"] = client_rows
         report["disagreements"] = disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples])
         report_dir = _write_reports(run, report, scores, images, failures)
         write_report(run.dir)  # RUN/report.html; a failure to render only warns
@@ -94,19 +106,36 @@ def _heldout_pixels(run: Run, heldout: Heldout):
     return images, np.array([e.label for e in heldout.examples], np.int64)
 
 
-def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray) -> Tuple[Dict[str, np.ndarray], Optional[dict]]:
-    """Each model's scores on the held-out images, and what the device results file says of itself (or None)."""
+def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray):
+    """Each model's scores on the held-out images, what the device results file says of itself (or None), and
+    each client's scores of the int8 model with the clients that could not feed it."""
     scores = {REFERENCE: _savedmodel_scores(run, images)}
     device = None
     for name, key in (("float_tflite_cpu", "model_float"), ("int8_cpu", "model_int8")):
         if run.has(key) or key == "model_int8":  # the int8 model is required: "run export --int8 first"
             # Each model by its own contract (an int8 export takes mean 128, std 128), the run's decode.
             contract = PixelContract.from_record(run.contract_of(key), f"the manifest's {key}")
-            scores[name] = _tflite_scores(run.artifact(key), images, contract, config.threads)
+            runner = _runner(run.artifact(key), contract, config.threads)
+            scores[name] = runner.score_all(images)
+    # The clients on the int8 row's own interpreter: only the feed differs. The files as the bundle ships them.
+    files = [image_file(i, e.id, original)[1] for i, (e, original) in enumerate(zip(heldout.examples, heldout.originals))]
+    clients = score_clients(runner, files, contract)
     if config.device_results:
         device = _device_results(Path(config.device_results), run, heldout)
         scores["edgetpu" if device["edgetpu"] else "device_cpu"] = np.asarray(device.pop("scores"), np.float32)
-    return scores, device
+    return scores, device, clients
+
+
+def _client_rows(scores: Dict[str, np.ndarray], refused: Dict[str, str], reference: np.ndarray, labels: np.ndarray,
+                 k: int, num_classes: int, gated: Sequence[str]) -> Dict[str, dict]:
+    """report.json's "clients": per client, the int8 model's numbers as that client feeds it (as a model entry),
+    how it feeds, whether the gate applies; or why it could not feed the model."""
+    rows = {}
+    for name, client in CLIENTS.items():
+        head = {"feed": client.says, "gated": name in gated}
+        rows[name] = ({**head, **_compare(scores[name], reference, labels, k, num_classes)} if name in scores
+                      else {**head, "refused": refused[name]})
+    return rows
 
 
 def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], device: Optional[dict],
@@ -138,9 +167,13 @@ def _savedmodel_scores(run: Run, images: np.ndarray) -> np.ndarray:
 
 def _tflite_scores(model: Path, images: np.ndarray, contract: PixelContract, threads: Optional[int]) -> np.ndarray:
     """Scores one image at a time through the device's own runner: what the device will run."""
+    return _runner(model, contract, threads).score_all(images)
+
+
+def _runner(model: Path, contract: PixelContract, threads: Optional[int]) -> Runner:
+    """The device's own runner on the CPU (it scores one image at a time): what the device will run."""
     with native_quiet():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." from C++
-        runner = Runner.with_contract(model, contract, edgetpu=False, threads=threads)
-    return runner.score_all(images)
+        return Runner.with_contract(model, contract, edgetpu=False, threads=threads)
 
 
 def _device_results(path: Path, run: Run, heldout: Heldout) -> dict:
@@ -223,5 +256,9 @@ def _write_reports(run: Run, report: dict, scores, images: np.ndarray, failures:
             t.write_file(path.parent / name, data)
         t.set("parity", {"passed": not failures, "failures": failures,
                          **{name: {"top1": m["top1"], "macro_f1": m["macro_f1"], "agreement": m["agreement"]}
-                            for name, m in report["models"].items()}})
+                            for name, m in report["models"].items()},
+                         "clients": {name: ({"refused": c["refused"]} if "refused" in c else
+                                            {"top1": c["top1"], "macro_f1": c["macro_f1"], "agreement": c["agreement"],
+                                             "drop_pp": c["drop_pp"]}) | {"gated": c["gated"]}
+                                     for name, c in report["clients"].items()}})
     return path.parent

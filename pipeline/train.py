@@ -106,7 +106,8 @@ def _plan(config: TrainConfig, chosen: strategy_mod.Chosen) -> _Plan:
     else:
         train_indices = train_source.indices("train", split)
         heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
-    train_ds, train_count = train_source.training_dataset(config.size, train_indices), len(train_indices)
+    train_ds = train_source.training_dataset(config.size, train_indices, config.seed if config.client_fits else None)
+    train_count = len(train_indices)
     decoded = data_mod.decoded_mb(train_count, config.size)
     feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
     # The held-out set is read by every epoch's validation and twice more at the end: decoded once and kept

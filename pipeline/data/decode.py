@@ -13,6 +13,7 @@ import tensorflow as tf
 from edge.contract import PixelContract
 from edge.errors import InputError
 from edge.preprocess import load_image
+from pipeline.data.client_fits import fit_to_size
 from pipeline.errors import DataError
 
 # What training decodes by, and what train records in the manifest for every later stage and the device:
@@ -20,18 +21,21 @@ from pipeline.errors import DataError
 TRAINING_CONTRACT = PixelContract()
 
 
-def _to_size(image, image_size: int):
-    """Stretch to a static [S, S, 3] by the pixel contract: bilinear with antialiasing, rounded to uint8."""
+def _to_size(image, image_size: int, fit=None):
+    """Stretch to a static [S, S, 3] by the pixel contract: bilinear with antialiasing, rounded to uint8; or, given
+    `fit` (an index into client_fits.FITS), the way that client fit would."""
+    if fit is not None:
+        return fit_to_size(image, image_size, fit)
     image = tf.image.resize(image, [image_size, image_size], method="bilinear", antialias=True)
     image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
     return tf.ensure_shape(image, [image_size, image_size, 3])
 
 
-def _decode_pixels(raw, image_size):
-    return _to_size(raw, image_size)
+def _decode_pixels(raw, image_size, contract: PixelContract = TRAINING_CONTRACT, fit=None):
+    return _to_size(raw, image_size, fit)
 
 
-def _decode_encoded(raw, image_size, contract: PixelContract = TRAINING_CONTRACT):
+def _decode_encoded(raw, image_size, contract: PixelContract = TRAINING_CONTRACT, fit=None):
     # JPEG through the accurate integer DCT (TensorFlow's default is the fast one); from contract version 2 at the
     # largest scale 1/k (k = 8, 4, 2, 1) with k <= height // size and k <= width // size: libjpeg's scaled
     # IDCT, as Pillow's draft decodes it on the device. Version 1 decodes at full size.
@@ -46,7 +50,7 @@ def _decode_encoded(raw, image_size, contract: PixelContract = TRAINING_CONTRACT
 
     image = tf.cond(tf.io.is_jpeg(raw), scaled_jpeg if contract.scaled else jpeg(1),
                     lambda: tf.io.decode_image(raw, channels=3, expand_animations=False))
-    return _to_size(image, image_size)
+    return _to_size(image, image_size, fit)
 
 
 def training_pixels(raw: Any, image_size: int, contract: PixelContract = TRAINING_CONTRACT) -> np.ndarray:

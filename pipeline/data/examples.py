@@ -12,6 +12,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from pipeline.data.client_fits import fit_choice
 from pipeline.data.decode import DECODERS
 from pipeline.errors import DataError
 
@@ -75,13 +76,25 @@ class Source:
             return self._decoded(self._records(), image_size)
         return self._decoded(self._selected(self._records().enumerate(), indices), image_size)
 
-    def training_dataset(self, image_size: int, indices: np.ndarray) -> tf.data.Dataset:
+    def training_dataset(self, image_size: int, indices: np.ndarray, client_fits: Optional[int] = None) -> tf.data.Dataset:
         """The examples at `indices` for training, where order does not matter (it is shuffled):
-        TFRecord shards are read in parallel, interleaved, each record selected by its position."""
+        TFRecord shards are read in parallel, interleaved, each record selected by its position.
+        `client_fits`: a seed; each example is then fitted to the input as one of the clients would
+        (pipeline/data/client_fits.py) instead of by the pixel contract alone."""
         if self._interleaved is None:
-            return self.dataset_at(image_size, indices)
-        positioned = self._interleaved().map(lambda i, raw, label: (i, (raw, label)))
-        return self._decoded(self._selected(positioned, indices), image_size)
+            selected = self._records() if len(indices) == self.num_examples else self._selected(self._records().enumerate(), indices)
+        else:
+            positioned = self._interleaved().map(lambda i, raw, label: (i, (raw, label)))
+            selected = self._selected(positioned, indices)
+        if client_fits is None:
+            return self._decoded(selected, image_size)
+        decode = DECODERS[self.kind]
+
+        def fitted(position, example):
+            raw, label = example
+            return decode(raw, image_size, fit=fit_choice(client_fits, position)), label
+
+        return selected.enumerate().map(fitted, num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def _selected(self, positioned: tf.data.Dataset, indices: np.ndarray) -> tf.data.Dataset:
         """(raw, label) of the (position, (raw, label)) elements whose position is in `indices`."""

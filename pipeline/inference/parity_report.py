@@ -15,6 +15,17 @@ def summary_table(report: dict) -> str:
     for name, m in report["models"].items():
         rows.append(f"{name:<18} {m['top1']:>7.4f} {m[f'top{k}']:>7.4f} {m['agreement']:>7.4f} {m['drop_pp']:>8.2f} "
                     f"{m['macro_f1']:>9.4f} {m['macro_f1_drop_pp']:>10.2f} {m['score_error_max']:>13.4f}")
+    for name, c in report.get("clients", {}).items():
+        label = f"int8 as {name}"
+        if "refused" in c:
+            rows.append(f"{label:<18} cannot feed the model: {c['refused']}")
+            continue
+        rows.append(f"{label:<18} {c['top1']:>7.4f} {c[f'top{k}']:>7.4f} {c['agreement']:>7.4f} {c['drop_pp']:>8.2f} "
+                    f"{c['macro_f1']:>9.4f} {c['macro_f1_drop_pp']:>10.2f} {c['score_error_max']:>13.4f}"
+                    f"{'  (gated)' if c['gated'] else ''}")
+    worst = worst_client(report.get("clients", {}))
+    if worst:
+        rows.append(worst)
     gate = report["gate"]
     verdict = "PASSED" if gate["passed"] else "FAILED: " + "; ".join(gate["failures"])
     metric = CLASSIFICATION[gate.get("metric", "top1")].short
@@ -22,6 +33,36 @@ def summary_table(report: dict) -> str:
     rows.append(f"gate ({metric} drop <= {gate['max_drop_pp']:g} pp, agreement >= {gate['min_agreement']:g} for "
                 f"{', '.join(gate['applies_to'])}{floor}): {verdict}")
     return "\n".join(rows)
+
+
+def worst_client(clients: dict) -> str:
+    """One line naming the client that loses most against the float model (manifest or report entries), or ""."""
+    scored = {name: c for name, c in clients.items() if "refused" not in c and name != "edgeflow"}
+    if not scored:
+        return ""
+    name = max(scored, key=lambda n: scored[n]["drop_pp"])
+    gated = [n for n, c in clients.items() if c.get("gated")]
+    how = f"gated: {', '.join(gated)}" if gated else "reported, not gated; --clients pycoral,mediapipe gates them"
+    return (f"worst client: {name}, top-1 {scored[name]['top1']:.4f}, drop {scored[name]['drop_pp']:.2f} pp against "
+            f"the float model ({how})")
+
+
+def _client_markdown(report: dict) -> List[str]:
+    clients = report.get("clients")
+    if not clients:
+        return []
+    k = report["top_k"]
+    lines = ["", "## The int8 model as each client feeds it", "",
+             "Same int8 file, same interpreter, the same held-out files as the bundle ships them; only how the "
+             "client turns a file into the input differs.", "",
+             f"| client | how it feeds | top-1 | top-{k} | agreement | drop pp | macro-F1 | gated |", "|---|---|---|---|---|---|---|---|"]
+    for name, c in clients.items():
+        if "refused" in c:
+            lines.append(f"| {name} | {c['feed']} | cannot feed the model: {c['refused']} | | | | | {'yes' if c['gated'] else 'no'} |")
+        else:
+            lines.append(f"| {name} | {c['feed']} | {c['top1']:.4f} | {c[f'top{k}']:.4f} | {c['agreement']:.4f} | "
+                         f"{c['drop_pp']:.2f} | {c['macro_f1']:.4f} | {'yes' if c['gated'] else 'no'} |")
+    return lines
 
 
 def markdown(report: dict) -> str:
@@ -35,7 +76,7 @@ def markdown(report: dict) -> str:
             delta = m["per_class_delta_pp"][c]
             cells.append("n/a" if delta is None else f"{delta:+.1f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + class_metrics.markdown(report)) + "\n"
+    return "\n".join(lines + _client_markdown(report) + class_metrics.markdown(report)) + "\n"
 
 
 def plot(report: dict, names: List[str]) -> bytes:

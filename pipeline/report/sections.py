@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from pipeline.gate import CLASSIFICATION, GATED
+from pipeline.inference.parity_report import worst_client
 from pipeline.report import disagreements, latency, plots
 from pipeline.rundir.run import Run
 
@@ -252,6 +253,8 @@ def parity_section(run_dir: Path, manifest: dict) -> dict:
         "confusions": {name: plots.confusion(m["confusion"], labels, f"{name}: top-1 {m['top1']:.4f}") for name, m in models.items()},
         "deltas_plot": plots.class_deltas(labels, {m: models[m]["per_class_delta_pp"] for m in compared}) if compared else None,
         "disagreements": _disagreements(path.parent, report.get("disagreements"), labels),
+        # The int8 model as each client feeds it (a report from before the clients has none).
+        "clients": report.get("clients") or {}, "worst_client": worst_client(report.get("clients") or {}),
     }
 
 

@@ -38,6 +38,7 @@ class TrainConfig:
     heldout_fraction: float = 0.2  # share held out when no val_data is given
     resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
     tensorboard: bool = True  # TensorBoard event files in RUN/logs (the chief only)
+    client_fits: bool = False  # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
 
     def validate(self) -> "TrainConfig":
         for name, kind in _FIELD_TYPES.items():
@@ -95,7 +96,8 @@ class TrainConfig:
 _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
                 "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
-                "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool}
+                "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool,
+                "client_fits": bool}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 

@@ -1,0 +1,85 @@
+"""`pipeline train --client-fits`: training images fitted to the input as the known clients would fit them."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.host
+
+
+@pytest.fixture(scope="module")
+def photo():
+    from PIL import Image
+
+    from tests.helpers import sample_photos
+
+    return np.asarray(Image.open(io.BytesIO(next(iter(sample_photos().values())))).convert("RGB").resize((300, 200)))
+
+
+@pytest.mark.parametrize("size", [32, 96])
+def test_each_fit_gives_a_static_uint8_square(photo, size):
+    import tensorflow as tf
+
+    from pipeline.data.client_fits import FITS, fit_to_size
+
+    outs = {name: fit_to_size(tf.constant(photo), size, tf.constant(i)).numpy() for i, name in enumerate(FITS)}
+    for name, out in outs.items():
+        assert out.shape == (size, size, 3) and out.dtype == np.uint8, name
+    assert len({out.tobytes() for out in outs.values()}) == len(FITS)  # seven different ways, not one
+    # The letterbox keeps the 3:2 picture's aspect: black bars above and below, none at the sides.
+    assert outs["letterbox"][0].max() == 0 and outs["letterbox"][size // 2].max() > 0
+
+
+@pytest.mark.parametrize("size", [32, 96])
+def test_the_client_fits_are_the_clients_own_resizes(photo, size):
+    """MediaPipe's warp and pycoral's Pillow LANCZOS, as edge.clients reproduces them, within a few grey levels."""
+    import tensorflow as tf
+    from PIL import Image
+
+    from edge import clients
+    from pipeline.data.client_fits import FITS, fit_to_size
+
+    names = list(FITS)
+    corner = fit_to_size(tf.constant(photo), size, tf.constant(names.index("corner_bilinear"))).numpy().astype(int)
+    assert np.abs(corner - clients.mediapipe_classify(photo, {"shape": [1, size, size, 3], "dtype": np.uint8})[0]).max() <= 2
+    lanczos = fit_to_size(tf.constant(photo), size, tf.constant(names.index("lanczos"))).numpy().astype(int)
+    pillow = np.asarray(Image.fromarray(photo).resize((size, size), Image.LANCZOS)).astype(int)
+    assert np.abs(lanczos - pillow).max() <= 4
+    contract = fit_to_size(tf.constant(photo), size, tf.constant(names.index("contract"))).numpy().astype(int)
+    assert np.abs(contract - pillow).max() > 4  # the comparisons above could fail: the filters do differ
+
+
+def test_choices_follow_the_shares_and_the_seed():
+    import tensorflow as tf
+
+    from pipeline.data.client_fits import FITS, fit_choice
+
+    draws = np.array([int(fit_choice(1234, tf.constant(i))) for i in range(1000)])
+    shares = np.bincount(draws, minlength=len(FITS)) / len(draws)
+    assert np.abs(shares - np.array(list(FITS.values()))).max() < 0.05
+    assert (draws == np.array([int(fit_choice(1234, tf.constant(i))) for i in range(1000)])).all()
+    assert (draws != np.array([int(fit_choice(7, tf.constant(i))) for i in range(1000)])).any()
+
+
+def test_training_dataset_with_client_fits_keeps_labels_and_changes_some_pixels():
+    from pipeline import data as data_mod
+
+    source = data_mod.open_source("digits")
+    indices = source.indices("all")[:200]
+    plain = list(source.training_dataset(32, indices).as_numpy_iterator())
+    fitted = list(source.training_dataset(32, indices, client_fits=1234).as_numpy_iterator())
+    assert [label for _, label in plain] == [label for _, label in fitted]
+    changed = sum(not np.array_equal(a, b) for (a, _), (b, _) in zip(plain, fitted))
+    assert 0 < changed < len(plain)  # the contract's own fit stays for some, the others differ
+
+
+def test_the_option_reaches_the_config_and_is_checked():
+    from pipeline.errors import ConfigError
+    from pipeline.training.config import TrainConfig
+
+    assert TrainConfig(data="digits").client_fits is False
+    assert TrainConfig(data="digits", client_fits=True).validate().client_fits is True
+    with pytest.raises(ConfigError, match="client_fits"):
+        TrainConfig(data="digits", client_fits="yes").validate()

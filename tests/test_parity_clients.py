@@ -1,0 +1,162 @@
+"""`pipeline parity`'s client rows: the int8 model as edgeflow, pycoral and MediaPipe feed it, reported by default
+and gated with --clients."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.host
+
+
+def _pipeline(*args):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def parity_run(exported_run, tmp_path_factory):
+    """A copy of the tiny digits run with a default parity report (nothing gated but int8) and its bundle."""
+    root = tmp_path_factory.mktemp("clients")
+    run = root / "run"
+    shutil.copytree(exported_run, run)
+    result = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
+    assert result.exit_code == 0, result.output
+    bundle = _pipeline("parity", run, "--bundle", root / "bundle")
+    assert bundle.exit_code == 0, bundle.output
+    return run, root / "bundle"
+
+
+def _report(run):
+    return json.loads((run / "parity" / "report.json").read_text())
+
+
+def _answers_by_hand(run, bundle):
+    """Each client's top-1 per bundle file, from edge.clients' feeds on a fresh interpreter of the int8 file:
+    what a user's program would set as the input, scored without parity's code."""
+    from edge import clients
+    from edge.classify import get_scores
+    from edge.contract import PixelContract
+    from edge.interpreter import make_interpreter
+
+    entries = json.loads((bundle / "bundle.json").read_text())["images"]
+    files = [(bundle / e["file"]).read_bytes() for e in entries]
+    contract = PixelContract.from_record(json.loads((run / "model_int8.tflite.json").read_text())["preprocessing"], "sidecar")
+    interpreter = make_interpreter(run / "model_int8.tflite")
+    details = interpreter.get_input_details()[0]
+    feeds = {"edgeflow": lambda data: clients.edgeflow(data, details, contract),
+             **{name: (lambda data, feed=feed: feed(data, details)) for name, feed in clients.CLASSIFIERS.items()}}
+    answers = {}
+    for name, feed in feeds.items():
+        answers[name] = []
+        for data in files:
+            interpreter.set_tensor(details["index"], feed(data))
+            interpreter.invoke()
+            answers[name].append(int(np.argmax(get_scores(interpreter))))
+    return answers, np.array([e["label"] for e in entries])
+
+
+def test_every_client_has_a_row_equal_to_its_feed_through_the_interpreter(parity_run):
+    run, bundle = parity_run
+    report = _report(run)
+    assert list(report["clients"]) == ["edgeflow", "pycoral", "mediapipe"]
+    answers, labels = _answers_by_hand(run, bundle)
+    for name, row in report["clients"].items():
+        assert "refused" not in row, row
+        assert row["gated"] is False
+        assert row["images"] == len(labels)
+        assert row["correct"] == int((np.asarray(answers[name]) == labels).sum()), name
+        confusion = np.zeros_like(np.asarray(row["confusion"]))
+        np.add.at(confusion, (labels, np.asarray(answers[name])), 1)
+        assert (confusion == np.asarray(row["confusion"])).all(), name
+    # edgeflow's own feed is the int8 row by another road: same answers image by image.
+    assert report["clients"]["edgeflow"]["confusion"] == report["models"]["int8_cpu"]["confusion"]
+    assert report["clients"]["edgeflow"]["agree"] == report["models"]["int8_cpu"]["agree"]
+
+
+def test_client_rows_reach_the_manifest_the_markdown_and_the_page(parity_run):
+    run, _ = parity_run
+    report = _report(run)
+    manifest = json.loads((run / "manifest.json").read_text())["parity"]["clients"]
+    assert {n: c["top1"] for n, c in manifest.items()} == {n: c["top1"] for n, c in report["clients"].items()}
+    md = (run / "parity" / "report.md").read_text()
+    page = (run / "report.html").read_text()
+    for name, c in report["clients"].items():
+        assert f"| {name} | " in md and f"{c['top1']:.4f}" in md
+        assert f'data-value="parity.client.{name}.top1">{c["top1"]:.4f}' in page
+
+
+def _limit_between_int8_and_worst_client(report):
+    """A --max-drop the int8 model meets and the worst client does not; asserts the run has such a client."""
+    int8 = report["models"]["int8_cpu"]["drop_images"]
+    name, worst = max(((n, c) for n, c in report["clients"].items() if n != "edgeflow"), key=lambda item: item[1]["drop_images"])
+    assert worst["drop_images"] > int8, f"no client loses more than int8 on this run: {report['clients']}"
+    return name, (int8 + worst["drop_images"]) / 2 * 100 / worst["images"]
+
+
+def test_by_default_clients_are_reported_not_gated_and_the_worst_is_named(parity_run, tmp_path):
+    run, _ = parity_run
+    name, limit = _limit_between_int8_and_worst_client(_report(run))
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    result = _pipeline("parity", copy, "--max-drop", limit, "--min-agreement", "0")
+    assert result.exit_code == 0, result.output
+    assert f"worst client: {name}," in result.output and "not gated" in result.output
+    assert _report(copy)["gate"]["applies_to"] == ["int8_cpu"]
+
+
+def test_a_named_client_that_drops_more_than_the_limit_fails_the_gate(parity_run, tmp_path):
+    run, _ = parity_run
+    name, limit = _limit_between_int8_and_worst_client(_report(run))
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    result = _pipeline("parity", copy, "--max-drop", limit, "--min-agreement", "0", "--clients", f"{name},pycoral")
+    assert result.exit_code == 1, result.output
+    report = _report(copy)
+    assert f"client_{name}: accuracy drop" in "; ".join(report["gate"]["failures"])
+    assert "int8_cpu" not in "; ".join(report["gate"]["failures"])
+    assert f"client_{name}" in report["gate"]["applies_to"] and report["clients"][name]["gated"] is True
+    assert json.loads((copy / "manifest.json").read_text())["parity"]["passed"] is False
+
+
+def test_pipeline_run_gates_a_named_client(parity_run, tmp_path):
+    run, _ = parity_run
+    name, limit = _limit_between_int8_and_worst_client(_report(run))
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)  # a trained run: `pipeline run` reuses it and runs export, compile, parity again
+    result = _pipeline("run", "--out", copy, "--max-drop", limit, "--min-agreement", "0", "--clients", name)
+    assert result.exit_code == 1, result.output
+    assert f"client_{name}: accuracy drop" in result.output
+    assert f"worst client: {name}," in result.output and f"(gated: {name})" in result.output
+
+
+@pytest.mark.parametrize("command", ["parity", "run"])
+def test_an_unknown_client_is_refused_in_one_line(parity_run, tmp_path, command):
+    run, _ = parity_run
+    args = ["parity", run] if command == "parity" else ["run", "--out", tmp_path / "new"]
+    result = _pipeline(*args, "--clients", "pycoral,tensorflowjs")
+    assert 0 < result.exit_code < 128
+    assert "unknown client tensorflowjs" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_client_that_cannot_feed_the_model_is_reported_and_fails_only_when_gated(exported_run, tmp_path):
+    """An int8 input (--io-type int8): pycoral's classify_image.py and MediaPipe take uint8 only."""
+    run = tmp_path / "run"
+    shutil.copytree(exported_run, run)
+    assert _pipeline("export", run, "--int8", "--io-type", "int8").exit_code == 0
+    result = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
+    assert result.exit_code == 0, result.output
+    clients = _report(run)["clients"]
+    assert "refused" not in clients["edgeflow"]
+    assert "pycoral's classify_image.py supports only uint8" in clients["pycoral"]["refused"]
+    assert "takes only uint8 or float32" in clients["mediapipe"]["refused"]
+    assert any(line.startswith("int8 as pycoral ") and "cannot feed the model" in line for line in result.output.splitlines())
+    gated = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0", "--clients", "pycoral")
+    assert gated.exit_code == 1
+    assert "client_pycoral: cannot feed the model" in gated.output
