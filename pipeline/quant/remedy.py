@@ -161,6 +161,16 @@ def _per_channel(config, tuning: TuningSplit, train_size: int):
     return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), per_tensor=False, seed=config.seed)
 
 
+def _equalize(config, tuning: TuningSplit, train_size: int):
+    if not config.per_tensor:
+        return None  # per-channel weights already give each depthwise channel its own scale
+    return dataclasses.replace(config, float_edits=("equalize",))
+
+
+def _bias(config, tuning: TuningSplit, train_size: int):
+    return dataclasses.replace(config, float_edits=("bias",))
+
+
 def _qat(epochs: int):
     def rung(config, tuning: TuningSplit, train_size: int):
         if config.qat_epochs >= epochs:
@@ -173,6 +183,8 @@ def _qat(epochs: int):
 # In order of cost (seconds measured on the photo-folder MobileNetV2 in bench/results/remedy.md).
 LADDER: Sequence[Rung] = (
     Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
+    Rung("equalize", "cross-layer equalization of depthwise-separable pairs (per-tensor weights)", _equalize),
+    Rung("bias", "bias correction of conv/dense layers for their weights' expected rounding shift", _bias),
     Rung("per-channel", "one scale per output channel of each weight tensor, where per tensor was asked", _per_channel),
     *(Rung(f"qat-{n}", f"{n} epochs of quantization-aware fine-tuning (per channel)", _qat(n)) for n in QAT_EPOCHS),
 )
