@@ -58,7 +58,8 @@ def main() -> None:
         candidate = rung.config(config, tuning, train_size)
         if candidate is not None:
             rows.append((rung.name, candidate))
-    rows.append(("equalize+bias", dataclasses.replace(config, float_edits=("equalize", "bias"))))
+    rows.append(("equalize-8", dataclasses.replace(config, float_edits=("equalize",))))  # on the user's calibration set
+    rows.append(("bias-8", dataclasses.replace(config, float_edits=("bias",))))
     if args.rungs:
         rows = [r for r in rows if r[0] in args.rungs]
 
@@ -88,13 +89,16 @@ def main() -> None:
         from pipeline.quant import float_edits
 
         original = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
-        calibration = export.calibration_images(run, config, run.image_size)[0]
-        for edits in (("equalize",), ("bias",)):
+        for name, candidate in rows:
+            if not candidate.float_edits:
+                continue
+            calibration = export.calibration_images(run, candidate, run.image_size)[0]
+            edits = candidate.float_edits
             edited = float_edits.apply(original, edits, calibration, args.per_tensor)
             for n, (images, _) in sets.items():
                 a = original.predict(images.astype(np.float32), verbose=0)
                 b = edited.predict(images.astype(np.float32), verbose=0)
-                print(f"float edit {'+'.join(edits)} on {n}: largest score change {np.abs(a - b).max():.2e}, "
+                print(f"float edit {'+'.join(edits)} ({len(calibration)} calibration images) on {n}: largest score change {np.abs(a - b).max():.2e}, "
                       f"top-1 changed on {(a.argmax(1) != b.argmax(1)).sum()} of {len(a)}")
 
 

@@ -169,14 +169,16 @@ def _per_channel(config, tuning: TuningSplit, train_size: int):
     return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), per_tensor=False, seed=config.seed)
 
 
+# The float edits take their statistics (ReLU6 peaks, mean inputs) from the calibration images, so they build on
+# the calibration rung: 8 images under-estimate the peaks, and equalization then moves ReLU6's cap on new images.
 def _equalize(config, tuning: TuningSplit, train_size: int):
     if not config.per_tensor:
         return None  # per-channel weights already give each depthwise channel its own scale
-    return dataclasses.replace(config, float_edits=("equalize",))
+    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), float_edits=("equalize",))
 
 
 def _bias(config, tuning: TuningSplit, train_size: int):
-    return dataclasses.replace(config, float_edits=("bias",))
+    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), float_edits=("bias",))
 
 
 def _qat(epochs: int):
