@@ -190,7 +190,9 @@ def _qat(epochs: int):
     return rung
 
 
-# In order of cost (seconds measured on the photo-folder MobileNetV2 in bench/results/remedy.md).
+# In order of cost (measured on the photo-folder MobileNetV2 in bench/results/remedy.md): one conversion; one
+# conversion and a float pass; per-channel costs a conversion too but overrides what the user asked, so it comes
+# after the rungs that keep per-tensor weights; QAT costs about 20 conversions.
 LADDER: Sequence[Rung] = (
     Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
     Rung("equalize", "cross-layer equalization of depthwise-separable pairs (per-tensor weights)", _equalize),
