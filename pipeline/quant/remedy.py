@@ -5,13 +5,15 @@ whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
 
 The gate is applied to a TUNING split drawn from the training split (seeded, class-balanced, recorded by
 example id, scored on the images and seeded views of them), never to the held-out images `pipeline parity`
-reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of the training split, so calibration and
-tuning do not overlap. Each rung is a small function of the attempt before it returning an export config
-(or None: it does not apply); the ladder converts it with the export stage's own `convert`, predicts its
-Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's metrics.
+reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of
+the training split, so calibration and tuning do not overlap. Each rung is a small function of the user's export
+config returning another (or None: it does not apply); the ladder converts it with the export stage's own
+`convert`, predicts its Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's
+metrics. The rungs: a larger calibration set; cross-layer equalization and bias correction, weight edits on a
+copy of the float model (pipeline/quant/float_edits.py); per-channel weights; a few epochs of QAT.
 
 The tuning split is harder than the held-out images (its views are new crops of training photos, and int8
-parts from float on 2-3% of them where it parts on 1-3% of held-out images), so its agreement is judged like
+parts from float on 2-3% of them where it parts on 0.6-3% of held-out images), so its agreement is judged like
 with like: an attempt fails on agreement only when its disagreements are more than a model exactly at the limit
 would show by chance (one-sided binomial test, `SIGNIFICANCE`). The export as asked is judged so first, and the
 ladder starts only when it fails there. The top-1 drop is judged as the gate judges it.
