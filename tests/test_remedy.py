@@ -184,3 +184,21 @@ def test_the_tuning_split_fails_agreement_only_beyond_chance_and_drop_as_the_gat
     # The drop is judged as the gate judges it: 2 pp lost fails whatever the agreement.
     (line,) = tuning_failures(scores(881, 960), reference, gate.GATE, gate.CLASSIFICATION)
     assert "drop" in line
+
+
+def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
+    """Equalization applies only to per-tensor weights; both edits take their statistics from every training image
+    outside the tuning split, not from the few a user may have asked for."""
+    from pipeline.export import ExportConfig, Mode
+    from pipeline.quant import remedy
+
+    tuning = remedy.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7)
+    rungs = {r.name: r for r in remedy.LADDER}
+    asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
+    assert rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning, 100) is None
+    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",))):
+        config = rungs[name].config(asked, tuning, 100)
+        assert config.float_edits == edits and config.per_tensor
+        assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
+    names = [r.name for r in remedy.LADDER]
+    assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
