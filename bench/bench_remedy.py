@@ -81,10 +81,10 @@ def one_case(runs: Path, model: str, options: list) -> dict:
     return out
 
 
-def write(results: list) -> None:
+def write(results: list, command: str) -> None:
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()[:20]
     lines = ["# The remedy ladder (`pipeline export RUN --int8 --remedy`)", "",
-             "Command: `.venv/bin/python bench/bench_remedy.py`  ",
+             f"Command: `{command}`  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
              f"{os.cpu_count()} CPUs shared with other jobs", "", "```", *cpu, "```", "",
              "Held-out: the 160 photo crops parity reports on (1 image = 0.625 pp). Gate: drop <= 1 pp, agreement >= 0.98.", "",
@@ -101,7 +101,9 @@ def write(results: list) -> None:
               "convert, pre-flight, score):", ""]
     for r in results:
         ladder = r["remedy"]["ladder"]
-        lines += [f"{r['model']} {' '.join(r['options']) or '(defaults)'}, tuning split {ladder['tuning_split']['images']} images:", "",
+        split = ladder["tuning_split"]
+        lines += [f"{r['model']} {' '.join(r['options']) or '(defaults)'}, tuning split {split['images']} images x "
+                  f"{split.get('views_per_image', 1)} views = {split.get('scored', split['images'])} scored:", "",
                   "| remedy | tuning top-1 | tuning agreement | gate | Edge TPU ops | bytes | seconds |", "|---|---|---|---|---|---|---|"]
         for a in ladder["attempts"]:
             if a.get("error"):
@@ -119,12 +121,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=Path, default=REPO / "runs" / "bench_remedy")
     parser.add_argument("--case", type=int, action="append", help="only these CASES (0-based); default all")
+    parser.add_argument("--command", default=None, help="the command line to record (default: this one); with "
+                        "--write-only, the one that measured the saved cases")
+    parser.add_argument("--write-only", action="store_true", help="rewrite the results from DIR's saved cases")
     args = parser.parse_args()
     args.runs.mkdir(parents=True, exist_ok=True)
-    for i in args.case or range(len(CASES)):  # each case kept as it ends: cases may run in parallel processes
+    command = args.command or " ".join([".venv/bin/python", "bench/bench_remedy.py", *sys.argv[1:]])
+    for i in [] if args.write_only else (args.case or range(len(CASES))):  # each case kept as it ends: cases may run in parallel processes
         (args.runs / f"case-{i}.json").write_text(json.dumps(one_case(args.runs, *CASES[i])))
     write([json.loads((args.runs / f"case-{i}.json").read_text()) for i in range(len(CASES))
-           if (args.runs / f"case-{i}.json").exists()])
+           if (args.runs / f"case-{i}.json").exists()], command)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
 @click.option("--per-tensor", is_flag=True, help="int8: one scale per weight tensor instead of per channel")
 @click.option("--qat-epochs", type=int, default=0, help="int8: quantization-aware fine-tuning epochs first (default 0)")
 @click.option("--remedy", is_flag=True, help="int8: when the model fails the parity gate on a tuning split of the training "
-              "data, try repairs cheapest first (calibration, per-channel, QAT) that keep the Edge TPU mapping; exit 1 if none passes")
+              "data, try repairs cheapest first (calibration, equalization, bias correction, per-channel, QAT) that keep the Edge TPU "
+              "mapping; exit 1 if none passes")
 @reports_errors
 def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
                    remedy):

@@ -70,6 +70,7 @@ class ExportConfig:
     gate: GateLimits = GATE  # the limits the remedy ladder applies
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
     calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
+    float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
 
     def validate(self) -> None:
         if not isinstance(self.mode, Mode):
@@ -171,6 +172,12 @@ def convert(config: ExportConfig, run: Run) -> Converted:
 
         concrete, trackable = keras_function(qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed), image_size)
         facts["qat"] = {"epochs": config.qat_epochs}
+    elif config.float_edits and config.mode is Mode.INT8:
+        from pipeline.quant import float_edits
+
+        edited = float_edits.apply(_keras_model(run), config.float_edits, calibration, config.per_tensor)
+        concrete, trackable = keras_function(edited, image_size)
+        facts["float_edits"] = list(config.float_edits)
     if config.mode is Mode.INT8:  # the input takes normalized pixels on Coral's grid; the SavedModel stays as it is
         concrete, calibration = convention.wrap(concrete, calibration)
 
@@ -194,6 +201,12 @@ def convert(config: ExportConfig, run: Run) -> Converted:
     notes += written.notes
     facts.update(preprocessing=contract, metadata=written.facts)
     return Converted(model_bytes, io, facts, notes, info, converter, calibration, contract)
+
+
+def _keras_model(run: Run):
+    import tf_keras as keras
+
+    return keras.models.load_model(str(run.artifact("keras_model")), compile=False)
 
 
 def _report(config: ExportConfig, run: Run, model: Converted) -> dict:

@@ -35,3 +35,30 @@ def test_qat_refuses_a_manifest_without_the_global_batch(exported_run, training)
     run.manifest = dict(run.manifest, training=training)
     with pytest.raises(ManifestError, match="training.global_batch .*expected the positive global batch"):
         qat.fine_tune(run, epochs=1)
+
+
+def test_qat_wraps_a_nested_keras_application_after_flattening_it():
+    """MobileNetV2's base is one `Functional` layer of the registry's model, which tfmot refuses to annotate; the
+    flattened copy answers exactly as the nested model does and every convolution gets a quantize wrapper."""
+    import numpy as np
+    import tf_keras as keras
+
+    from models import registry
+    from pipeline.quant import flatten, qat
+
+    model = registry.build("mobilenet_v2", 3, 32, alpha=0.35)
+    rng = np.random.default_rng(0)
+    for layer in model.get_layer(index=2).layers:  # trained-looking BatchNorm statistics, not the identity ones
+        if isinstance(layer, keras.layers.BatchNormalization):
+            n = layer.moving_mean.shape[0]
+            layer.moving_mean.assign(rng.normal(0, 0.3, n)), layer.moving_variance.assign(rng.uniform(0.3, 2, n))
+    assert flatten.is_nested(model)
+    flat = flatten.flatten(model)
+    assert not flatten.is_nested(flat) and flat.count_params() == model.count_params()
+    images = rng.integers(0, 256, (4, 32, 32, 3)).astype(np.float32)
+    np.testing.assert_allclose(flat.predict(images, verbose=0), model.predict(images, verbose=0), atol=1e-5)
+    qat_model = qat.quantize_aware(model)
+    convs = [l for l in flat.layers if isinstance(l, (keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.Dense))]
+    wrapped = [l for l in qat_model.layers if type(l).__name__ == "QuantizeWrapperV2"]
+    assert len(convs) > 50 and len(wrapped) >= len(convs)
+    assert qat_model.predict(images, verbose=0).shape == (4, 3)

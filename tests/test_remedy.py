@@ -111,7 +111,8 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
     from pipeline import cli
     from pipeline.quant import remedy
 
-    monkeypatch.setattr(remedy, "LADDER", remedy.LADDER[1:2])  # per-channel only, which a per-channel export skips
+    # Only the rungs a per-channel export skips (equalization, per-channel): nothing else is tried.
+    monkeypatch.setattr(remedy, "LADDER", tuple(r for r in remedy.LADDER if r.name in ("equalize", "per-channel")))
     before = _manifest(run_copy)
     assert "model_int8" not in before["artifacts"]
     result = CliRunner().invoke(cli.main, ["export", str(run_copy), "--int8", "--remedy", "--calibration-data", str(black)])
@@ -152,3 +153,52 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
     views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
     assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views
+
+
+def test_chance_of_at_least_is_the_binomial_tail():
+    from fractions import Fraction
+    from math import comb
+
+    from pipeline.quant.remedy import chance_of_at_least
+
+    for n, k, rate in ((20, 3, 0.02), (50, 0, 0.1), (50, 7, 0.1), (30, 30, 0.5)):
+        r = Fraction(rate)
+        exact = sum(comb(n, i) * r ** i * (1 - r) ** (n - i) for i in range(k, n + 1))
+        assert abs(chance_of_at_least(k, n, rate) - float(exact)) < 1e-9
+
+
+def test_the_tuning_split_fails_agreement_only_beyond_chance_and_drop_as_the_gate_does():
+    from pipeline import gate
+    from pipeline.quant.remedy import tuning_failures
+
+    def scores(correct, agree, n=960):
+        return {"top1": gate.Score.counted(correct, n), gate.AGREEMENT: gate.Score.counted(agree, n),
+                "macro_f1": gate.Score.counted(correct, n)}
+
+    reference = scores(900, 960)
+    # 22 of 960 off (2.3%, under 0.98): a model at exactly 2% shows that often (p 0.29), so it is no failure.
+    assert tuning_failures(scores(900, 938), reference, gate.GATE, gate.CLASSIFICATION) == []
+    # 30 off: p 0.013, a failure that says so.
+    (line,) = tuning_failures(scores(900, 930), reference, gate.GATE, gate.CLASSIFICATION)
+    assert "beyond chance" in line and "930 of 960" in line
+    # The drop is judged as the gate judges it: 2 pp lost fails whatever the agreement.
+    (line,) = tuning_failures(scores(881, 960), reference, gate.GATE, gate.CLASSIFICATION)
+    assert "drop" in line
+
+
+def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
+    """Equalization applies only to per-tensor weights; both edits take their statistics from every training image
+    outside the tuning split, not from the few a user may have asked for."""
+    from pipeline.export import ExportConfig, Mode
+    from pipeline.quant import remedy
+
+    tuning = remedy.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7)
+    rungs = {r.name: r for r in remedy.LADDER}
+    asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
+    assert rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning, 100) is None
+    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",))):
+        config = rungs[name].config(asked, tuning, 100)
+        assert config.float_edits == edits and config.per_tensor
+        assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
+    names = [r.name for r in remedy.LADDER]
+    assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")

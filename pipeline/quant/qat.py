@@ -5,7 +5,8 @@
 The models start with a Rescaling layer, which tfmot has no default quantize config for; it gets
 `RescalingQuantizeConfig` below (no weights, its output fake-quantized like any activation), so
 the converted model still takes raw pixels with a (1.0, 0) uint8 input. Everything else, the
-softmax included, uses tfmot's default 8-bit scheme.
+softmax included, uses tfmot's default 8-bit scheme. tfmot annotates layer by layer and refuses a Keras
+application nested as one layer (MobileNetV2's base), so such a model is flattened into one graph first.
 """
 from __future__ import annotations
 
@@ -60,8 +61,12 @@ def _rescaling_config_class():
 
 def quantize_aware(model: "keras.Model") -> "keras.Model":
     """A quantization-aware copy of `model`, with its trained weights."""
+    from pipeline.quant.flatten import flatten, is_nested
+
     quant = _tfmot().quantization.keras
     config_class = _rescaling_config_class()
+    if is_nested(model):
+        model = flatten(model)
 
     def annotate(layer):
         if isinstance(layer, keras.layers.Rescaling):

@@ -1,0 +1,106 @@
+"""Every rung of the remedy ladder, each on its own, on one trained run: tuning split and held-out side by side.
+
+    .venv/bin/python bench/bench_remedy_rungs.py RUN [--per-tensor] [--calibration-samples 8] [--views 4 16]
+
+For the export as asked (OPTIONS) and for each rung's export config (pipeline/quant/remedy.py's LADDER, plus the
+float edits alone and together), converted in memory by the export stage's own `convert`: agreement and top-1
+on the tuning split scored as the ladder scores it (seeded views of a quarter of the training images), with more
+views too, and on the held-out images parity reports on (read here only to show how well the tuning split
+predicts them; the ladder never sees them). Also the float edits' own effect on the float model (largest score
+change against the unedited float model). Prints a markdown table; nothing in RUN changes.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--per-tensor", action="store_true")
+    parser.add_argument("--calibration-samples", type=int, default=None)
+    parser.add_argument("--views", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--rungs", nargs="*", default=None, help="only these rows (names as printed)")
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from pipeline import export
+    from pipeline.data.heldout import heldout_examples
+    from pipeline.parity import _heldout_pixels
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+
+    run = Run.open(args.run)
+    config = export.ExportConfig(mode=export.Mode.INT8, per_tensor=args.per_tensor,
+                                 calibration_samples=args.calibration_samples)
+    splits = {}
+    for views in args.views:
+        remedy.TUNING_VIEWS = views  # the module's constant, set for this measurement only
+        splits[f"tuning x{views}"] = remedy.tuning_split(run, config.seed)
+    tuning = next(iter(splits.values()))
+    heldout_images, heldout_labels = _heldout_pixels(run, heldout_examples(run, None))
+    sets = {name: (s.images, s.labels) for name, s in splits.items()}
+    sets["held-out"] = (heldout_images, heldout_labels)
+    reference = {name: remedy._savedmodel_outputs(run, images) for name, (images, _) in sets.items()}
+    train_size = remedy._train_size(run)
+
+    rows = [("none", config)]
+    for rung in remedy.LADDER:
+        candidate = rung.config(config, tuning, train_size)
+        if candidate is not None:
+            rows.append((rung.name, candidate))
+    rows.append(("equalize-8", dataclasses.replace(config, float_edits=("equalize",))))  # on the user's calibration set
+    rows.append(("bias-8", dataclasses.replace(config, float_edits=("bias",))))
+    if args.rungs:
+        rows = [r for r in rows if r[0] in args.rungs]
+
+    header = ["remedy", "seconds"] + [f"{n} agree" for n in sets] + [f"{n} top-1" for n in sets]
+    print(f"run {args.run}, options per_tensor={args.per_tensor} calibration_samples={args.calibration_samples}; "
+          f"float top-1: " + ", ".join(f"{n} {(reference[n].argmax(1) == sets[n][1]).mean():.4f} ({len(sets[n][1])})" for n in sets))
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, candidate in rows:
+        start = time.monotonic()
+        try:
+            model = export.convert(dataclasses.replace(candidate, remedy=None if name == "none" else name), run)
+        except Exception as err:  # a rung that cannot make a model is a row too
+            print(f"| {name} | could not make a model: {str(err).splitlines()[0][:160]} |")
+            continue
+        seconds = time.monotonic() - start
+        agree, top1 = [], []
+        for n, (images, labels) in sets.items():
+            out = remedy._tflite_outputs(model.bytes, images, model.contract)
+            agree.append(f"{(out.argmax(1) == reference[n].argmax(1)).mean():.4f} ({(out.argmax(1) != reference[n].argmax(1)).sum()} off)")
+            top1.append(f"{(out.argmax(1) == labels).mean():.4f}")
+        print(f"| {name} | {seconds:.1f} | " + " | ".join(agree + top1) + " |", flush=True)
+
+    if not args.rungs or "float-check" in args.rungs:
+        import tf_keras as keras
+
+        from pipeline.quant import float_edits
+
+        original = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
+        for name, candidate in rows:
+            if not candidate.float_edits:
+                continue
+            calibration = export.calibration_images(run, candidate, run.image_size)[0]
+            edits = candidate.float_edits
+            edited = float_edits.apply(original, edits, calibration, args.per_tensor)
+            for n, (images, _) in sets.items():
+                a = original.predict(images.astype(np.float32), verbose=0)
+                b = edited.predict(images.astype(np.float32), verbose=0)
+                print(f"float edit {'+'.join(edits)} ({len(calibration)} calibration images) on {n}: largest score change {np.abs(a - b).max():.2e}, "
+                      f"top-1 changed on {(a.argmax(1) != b.argmax(1)).sum()} of {len(a)}")
+
+
+if __name__ == "__main__":
+    main()
