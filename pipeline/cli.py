@@ -71,6 +71,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
+    from pipeline.rundir.run import artifact
     from pipeline.training.config import config_from_options
 
     options["data"] = data_spec
@@ -82,8 +83,9 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
                     sustain_epochs=sustain_epochs, decay=lr_decay)
     config = config_from_options(options, schedule, config_file)
     out = train.run(config, run_dir)
-    if (out / "manifest.json").exists():  # a non-chief worker writes nothing
-        click.echo(f"run written to {out}" + (f"; report: {out / 'report.html'}" if (out / "report.html").exists() else ""))
+    manifest, report = (out / artifact(key).name for key in ("manifest", "report"))
+    if manifest.exists():  # a non-chief worker writes nothing
+        click.echo(f"run written to {out}" + (f"; report: {report}" if report.exists() else ""))
 
 
 @main.command("prepare")

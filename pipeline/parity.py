@@ -43,10 +43,8 @@ from pipeline.inference.bundle import DEVICE_MODELS
 from pipeline.inference.parity_report import markdown, plot
 from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import json_bytes
-from pipeline.rundir.run import Run, writing
+from pipeline.rundir.run import Run, artifact, writing
 from pipeline.training import chance
-
-REPORT_SCHEMA_VERSION = 1  # of parity/report.json
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
 def _heldout_pixels(run: Run, heldout: Heldout):
     # The run's own contract, version included: what its device will do with these files.
-    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    contract = run.contract
     images = np.stack([contract.load_pixels(original, (heldout.size, heldout.size), name=e.id)
                        for e, original in zip(heldout.examples, heldout.originals)])
     return images, np.array([e.label for e in heldout.examples], np.int64)
@@ -114,7 +112,7 @@ def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray
     for name, key in (("float_tflite_cpu", "model_float"), ("int8_cpu", "model_int8")):
         if run.has(key) or key == "model_int8":  # the int8 model is required: "run export --int8 first"
             # Each model by its own contract (an int8 export takes mean 128, std 128), the run's decode.
-            contract = PixelContract.from_record(run.contract_of(key), f"the manifest's {key}")
+            contract = run.contract_of(key)
             runner = _runner(run.artifact(key), contract, config.threads)
             scores[name] = runner.score_all(images)
     # The clients on the int8 row's own interpreter: only the feed differs. The files as the bundle ships them.
@@ -141,7 +139,7 @@ def _client_rows(scores: Dict[str, np.ndarray], refused: Dict[str, str], referen
 def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], device: Optional[dict],
             verdict: dict) -> dict:
     return {
-        "schema_version": REPORT_SCHEMA_VERSION,
+        "schema_version": artifact("parity_report").schema,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
                     "pixels": "original files through the pixel contract (edge.preprocess)"},
         "labels": run.labels,

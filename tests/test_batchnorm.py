@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.rundir.run import Run
 from tests.helpers import cli, write_camera_jpegs, write_class_folders
 
 pytestmark = pytest.mark.host
@@ -50,7 +51,7 @@ def _first_batchnorm_input(run: Path):
     model = keras.models.load_model(str(run / "keras_model.keras"))
     base = next(layer for layer in model.layers if isinstance(layer, keras.Model))
     conv = keras.Model(base.inputs, base.get_layer("Conv1").output)
-    images, _ = data.load_split(_manifest(run), "train")
+    images, _ = data.load_split(Run.open(run), "train")
     x = conv(model.get_layer("preprocess")(images.astype(np.float32))).numpy().astype(np.float64)
     return base.get_layer("bn_Conv1"), x.mean(axis=(0, 1, 2)), x.var(axis=(0, 1, 2))
 
@@ -262,7 +263,7 @@ def test_the_keras_model_qat_loads_carries_the_saved_statistics(photo_runs):
     for layer in batchnorm.layers(model):
         for var in (layer.moving_mean, layer.moving_variance):
             np.testing.assert_array_equal(var.numpy(), saved[var.name])
-    images, labels = data.load_split(_manifest(run), "heldout")
+    images, labels = data.load_split(Run.open(run), "heldout")
     correct = int((model.predict(images.astype(np.float32), verbose=0).argmax(axis=1) == labels).sum())
     assert correct == round(_manifest(run)["metrics"]["heldout"]["accuracy"] * len(labels))
 

@@ -106,12 +106,10 @@ def test_int8_predictions_agree_with_float(int8_run):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from pipeline.rundir import manifest as manifest_lib
     from pipeline.data import load_split
 
     run_dir, result = int8_run
-    manifest = manifest_lib.load(run_dir)
-    images, _ = load_split(manifest, "heldout")
+    images, _ = load_split(Run.open(run_dir), "heldout")
     serve = tf.saved_model.load(str(Run.open(run_dir).artifact("saved_model"))).signatures["serving_default"]
     float_top1 = np.argmax(list(serve(image=tf.constant(images, tf.float32)).values())[0].numpy(), axis=1)
 

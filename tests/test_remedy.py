@@ -73,10 +73,10 @@ def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
 
     run = Run.open(run_copy)
     first, again, other = remedy.tuning_split(run, 0), remedy.tuning_split(run, 0), remedy.tuning_split(run, 1)
-    source, heldout = resolve_split(run.manifest, "heldout")
+    source, heldout = resolve_split(run, "heldout")
     heldout_digests = {source.examples[i].digest for i in heldout}
     assert first.ids == again.ids and first.ids != other.ids
-    source, train = resolve_split(run.manifest, "train")
+    source, train = resolve_split(run, "train")
     assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
     assert len(set(first.labels.tolist())) == len(run.labels)  # class-balanced: every class is in it
 
@@ -146,9 +146,9 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
                     tmp_path / "run")
     run = Run.open(run_dir)
     tuning = remedy.tuning_split(run, 0)
-    source, heldout = resolve_split(run.manifest, "heldout")
+    source, heldout = resolve_split(run, "heldout")
     assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
-    train_source, train = resolve_split(run.manifest, "train")
+    train_source, train = resolve_split(run, "train")
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
     views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
     assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views

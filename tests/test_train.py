@@ -50,10 +50,9 @@ def test_saved_model_serves_raw_pixels(digits_run):
     import tensorflow as tf
 
     from pipeline import data
-    from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(digits_run)
-    images, labels = data.load_split(manifest, "heldout")
+    images, labels = data.load_split(Run.open(digits_run), "heldout")
     serve = tf.saved_model.load(str(digits_run / "saved_model")).signatures["serving_default"]
     scores = list(serve(tf.constant(images[:64], tf.float32)).values())[0].numpy()
     assert scores.shape == (64, 10)
@@ -64,10 +63,11 @@ def test_saved_model_serves_raw_pixels(digits_run):
 def test_split_is_the_same_in_later_stages(digits_run):
     from pipeline import data
     from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
     manifest = manifest_mod.load(digits_run)
-    first = data.load_split(manifest, "heldout")
-    again = data.load_split(manifest, "heldout")
+    first = data.load_split(Run.open(digits_run), "heldout")
+    again = data.load_split(Run.open(digits_run), "heldout")
     assert len(first[0]) == manifest["data"]["split"]["heldout_examples"]
     assert (first[0] == again[0]).all() and (first[1] == again[1]).all()
 
