@@ -35,7 +35,7 @@ from edge.runner import Runner
 from pipeline import gate
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.inference import class_metrics
 from pipeline.inference.client_scores import CLIENTS, gate_name, score_clients
@@ -63,6 +63,14 @@ class ParityConfig:
     def limits(self) -> gate.GateLimits:
         return gate.GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
 
+    def validate(self) -> gate.GateLimits:
+        """The gate's limits, after refusing an option out of range (ConfigError, like every stage's config)."""
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ConfigError(f"--top-k {self.top_k!r}, expected a whole number >= 1")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            raise ConfigError(f"--threads {self.threads!r}, expected a whole number >= 1")
+        return self.limits.validate()
+
 
 class ParityResult(NamedTuple):
     report_dir: Path
@@ -73,7 +81,7 @@ class ParityResult(NamedTuple):
 
 def run(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
-    limits = config.limits.validate()
+    limits = config.validate()
     with writing(run_dir, "pipeline parity") as run:
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)

@@ -83,7 +83,7 @@ def describe(run: "Run", model_name: str, contract: PixelContract, export_facts:
     size = run.image_size
     image = Tensor(
         name="image",
-        description=f"RGB image, {size}x{size}, (pixel - {_short(mean)}) / {_short(std)}",
+        description=f"RGB image, {size}x{size}, (pixel - {_channel_values(mean)}) / {_channel_values(std)}",
         content=ImageContent(ColorSpace.RGB),
         process_units=(Normalization(tuple(mean), tuple(std)),),
         stats=_input_stats((export_facts.get("input") or {}).get("dtype"), mean, std))
@@ -120,7 +120,8 @@ def _pairs(mean: List[float], std: List[float]):
     return [(mean[i if len(mean) > 1 else 0], std[i if len(std) > 1 else 0]) for i in range(n)]
 
 
-def _short(values) -> str:
+def _channel_values(values) -> str:
+    """Per-channel values as one number when the channels agree ("128"), else as a list ("[0.5, 0.4, 0.3]")."""
     return f"{values[0]:g}" if len(set(values)) == 1 else "[" + ", ".join(f"{v:g}" for v in values) + "]"
 
 
