@@ -35,7 +35,7 @@ def train_one(spec: list) -> None:
     sys.path.insert(0, str(REPO))
     from pipeline import train
 
-    train.run(train.TrainConfig(data=train_spec, val_data=val_spec, model=model, image_size=96, seed=seed,
+    train.train_model(train.TrainConfig(data=train_spec, val_data=val_spec, model=model, image_size=96, seed=seed,
                                 model_options=tuple(sorted(options.items())), epochs=EPOCHS), Path(out))
 
 
@@ -90,7 +90,7 @@ def main() -> None:
         forms = {"folder": {}, "tfrecord": {}}
         for split, per_class, seed in (("train", 60, 0), ("val", 20, 1)):
             folder = write_camera_jpegs(tmp / split, per_class=per_class, seed=seed, halves=True)
-            prepare.run(prepare.PrepareConfig(), str(folder), str(tmp / f"{split}_tfrec"))
+            prepare.write_shards(prepare.PrepareConfig(), str(folder), str(tmp / f"{split}_tfrec"))
             forms["folder"][split], forms["tfrecord"][split] = str(folder), str(tmp / f"{split}_tfrec" / "*.tfrec")
         for model, options in MODELS:
             for seed in SEEDS:

@@ -67,7 +67,7 @@ class CompileResult(NamedTuple):
     compiler: Optional[compiler_log.CompilerOutput]
 
 
-def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
+def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
     """Pre-flight always; the compiler unless check_only. `target` is a run directory or, with
     check_only, a .tflite file. `show(prediction)` is called as soon as the prediction exists."""
     config.validate()

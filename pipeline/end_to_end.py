@@ -58,7 +58,7 @@ def reuse_differences(config: RunConfig, run: Run) -> List[str]:
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
 
 
-def run(config: RunConfig, run_dir: Path, say=print):
+def run_all(config: RunConfig, run_dir: Path, say=print):
     """All stages, holding the run's lock from the first to the last; returns the parity result (its
     .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
@@ -70,17 +70,17 @@ def run(config: RunConfig, run_dir: Path, say=print):
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
-        exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+        exported = export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         say("== export int8")
-        exported = export.run(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
+        exported = export.export_model(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
         compiler = shutil.which("edgetpu_compiler")
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
-        compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
+        compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
-        result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
+        result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
                                                 clients=config.clients), run_dir)
     say(summary_table(result.report))
@@ -97,7 +97,7 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     if not (run_dir / artifact("manifest").name).exists():
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
+        train.train_model(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
                                     **{k: v for k, v in options.items() if v is not None}), run_dir)
         return
     trained = Run.open(run_dir)

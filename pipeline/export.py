@@ -117,7 +117,7 @@ class ExportResult:
 # The stage
 
 
-def run(config: ExportConfig, run_dir: Path) -> ExportResult:
+def export_model(config: ExportConfig, run_dir: Path) -> ExportResult:
     """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
     with writing(run_dir, "pipeline export") as run:

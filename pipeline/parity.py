@@ -79,7 +79,7 @@ class ParityResult(NamedTuple):
     failures: List[str]  # one line per failed limit
 
 
-def run(config: ParityConfig, run_dir: Path) -> ParityResult:
+def check_parity(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
     limits = config.validate()
     with writing(run_dir, "pipeline parity") as run:

@@ -95,7 +95,7 @@ def _no_progress(total: int, label: str) -> ContextManager[Callable[[int], None]
     return contextlib.nullcontext(lambda n: None)
 
 
-def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
+def predict_unlabeled(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
     """Predict every input of config.data with the run's model and write config.out. Reads the run, changes nothing in it."""
     config = config.checked()
     run = Run.open(run_dir)

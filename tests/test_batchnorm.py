@@ -117,9 +117,9 @@ def stuck_run(tmp_path_factory, shapes):
             Image.fromarray(grey).save(root / "val" / name / f"{i}.png")
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        run = train.run(train.TrainConfig(data=str(shapes), val_data=str(root / "val"), image_size=16, epochs=3,
+        run = train.train_model(train.TrainConfig(data=str(shapes), val_data=str(root / "val"), image_size=16, epochs=3,
                                           batch_size=8), root / "run")
-    export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
     return run, err.getvalue()
 
 
@@ -212,19 +212,19 @@ def photo_runs(tmp_path_factory):
                "val": write_camera_jpegs(root / "val", per_class=HELDOUT_PER_CLASS, seed=1, halves=True)}
     records = {}
     for split, folder in folders.items():
-        prepare.run(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
+        prepare.write_shards(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
         records[split] = str(root / f"{split}_tfrec" / "*.tfrec")
 
     def trained(name, data, out):
         options, epochs = PHOTO_RUNS[name]
-        return train.run(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
+        return train.train_model(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
                                            model_options=options, epochs=epochs), root / out)
 
     runs = {}
     for name in PHOTO_RUNS:
         start = time.perf_counter()
         run = trained(name, folders, name)
-        export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
+        export.export_model(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
         runs[name] = (run, _pipeline("parity", run), time.perf_counter() - start)
     start = time.perf_counter()
     runs["tfrecords"] = (trained("mobilenet_v3_small", records, "tfrecords"), None, time.perf_counter() - start)

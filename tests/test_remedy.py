@@ -21,7 +21,7 @@ SIZE = 16
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
 
     return train(TrainConfig(data="digits", epochs=4, batch_size=64, model="small_cnn", image_size=SIZE),
                  tmp_path_factory.mktemp("trained") / "run")
@@ -44,9 +44,9 @@ def _manifest(run_dir: Path) -> dict:
 
 
 def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, black):
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
-    result = run(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True), run_copy)
+    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True), run_copy)
     attempts = result.remedy["attempts"]
     assert attempts[0]["remedy"] == "none" and not attempts[0]["passed"], attempts[0]
     assert attempts[0]["tuning"]["agreement"] < 0.98
@@ -125,10 +125,10 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
 
 def test_remedy_applies_to_int8_only(run_copy):
     from pipeline.errors import ConfigError
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
     with pytest.raises(ConfigError, match="--remedy"):
-        run(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
+        export_model(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
 
 
 def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_split(tmp_path):
@@ -137,7 +137,7 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     from pipeline.data.identity import resolve_split
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
     from tests.helpers import write_camera_jpegs
 
     train_dir = write_camera_jpegs(tmp_path / "train", per_class=8, size=(64, 48), seed=0, halves=True)
