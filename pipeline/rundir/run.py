@@ -6,7 +6,8 @@
         t.write("model_int8", model_bytes, mode="int8")
         t.write_file(sidecar_path, sidecar_bytes)       # a file that goes with it, not an artifact itself
 
-`ARTIFACTS` is the one table of artifact key -> file name inside RUN -> the command that produces it.
+`ARTIFACTS` (artifacts.py) is the one table of file key -> name inside RUN -> the command that writes it; the typed
+views of the manifest's sections are in views.py, the write side (`Transaction`) in transaction.py.
 Every stage saves the manifest once, in its transaction, whose rollback journal (journal.py) makes a
 SIGKILL or power cut at any instant leave the old run or the new one. A stage that writes holds the
 run's lock (`writing`, pipeline/rundir/lock.py) for its whole life; readers take none, except briefly
@@ -14,68 +15,23 @@ to recover a transaction that a dead writer left unfinished (`Run.open`).
 """
 from __future__ import annotations
 
-import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional
 
 from edge.contract import PixelContract
 from edge.errors import InputError
-from edge.integrity import sha256_bytes, sidecar_path
 from pipeline.errors import ManifestError, RunBusy
 from pipeline.rundir import journal, lock, manifest as manifest_io
+# The artifact table is read through this module by every stage: `from pipeline.rundir.run import artifact`.
+from pipeline.rundir.artifacts import ARTIFACTS, Artifact, artifact, is_compiled  # noqa: F401
 from pipeline.rundir.files import sha256_of, signals_held
+from pipeline.rundir.transaction import Transaction
 from pipeline.rundir.views import DataView, ModelView, TrainingView, views
 
 # How long a reader waits for a live writer to finish committing (renames and fsyncs: seconds at most).
 SETTLE_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class Artifact:
-    name: str  # path inside RUN
-    producer: str  # the command that writes it, for "run X first" messages
-    schema: Optional[int] = None  # the schema_version of a JSON report the pipeline writes (its readers know it by this)
-
-
-ARTIFACTS: Dict[str, Artifact] = {
-    "saved_model": Artifact("saved_model", "pipeline train"),
-    "keras_model": Artifact("keras_model.keras", "pipeline train"),
-    "labels": Artifact("labels.txt", "pipeline train"),
-    "history": Artifact("history.json", "pipeline train"),
-    "model_float": Artifact("model_float.tflite", "pipeline export RUN"),
-    "model_int8": Artifact("model_int8.tflite", "pipeline export RUN --int8"),
-    "model_float16": Artifact("model_float16.tflite", "pipeline export RUN --float16"),
-    "model_dynamic_range": Artifact("model_dynamic_range.tflite", "pipeline export RUN --dynamic-range"),
-    "quantization_report": Artifact("quantization.json", "pipeline export RUN --int8", schema=1),
-    "model_int8_edgetpu": Artifact("model_int8_edgetpu.tflite", "pipeline compile RUN"),
-    "edgetpu_report": Artifact("edgetpu.json", "pipeline compile RUN", schema=1),
-    "parity_report": Artifact("parity/report.json", "pipeline parity RUN", schema=1),
-    "latency": Artifact("latency.json", "pipeline report RUN --latency FILE"),
-    # Files of every run that the manifest does not record as artifacts: the manifest itself, and the page
-    # every stage rewrites from it.
-    "manifest": Artifact(manifest_io.MANIFEST_NAME, "pipeline train"),
-    "report": Artifact("report.html", "pipeline report RUN"),
-}
-# Keys of ARTIFACTS that are never recorded in the manifest's artifact table.
-UNRECORDED = ("manifest", "report")
-# `edgetpu_compiler --num_segments N` writes one model per segment, named by the compiler.
-_SEGMENT = re.compile(r"model_int8_edgetpu_segment_(\d+)$")
-
-
-def artifact(key: str) -> Artifact:
-    """The table's row for `key` (segment keys included)."""
-    if key in ARTIFACTS:
-        return ARTIFACTS[key]
-    if _SEGMENT.match(key):
-        return Artifact("", ARTIFACTS["model_int8_edgetpu"].producer)
-    raise KeyError(f"{key!r} is not an artifact of a run; expected one of {', '.join(ARTIFACTS)}")
-
-
-def is_compiled(key: str) -> bool:
-    return key == "model_int8_edgetpu" or bool(_SEGMENT.match(key))
 
 
 class Run:
@@ -236,74 +192,11 @@ class Run:
         t.commit()
 
 
-class Transaction:
-    """What one stage writes: artifacts, files that go with them, records to forget, manifest facts."""
-
-    def __init__(self, run: Run):
-        self.run = run
-        self._contents: Dict[Path, Union[bytes, Path]] = {}
-        self._records: Dict[str, Tuple[Path, Dict[str, Any]]] = {}  # key -> (final path, facts)
-        self._forget: List[str] = []
-        self._facts: Dict[str, Any] = {}
-        self._remove: List[Path] = []
-
-    def write(self, key: str, data: Union[bytes, Path], name: Optional[str] = None, **facts: Any) -> Path:
-        """Artifact `key` from bytes, or from a file or folder prepared inside RUN (moved in); recorded with its
-        sha256 and `facts`. `name` only for artifacts the table cannot name (compiled segments)."""
-        final = self.run.dir / (name or artifact(key).name)
-        self._contents[final] = data
-        self._records[key] = (final, facts)
-        return final
-
-    def write_file(self, path: Path, data: Union[bytes, Path]) -> Path:
-        """A file that goes with the artifacts (a sidecar, a readable report), not recorded itself."""
-        self._contents[Path(path)] = data
-        return Path(path)
-
-    def forget(self, key: str) -> None:
-        """Drop `key`'s record; its file and sidecar go when the transaction commits."""
-        self._forget.append(key)
-
-    def set(self, field: str, value: Any) -> None:
-        """A top-level manifest fact (e.g. `parity`: the gate's verdict)."""
-        self._facts[field] = value
-
-    def remove(self, path: Path) -> None:
-        """A path inside RUN (file or folder) that goes when the transaction commits, and stays if it does not
-        (train's checkpoints: a run that was not written must still resume)."""
-        self._remove.append(Path(path))
-
-    def commit(self) -> None:
-        artifacts = self.run.manifest.get("artifacts", {})
-        removing = []
-        for key in self._forget:
-            if key in artifacts and key not in self._records:
-                path = self.run.dir / artifacts[key]["path"]
-                removing += [path, sidecar_path(path)]
-        removing += self._remove
-        manifest = dict(self.run.manifest, artifacts=dict(artifacts))
-        # Hashed from what is about to go in (bytes, or the prepared file or folder), before the signals wait.
-        digests = {key: _sha256(self._contents[path]) for key, (path, _) in self._records.items()}
-        for key in self._forget:
-            manifest["artifacts"].pop(key, None)
-        for key, (path, facts) in self._records.items():
-            rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
-            manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
-        manifest.update(self._facts)
-        with signals_held():  # Ctrl-C and SIGTERM wait for the renames, the commit and the clean-up (or roll-back)
-            journal.apply(self.run.dir, self._contents, removing, manifest_io.encode(manifest))
-        self.run.manifest = manifest
-
-
 def _contract(recorded: Any, where: str) -> PixelContract:
     try:
         return PixelContract.from_record(recorded, where)
     except InputError as err:  # a run this edgeflow cannot feed is a damaged or newer manifest, not bad input
         raise ManifestError(str(err)) from None
-
-
-def _sha256(data: Union[bytes, Path]) -> str:
-    return sha256_bytes(data) if isinstance(data, bytes) else sha256_of(data)
 
 
 @contextmanager
