@@ -2,21 +2,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from edge.integrity import sha256_bytes, sidecar_path
 from pipeline.rundir import journal, manifest as manifest_io
 from pipeline.rundir.artifacts import artifact
 from pipeline.rundir.files import sha256_of, signals_held
 
-if TYPE_CHECKING:
-    from pipeline.rundir.run import Run
-
-
 class Transaction:
     """What one stage writes: artifacts, files that go with them, records to forget, manifest facts."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run):  # the Run it writes to (run.py imports this module, so not the other way)
         self.run = run
         self._contents: Dict[Path, Union[bytes, Path]] = {}
         self._records: Dict[str, Tuple[Path, Dict[str, Any]]] = {}  # key -> (final path, facts)
