@@ -49,13 +49,14 @@ def estimate_noise(run: str) -> dict:
     import tf_keras as keras
 
     from pipeline import data as data_mod
+    from pipeline.rundir.run import Run
     from pipeline.training import batchnorm
 
-    manifest = json.loads((Path(run) / "manifest.json").read_text())
-    model = keras.models.load_model(str(Path(run) / "keras_model.keras"))
-    source = data_mod.open_source(manifest["data"]["train"]["spec"])
-    images, labels = data_mod.load_split(manifest, "heldout")
-    size = manifest["model"]["image_size"]
+    recorded = Run.open(Path(run))
+    model = keras.models.load_model(str(recorded.artifact("keras_model")))
+    source = data_mod.open_source(recorded.data.train_spec)
+    images, labels = data_mod.load_split(recorded, "heldout")
+    size = recorded.image_size
     train_ds = source.training_dataset(size, source.indices("all"))
 
     def correct() -> int:
