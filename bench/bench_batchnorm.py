@@ -36,7 +36,7 @@ def one(model: str, options: dict, size: int, epochs: int, variant: str, data: P
 
     if variant == "without":
         batchnorm.Statistics.callbacks = property(lambda self: [])  # Keras' moving averages only
-    train.run(train.TrainConfig(data=str(data / "train"), val_data=str(data / "val"), model=model, image_size=size,
+    train.train_model(train.TrainConfig(data=str(data / "train"), val_data=str(data / "val"), model=model, image_size=size,
                                 model_options=tuple(sorted(options.items())), epochs=epochs), out)
 
 

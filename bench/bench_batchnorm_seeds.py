@@ -35,7 +35,7 @@ def train_one(spec: list) -> None:
     sys.path.insert(0, str(REPO))
     from pipeline import train
 
-    train.run(train.TrainConfig(data=train_spec, val_data=val_spec, model=model, image_size=96, seed=seed,
+    train.train_model(train.TrainConfig(data=train_spec, val_data=val_spec, model=model, image_size=96, seed=seed,
                                 model_options=tuple(sorted(options.items())), epochs=EPOCHS), Path(out))
 
 
@@ -49,13 +49,14 @@ def estimate_noise(run: str) -> dict:
     import tf_keras as keras
 
     from pipeline import data as data_mod
+    from pipeline.rundir.run import Run
     from pipeline.training import batchnorm
 
-    manifest = json.loads((Path(run) / "manifest.json").read_text())
-    model = keras.models.load_model(str(Path(run) / "keras_model.keras"))
-    source = data_mod.open_source(manifest["data"]["train"]["spec"])
-    images, labels = data_mod.load_split(manifest, "heldout")
-    size = manifest["model"]["image_size"]
+    recorded = Run.open(Path(run))
+    model = keras.models.load_model(str(recorded.artifact("keras_model")))
+    source = data_mod.open_source(recorded.data.train_spec)
+    images, labels = data_mod.load_split(recorded, "heldout")
+    size = recorded.image_size
     train_ds = source.training_dataset(size, source.indices("all"))
 
     def correct() -> int:
@@ -90,7 +91,7 @@ def main() -> None:
         forms = {"folder": {}, "tfrecord": {}}
         for split, per_class, seed in (("train", 60, 0), ("val", 20, 1)):
             folder = write_camera_jpegs(tmp / split, per_class=per_class, seed=seed, halves=True)
-            prepare.run(prepare.PrepareConfig(), str(folder), str(tmp / f"{split}_tfrec"))
+            prepare.write_shards(prepare.PrepareConfig(), str(folder), str(tmp / f"{split}_tfrec"))
             forms["folder"][split], forms["tfrecord"][split] = str(folder), str(tmp / f"{split}_tfrec" / "*.tfrec")
         for model, options in MODELS:
             for seed in SEEDS:

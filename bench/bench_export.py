@@ -70,7 +70,7 @@ def interleaved_latency(float_bytes: bytes, int8_bytes: bytes):
 
 
 def export_time():
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
 
     with tempfile.TemporaryDirectory() as tmp:
         with contextlib.redirect_stdout(sys.stderr):  # training's progress lines are not part of the results

@@ -47,7 +47,7 @@ def make_data(root: Path) -> dict:
             shutil.rmtree(folder, ignore_errors=True)
             photos = write_camera_jpegs(root / f"photos-{folder.name}", per_class=per_class, size=(256, 256), seed=seed, halves=True)
             total = sum(p.stat().st_size for p in photos.rglob("*.jpg"))
-            prepare.run(prepare.PrepareConfig(shard_mb=total / (count - 0.5) / 1e6), str(photos), str(folder))
+            prepare.write_shards(prepare.PrepareConfig(shard_mb=total / (count - 0.5) / 1e6), str(photos), str(folder))
             shutil.rmtree(photos)
     return {"train": str(shards / "*.tfrec"), "heldout": str(heldout / "*.tfrec"),
             "shards": len(list(shards.glob("*.tfrec")))}

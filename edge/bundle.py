@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from edge.atomic import write_json_atomic, write_text_atomic
+from edge.contract import PixelContract
 from edge.documents import MANIFEST_NAME, load
 from edge.errors import InputError
 from edge.image_files import IMAGE_SUFFIXES
@@ -82,7 +83,7 @@ def _suffix(example_id: str, data: bytes) -> str:
         return _FORMAT_SUFFIX.get(image.format or "", ".img")
 
 
-def write_bundle(folder: Path, labels: List[str], contract: Dict[str, Any], examples: Iterable[Tuple[str, int, Any]],
+def write_bundle(folder: Path, labels: List[str], contract: PixelContract, examples: Iterable[Tuple[str, int, Any]],
                  models: Dict[str, ShippedModel]) -> Path:
     """Fill the new folder `folder`: every (id, label, stored original) of `examples` as an image file, bundle.json,
     labels.txt, each model with its sidecar, and manifest.json with the models' entries under `contract`, the
@@ -105,7 +106,7 @@ def write_bundle(folder: Path, labels: List[str], contract: Dict[str, Any], exam
         artifacts[key] = {**model.entry, "path": model.path.name}  # every model sits at the bundle's top level
     # Only the model entries: the device checks each model's sha256 against this manifest.
     write_json_atomic(folder / MANIFEST_NAME, {"schema_version": MANIFEST_SCHEMA_VERSION, "labels": list(labels),
-                                               "preprocessing": contract, "artifacts": artifacts})
+                                               "preprocessing": contract.as_record(), "artifacts": artifacts})
     return folder
 
 

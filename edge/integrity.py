@@ -98,11 +98,12 @@ def verify(model: Path, data: bytes, records: List[ModelRecord]) -> str:
     return actual
 
 
-def metadata_record(model: Path, data: bytes) -> Optional[ModelRecord]:
-    """The record packed in the model's own TFLite metadata, as a ModelRecord that vouches for no hash; None when absent."""
+def metadata_record(model: Path, data: bytes, meta=None) -> Optional[ModelRecord]:
+    """The record packed in the model's own TFLite metadata, as a ModelRecord that vouches for no hash; None when absent.
+    `meta`: the model's ModelMetadata when the caller has read it already."""
     from edge.model_metadata import EDGEFLOW_RECORD, embedded_record
 
-    record = embedded_record(data, Path(model).name)
+    record = embedded_record(data, Path(model).name, meta)
     if record is None:
         return None
     return ModelRecord(f"the TFLite metadata of {Path(model).name} ({EDGEFLOW_RECORD})", "metadata", "", record["labels"],

@@ -84,7 +84,7 @@ def _probe_backend(name: str) -> Union[bool, _Skipped]:
         raise ValueError(f"unknown backend {name!r}, expected one of {CPU_ORDER}")
     if importlib.util.find_spec(name.split(".")[0]) is None:
         return False
-    # tflite-runtime 2.14 fails on numpy 2 at model load (DESIGN.md); skipping it lets a host
+    # tflite-runtime 2.14 fails on numpy 2 at model load (a SystemError from CreateWrapperFromFile); skipping it lets a host
     # with numpy 2 use ai_edge_litert, and the reason is kept so the user is told.
     if name == "tflite_runtime" and _numpy_major() >= 2:
         import numpy

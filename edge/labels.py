@@ -93,14 +93,15 @@ def _split(line: str, row: int) -> Tuple[int, str]:
     return row, line.strip()
 
 
-def labels_from_model(model_bytes: bytes, output: int = 0, name: str = "model") -> Optional[List[str]]:
+def labels_from_model(model_bytes: bytes, output: int = 0, name: str = "model", meta=None) -> Optional[List[str]]:
     """The labels packed in the model for output `output` (its first TENSOR_AXIS_LABELS file), or None when it names none.
 
-    A damaged model, metadata or packed file raises ModelCheckError: the labels are part of the model.
+    A damaged model, metadata or packed file raises ModelCheckError: the labels are part of the model. `meta`: the
+    model's ModelMetadata when the caller has read it already.
     """
     from edge.model_metadata import associated_file, read_metadata
 
-    meta = read_metadata(model_bytes, name)
+    meta = read_metadata(model_bytes, name) if meta is None else meta
     if not 0 <= output < len(meta.outputs) or not meta.outputs[output].label_files:
         return None
     # The schema: with several label files (one per locale), the first is the default.
@@ -112,14 +113,15 @@ def labels_from_model(model_bytes: bytes, output: int = 0, name: str = "model") 
 
 
 def choose_labels(labels_file: Optional[Union[str, Path]], recorded: Optional[Sequence[str]],
-                  model_bytes: Optional[bytes] = None) -> Tuple[Optional[List[str]], str]:
+                  model_bytes: Optional[bytes] = None, meta=None) -> Tuple[Optional[List[str]], str]:
     """(labels, where they came from): --labels FILE wins, then the labels recorded next to the model, then the
-    label file packed in the model (when its bytes are given); None means "print class ids"."""
+    label file packed in the model (when its bytes are given; `meta` its metadata, when already read); None means
+    "print class ids"."""
     if labels_file is not None:
         return read_labels(labels_file), f"labels: {labels_file}"
     if recorded:
         return [str(x) for x in recorded], "labels: recorded next to the model"
-    packed = labels_from_model(model_bytes) if model_bytes is not None else None
+    packed = labels_from_model(model_bytes, meta=meta) if model_bytes is not None else None
     if packed:
         return packed, "labels: the label file packed in the model's metadata"
     return None, "labels: none found (pass --labels FILE); printing class ids"

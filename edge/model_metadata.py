@@ -139,11 +139,12 @@ def associated_file(model_bytes: bytes, file_name: str, name: str = "model") -> 
         raise ModelCheckError(f"{name}: packed file {file_name!r} cannot be read: {err}") from err
 
 
-def embedded_record(model_bytes: bytes, name: str = "model") -> Optional[dict]:
+def embedded_record(model_bytes: bytes, name: str = "model", meta: Optional[ModelMetadata] = None) -> Optional[dict]:
     """The edgeflow record packed in the model (see the module docstring); None when the model carries none.
-    A record that is there but unreadable, of another schema, or without a pixel contract raises ModelCheckError."""
+    A record that is there but unreadable, of another schema, or without a pixel contract raises ModelCheckError.
+    `meta`: the model's metadata when the caller has read it already (it is not parsed again)."""
     data = bytes(model_bytes)
-    meta = read_metadata(data, name)
+    meta = read_metadata(data, name) if meta is None else meta
     if not any(f.name == EDGEFLOW_RECORD for f in meta.associated_files):
         return None
     where = f"{EDGEFLOW_RECORD} packed in {name}"

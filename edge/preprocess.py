@@ -217,7 +217,7 @@ def describe(norm: Normalization, details: Dict[str, Any]) -> str:
     """One line for the user: which normalization, and how it reaches the input tensor."""
     dtype = np.dtype(details["dtype"])
     scale, zero_point = details["quantization"]
-    numbers = f"mean {_short(norm.mean)}, std {_short(norm.std)}"
+    numbers = f"mean {_channel_values(norm.mean)}, std {_channel_values(norm.std)}"
     if dtype.kind == "f":
         how = f"fed as {dtype} values"
     elif passes_raw(norm, scale, zero_point, dtype):
@@ -227,5 +227,6 @@ def describe(norm: Normalization, details: Dict[str, Any]) -> str:
     return f"input: {numbers} ({norm.source}); {how}"
 
 
-def _short(values: Sequence[float]) -> str:
+def _channel_values(values: Sequence[float]) -> str:
+    """Per-channel values as one number when the channels agree ("128"), else as a list ("[0.5, 0.4, 0.3]")."""
     return f"{values[0]:g}" if len(set(values)) == 1 else "[" + ", ".join(f"{v:g}" for v in values) + "]"

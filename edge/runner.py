@@ -34,7 +34,7 @@ from edge.integrity import (ModelRecord, check_agreement, find_records, metadata
                             sidecar_path, verify)
 from edge.interpreter import LoadedModel, open_model
 from edge.labels import choose_labels
-from edge.model_metadata import read_metadata
+from edge.model_metadata import ModelMetadata, read_metadata
 from edge.prefetch import prefetch
 from edge.preprocess import PYCORAL_DEFAULT, normalization
 
@@ -83,12 +83,14 @@ class Runner:
         records, sha256 = _checked_records(path, data, verify_sha256, say)
         loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)  # checks the file first
         say(f"interpreter: {loaded.backend} ({loaded.why})")
-        # The model's own record (pipeline exports carry one in their metadata): it gives the contract when no
-        # sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused.
-        embedded = metadata_record(path, data)
+        # The model's metadata, parsed once: its own record (pipeline exports carry one) gives the contract when no
+        # sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused; its normalization
+        # and packed label file are the last resorts for a model from elsewhere.
+        meta = read_metadata(data, path.name)
+        embedded = metadata_record(path, data, meta)
         check_agreement(records, embedded)
-        contract = _contract(records, embedded, data, mean, std, input_details(loaded.interpreter))
-        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data)  # else the packed label file
+        contract = _contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
+        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data, meta)  # else the packed label file
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
         return cls(loaded, contract, labels, sha256)
@@ -151,7 +153,7 @@ def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> 
     return records, verify(path, data, records)
 
 
-def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], data: bytes, mean: Optional[Sequence[float]],
+def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], meta: ModelMetadata, mean: Optional[Sequence[float]],
               std: Optional[Sequence[float]], details: Dict[str, Any]) -> PixelContract:
     """The recorded contract (sidecar or manifest, else the one the model carries), else mean/std (the other one
     pycoral's 128 when only one is given), else the model's TFLite metadata normalization, else what the input
@@ -167,7 +169,6 @@ def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], data:
     if mean is not None or std is not None:
         return PixelContract.unrecorded(normalization(PYCORAL_DEFAULT.mean if mean is None else mean,
                                                       PYCORAL_DEFAULT.std if std is None else std, "--input-mean/--input-std"))
-    meta = read_metadata(data)
     if meta.mean is not None and meta.std is not None:
         return PixelContract.unrecorded(normalization(meta.mean, meta.std, "the model's TFLite metadata"))
     if np.dtype(details["dtype"]).kind == "f":

@@ -253,8 +253,8 @@ def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> 
     """The min_runtime_version of each edgetpu-custom-op's DarwiNN package, in op order.
 
     custom_options is a flexbuffer map whose key "4" holds the package, a flatbuffer with the
-    identifier "DWN1" whose first field is min_runtime_version (libedgetpu custom_op_data.cc and
-    executable.fbs, EDGETPU.md section 5). libedgetpu refuses a package that needs a newer runtime.
+    identifier "DWN1" whose first field is min_runtime_version (the layout libedgetpu's custom_op_data.cc
+    and executable.fbs define). libedgetpu refuses a package that needs a newer runtime.
     """
     import struct
 

@@ -71,6 +71,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
+    from pipeline.rundir.run import artifact
     from pipeline.training.config import config_from_options
 
     options["data"] = data_spec
@@ -81,9 +82,10 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
                     sustain_epochs=sustain_epochs, decay=lr_decay)
     config = config_from_options(options, schedule, config_file)
-    out = train.run(config, run_dir)
-    if (out / "manifest.json").exists():  # a non-chief worker writes nothing
-        click.echo(f"run written to {out}" + (f"; report: {out / 'report.html'}" if (out / "report.html").exists() else ""))
+    out = train.train_model(config, run_dir)
+    manifest, report = (out / artifact(key).name for key in ("manifest", "report"))
+    if manifest.exists():  # a non-chief worker writes nothing
+        click.echo(f"run written to {out}" + (f"; report: {report}" if report.exists() else ""))
 
 
 @main.command("prepare")
@@ -98,7 +100,7 @@ def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
     console.import_tensorflow()
     from pipeline import prepare
 
-    result = prepare.run(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
+    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
     click.echo(f"train on them with: pipeline train --data '{prepare.join_path(out, '*' + prepare.SHARD_SUFFIX)}' --out RUN")
@@ -135,7 +137,7 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
                                  io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs, repair=remedy,
                                  calibration_data=Path(calibration_data) if calibration_data else None)
-    result = export.run(config, Path(run_dir))
+    result = export.export_model(config, Path(run_dir))
     click.echo(result.table)
     for note in result.notes:
         click.echo(f"note: {note}")
@@ -186,7 +188,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
-    result = parity.run(parity.ParityConfig(data=data_spec, **given), run_dir)
+    result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
     click.echo(summary_table(result.report))
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
@@ -214,7 +216,7 @@ def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad
     config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
                                    batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads)
     say = functools.partial(click.echo, err=True)
-    result = predict.run(config, run_dir, say=say, progress=_progressbar)
+    result = predict.predict_unlabeled(config, run_dir, say=say, progress=_progressbar)
     for line in result.skipped:
         say(f"skipped: {line}")
     click.echo(f"wrote {result.out}: {result.written} predictions ({result.format})"
@@ -254,7 +256,7 @@ def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_me
     config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
-    result = end_to_end.run(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
+    result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 
 
@@ -279,7 +281,7 @@ def compile_command(target, as_json, **options):
 
     say = functools.partial(click.echo, err=True)  # stdout carries only the JSON
     show = (lambda prediction: click.echo(json.dumps(prediction.as_dict()))) if as_json else None
-    result = compile_mod.run(compile_mod.CompileConfig(**options), target, say=say, show=show)
+    result = compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(**options), target, say=say, show=show)
     for model in result.models:
         say(f"wrote {model}")
     if result.report_path:

@@ -28,7 +28,7 @@ from pipeline.edgetpu import compiler as compiler_mod
 from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.rundir.files import json_bytes, scratch_folder
-from pipeline.rundir.run import Run, is_compiled, writing
+from pipeline.rundir.run import Run, artifact, is_compiled, writing
 
 @dataclass(frozen=True)
 class CompileConfig:
@@ -67,7 +67,7 @@ class CompileResult(NamedTuple):
     compiler: Optional[compiler_log.CompilerOutput]
 
 
-def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
+def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
     """Pre-flight always; the compiler unless check_only. `target` is a run directory or, with
     check_only, a .tflite file. `show(prediction)` is called as soon as the prediction exists."""
     config.validate()
@@ -79,7 +79,7 @@ def run(config: CompileConfig, target: Path, say=print, show=None) -> CompileRes
     with writing(target, "pipeline compile") as run:
         model = run.artifact("model_int8")
         prediction = _predict(config, model, say, show)
-        report = {"schema_version": 1, "model": run.entry("model_int8")["path"],
+        report = {"schema_version": artifact("edgetpu_report").schema, "model": run.entry("model_int8")["path"],
                   "model_sha256": run.entry("model_int8")["sha256"], "preflight": prediction.as_dict(),
                   "compiler": None, "compiled": None, "disagreements": []}
         if config.check_only:
@@ -169,8 +169,8 @@ def _record_check_only(run: Run, report: dict, say) -> Path:
         except (OSError, ValueError, PipelineError):
             earlier = None
         if isinstance(earlier, dict) and earlier.get("compiler") and earlier.get("model_sha256") == report["model_sha256"]:
-            say(f"kept {run.dir / 'edgetpu.json'}: it holds the compiler's report of this model; this pre-flight is not recorded")
-            return run.dir / "edgetpu.json"
+            say(f"kept {run.path('edgetpu_report')}: it holds the compiler's report of this model; this pre-flight is not recorded")
+            return run.path("edgetpu_report")
     with run.transaction() as t:
         return t.write("edgetpu_report", json_bytes(report))
 
@@ -211,14 +211,14 @@ def _segment_number(path: Path) -> int:
 def _install(run: Run, report: dict, outputs: List[Path], logs: List[Path]) -> Tuple[List[Path], Path]:
     """The compiled model(s) with their sidecars and logs, and the report, into RUN with the manifest, all or
     nothing; compiled models of an earlier compile (maybe other segments) go in the same step."""
-    source, contract = run.entry("model_int8"), run.contract_of("model_int8")
+    source, contract = run.entry("model_int8"), run.contract_of("model_int8").as_record()
     facts = {"image_size": run.image_size, "preprocessing": contract}
     if "input" in source:  # the device quantizes pixels with it
         facts["input"] = source["input"]
     single = len(outputs) == 1
     written = []
     with run.transaction() as t:
-        for key in [k for k in run.manifest.get("artifacts", {}) if is_compiled(k)]:
+        for key in [k for k in run.recorded() if is_compiled(k)]:
             t.forget(key)
         for k, produced in enumerate(outputs):
             key = "model_int8_edgetpu" if single else f"model_int8_edgetpu_segment_{k}"

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from pipeline.errors import ConfigError, ManifestError
+from pipeline.errors import ConfigError
 from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
 from pipeline.rundir import lock
-from pipeline.rundir.manifest import MANIFEST_NAME
-from pipeline.rundir.run import Run
+from pipeline.rundir.run import Run, artifact
 
 DEFAULT_DATA = "digits"
 DEFAULT_MODEL = "small_cnn"
@@ -50,19 +49,16 @@ def default_run_dir(config: RunConfig) -> Path:
     return Path("runs") / f"{name}-{model}"
 
 
-def reuse_differences(config: RunConfig, manifest: dict) -> List[str]:
-    """What was asked (options given, None = not given) that the trained run in `manifest` differs in."""
-    try:
-        recorded = {"data": manifest["data"]["train"]["spec"], "model": manifest["model"]["name"],
-                    "image_size": manifest["model"]["image_size"], "epochs": manifest["training"]["epochs"]}
-    except (KeyError, TypeError) as err:
-        raise ManifestError(f"the manifest does not record {err} of its training; expected one written by `pipeline train`") from err
+def reuse_differences(config: RunConfig, run: Run) -> List[str]:
+    """What was asked (options given, None = not given) that the trained `run` differs in."""
+    recorded = {"data": run.data.train_spec, "model": run.model.name, "image_size": run.model.image_size,
+                "epochs": run.training.epochs}
     asked = {"data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
     return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
 
 
-def run(config: RunConfig, run_dir: Path, say=print):
+def run_all(config: RunConfig, run_dir: Path, say=print):
     """All stages, holding the run's lock from the first to the last; returns the parity result (its
     .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
@@ -74,17 +70,17 @@ def run(config: RunConfig, run_dir: Path, say=print):
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
-        exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+        exported = export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         say("== export int8")
-        exported = export.run(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
+        exported = export.export_model(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
         compiler = shutil.which("edgetpu_compiler")
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
-        compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
+        compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
-        result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
+        result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
                                                 clients=config.clients), run_dir)
     say(summary_table(result.report))
@@ -98,26 +94,26 @@ def run(config: RunConfig, run_dir: Path, say=print):
 def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     from pipeline import train
 
-    if not (run_dir / MANIFEST_NAME).exists():
+    if not (run_dir / artifact("manifest").name).exists():
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
+        train.train_model(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
                                     **{k: v for k, v in options.items() if v is not None}), run_dir)
         return
-    manifest = Run.open(run_dir).manifest
-    differences = reuse_differences(config, manifest)
+    trained = Run.open(run_dir)
+    differences = reuse_differences(config, trained)
     if differences:
         raise ConfigError(
             f"{run_dir} already holds a trained run that differs from what was asked: {'; '.join(differences)}. "
             f"Nothing was changed; choose a new --out to train what was asked, or leave those options out to reuse this run"
         )
-    say(f"== train: {run_dir} already holds a trained {manifest['model']['name']} "
-        f"({manifest['model']['image_size']}px, {manifest['training']['epochs']} epochs on {manifest['data']['train']['spec']}); reusing it")
+    say(f"== train: {run_dir} already holds a trained {trained.model.name} "
+        f"({trained.model.image_size}px, {trained.training.epochs} epochs on {trained.data.train_spec}); reusing it")
 
 
 def summary(run: Run) -> List[str]:
     """What a user wants at the end: accuracies, agreement, Edge TPU mapping, sizes, where things are."""
-    models = run.manifest.get("parity", {})
+    models = run.parity
     lines = ["", "== summary"]
     for name in (REFERENCE, *GATED):
         if name in models:
@@ -141,15 +137,15 @@ def summary(run: Run) -> List[str]:
         if run.has(key):
             path = run.artifact(key)
             lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
-    remedy = run.manifest.get("remedy")
+    remedy = run.remedy
     if remedy:
         lines.append(f"remedy             {remedy['chosen']} ("
                      + ("passed" if remedy["passed"] else "best of those tried; none passed") + " on the tuning split; tried "
                      + ", ".join(a["remedy"] for a in remedy["attempts"]) + ")")
     lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
     lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
-    if (run.dir / "report.html").exists():
-        lines.append(f"report             {run.dir / 'report.html'} (one page with all of the above; open it in a browser)")
+    if run.path("report").exists():
+        lines.append(f"report             {run.path('report')} (one page with all of the above; open it in a browser)")
     return lines
 
 

@@ -39,7 +39,6 @@ from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, artifact, writing
 
 REPORT_KEY = "quantization_report"
-REPORT_NAME = "quantization.json"
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ class ExportResult:
 # The stage
 
 
-def run(config: ExportConfig, run_dir: Path) -> ExportResult:
+def export_model(config: ExportConfig, run_dir: Path) -> ExportResult:
     """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
     with writing(run_dir, "pipeline export") as run:
@@ -150,7 +149,7 @@ class Converted(NamedTuple):
     info: object  # quant_verify's reading of the model
     converter: Callable  # () -> a fresh converter for the same model (the per-layer report converts again)
     calibration: Optional[np.ndarray]  # int8 only: the calibration images
-    contract: Dict[str, object]  # the pixel contract this model takes (int8: Coral's mean 128, std 128)
+    contract: PixelContract  # the pixel contract this model takes (int8: Coral's mean 128, std 128)
 
 
 def convert(config: ExportConfig, run: Run) -> Converted:
@@ -191,15 +190,14 @@ def convert(config: ExportConfig, run: Run) -> Converted:
     contract = convention.contract(run.contract, int8=config.mode is Mode.INT8)  # what this model truly takes
     if config.mode is Mode.INT8:
         convention.check(io["input"], config.io_type or "uint8")
-        norm = PixelContract.from_record(contract, "the exported model's contract").norm
-        facts["raw_pixels"] = preprocess.passes_raw(norm, io["input"]["scale"], io["input"]["zero_point"], io["input"]["dtype"])
+        facts["raw_pixels"] = preprocess.passes_raw(contract.norm, io["input"]["scale"], io["input"]["zero_point"], io["input"]["dtype"])
         if not facts["raw_pixels"]:
             notes.append(f"the {io['input']['dtype']} input is quantized with scale {io['input']['scale']:.6g}, zero point "
                          f"{io['input']['zero_point']}: the device must quantize camera pixels, they do not go in as they are")
-    written = metadata.embed(model_bytes, run.manifest, run.dir, artifact(MODES[config.mode].key).name, contract, facts)
+    written = metadata.embed(model_bytes, run, artifact(MODES[config.mode].key).name, contract, facts)
     model_bytes, info = written.model, _verify(written.model, config)  # packing changes no op or tensor; checked anyway
     notes += written.notes
-    facts.update(preprocessing=contract, metadata=written.facts)
+    facts.update(preprocessing=contract.as_record(), metadata=written.facts)
     return Converted(model_bytes, io, facts, notes, info, converter, calibration, contract)
 
 
@@ -222,7 +220,7 @@ def _write(config: ExportConfig, run: Run, model: Converted, report: Optional[di
     spec = MODES[config.mode]
     record = outcome.record() if outcome else None
     with run.transaction() as t:
-        if record is not None or (config.mode is Mode.INT8 and "remedy" in run.manifest):
+        if record is not None or (config.mode is Mode.INT8 and run.remedy is not None):
             t.set("remedy", record)  # an int8 export without --remedy leaves no older ladder's record behind
         model_path = t.write(spec.key, model.bytes, **model.facts, size_bytes=len(model.bytes))
         side = t.write_file(sidecar_path(model_path),
@@ -265,8 +263,8 @@ def _float_size(run: Run, config: ExportConfig) -> int:
     return len(convert_bytes(make_converter(concrete, trackable, Mode.FLOAT32, config, None)))
 
 
-def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object], contract: Dict[str, object]) -> dict:
+def sidecar(model_name: str, model_bytes: bytes, run: Run, input_q: Dict[str, object], contract: PixelContract) -> dict:
     """What the device checks the model against: its sha256, labels, image size, input quantization and the
     pixel contract it feeds the model by (this model's own)."""
     return sidecar_record(model_name, model_bytes, run.labels, image_size=run.image_size, input=dict(input_q),
-                          preprocessing=contract)
+                          preprocessing=contract.as_record())

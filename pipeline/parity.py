@@ -35,7 +35,7 @@ from edge.runner import Runner
 from pipeline import gate
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.inference import class_metrics
 from pipeline.inference.client_scores import CLIENTS, gate_name, score_clients
@@ -43,10 +43,8 @@ from pipeline.inference.bundle import DEVICE_MODELS
 from pipeline.inference.parity_report import markdown, plot
 from pipeline.report import disagreements, write as write_report
 from pipeline.rundir.files import json_bytes
-from pipeline.rundir.run import Run, writing
+from pipeline.rundir.run import Run, artifact, writing
 from pipeline.training import chance
-
-REPORT_SCHEMA_VERSION = 1  # of parity/report.json
 
 
 @dataclass(frozen=True)
@@ -65,6 +63,14 @@ class ParityConfig:
     def limits(self) -> gate.GateLimits:
         return gate.GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
 
+    def validate(self) -> gate.GateLimits:
+        """The gate's limits, after refusing an option out of range (ConfigError, like every stage's config)."""
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise ConfigError(f"--top-k {self.top_k!r}, expected a whole number >= 1")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            raise ConfigError(f"--threads {self.threads!r}, expected a whole number >= 1")
+        return self.limits.validate()
+
 
 class ParityResult(NamedTuple):
     report_dir: Path
@@ -73,9 +79,9 @@ class ParityResult(NamedTuple):
     failures: List[str]  # one line per failed limit
 
 
-def run(config: ParityConfig, run_dir: Path) -> ParityResult:
+def check_parity(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
-    limits = config.limits.validate()
+    limits = config.validate()
     with writing(run_dir, "pipeline parity") as run:
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
@@ -100,7 +106,7 @@ def run(config: ParityConfig, run_dir: Path) -> ParityResult:
 
 def _heldout_pixels(run: Run, heldout: Heldout):
     # The run's own contract, version included: what its device will do with these files.
-    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    contract = run.contract
     images = np.stack([contract.load_pixels(original, (heldout.size, heldout.size), name=e.id)
                        for e, original in zip(heldout.examples, heldout.originals)])
     return images, np.array([e.label for e in heldout.examples], np.int64)
@@ -114,7 +120,7 @@ def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray
     for name, key in (("float_tflite_cpu", "model_float"), ("int8_cpu", "model_int8")):
         if run.has(key) or key == "model_int8":  # the int8 model is required: "run export --int8 first"
             # Each model by its own contract (an int8 export takes mean 128, std 128), the run's decode.
-            contract = PixelContract.from_record(run.contract_of(key), f"the manifest's {key}")
+            contract = run.contract_of(key)
             runner = _runner(run.artifact(key), contract, config.threads)
             scores[name] = runner.score_all(images)
     # The clients on the int8 row's own interpreter: only the feed differs. The files as the bundle ships them.
@@ -141,7 +147,7 @@ def _client_rows(scores: Dict[str, np.ndarray], refused: Dict[str, str], referen
 def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: Dict[str, dict], device: Optional[dict],
             verdict: dict) -> dict:
     return {
-        "schema_version": REPORT_SCHEMA_VERSION,
+        "schema_version": artifact("parity_report").schema,
         "heldout": {"images": int(len(labels)), "source": config.data or "run's recorded held-out split",
                     "pixels": "original files through the pixel contract (edge.preprocess)"},
         "labels": run.labels,

@@ -95,7 +95,7 @@ def _no_progress(total: int, label: str) -> ContextManager[Callable[[int], None]
     return contextlib.nullcontext(lambda n: None)
 
 
-def run(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
+def predict_unlabeled(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
     """Predict every input of config.data with the run's model and write config.out. Reads the run, changes nothing in it."""
     config = config.checked()
     run = Run.open(run_dir)
@@ -231,10 +231,9 @@ def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: un
                    size: int, progress: Progress) -> Tuple[np.ndarray, np.ndarray, float, float, Dict[int, str]]:
     """The int8 or Edge TPU model through the device's own runner and the run's pixel contract (its version too:
     what its device does with these files), one image at a time, decoding ahead."""
-    from edge.contract import PixelContract
     from edge.runner import Runner
 
-    contract = PixelContract.from_record(run.contract_of(MODELS[config.model]), f"the run's {MODELS[config.model]}")
+    contract = run.contract_of(MODELS[config.model])
     started = time.perf_counter()
     runner = Runner.with_contract(model_path, contract, edgetpu=True if config.model == "edgetpu" else False,
                                   threads=config.threads)

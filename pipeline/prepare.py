@@ -54,7 +54,7 @@ class PrepareResult(NamedTuple):
     reencoded: int  # images that were not JPEG and were re-encoded
 
 
-def run(config: PrepareConfig, folder: str, out: str) -> PrepareResult:
+def write_shards(config: PrepareConfig, folder: str, out: str) -> PrepareResult:
     """Write `folder`'s images as shuffled TFRecord shards and labels.txt into `out`."""
     config.validate()
     if not Path(folder).is_dir():

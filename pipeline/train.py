@@ -48,7 +48,7 @@ _RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "bat
 # ---------------------------------------------------------------------------------------------
 
 
-def run(config: TrainConfig, run_dir: Path) -> Path:
+def train_model(config: TrainConfig, run_dir: Path) -> Path:
     """Train, evaluate on the held-out data, and write the run directory. Returns run_dir."""
     config.validate()
     run_dir = Path(run_dir)

@@ -73,9 +73,9 @@ def exported_run(tmp_path_factory):
     from pipeline import export, train
 
     run_dir = tmp_path_factory.mktemp("exported") / "run"
-    train.run(train.TrainConfig(data="digits", image_size=16, epochs=4), run_dir)
-    export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
-    export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
+    train.train_model(train.TrainConfig(data="digits", image_size=16, epochs=4), run_dir)
+    export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8), run_dir)
     return run_dir
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.rundir.run import Run
 from tests.helpers import cli, write_camera_jpegs, write_class_folders
 
 pytestmark = pytest.mark.host
@@ -50,7 +51,7 @@ def _first_batchnorm_input(run: Path):
     model = keras.models.load_model(str(run / "keras_model.keras"))
     base = next(layer for layer in model.layers if isinstance(layer, keras.Model))
     conv = keras.Model(base.inputs, base.get_layer("Conv1").output)
-    images, _ = data.load_split(_manifest(run), "train")
+    images, _ = data.load_split(Run.open(run), "train")
     x = conv(model.get_layer("preprocess")(images.astype(np.float32))).numpy().astype(np.float64)
     return base.get_layer("bn_Conv1"), x.mean(axis=(0, 1, 2)), x.var(axis=(0, 1, 2))
 
@@ -116,9 +117,9 @@ def stuck_run(tmp_path_factory, shapes):
             Image.fromarray(grey).save(root / "val" / name / f"{i}.png")
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        run = train.run(train.TrainConfig(data=str(shapes), val_data=str(root / "val"), image_size=16, epochs=3,
+        run = train.train_model(train.TrainConfig(data=str(shapes), val_data=str(root / "val"), image_size=16, epochs=3,
                                           batch_size=8), root / "run")
-    export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
     return run, err.getvalue()
 
 
@@ -211,19 +212,19 @@ def photo_runs(tmp_path_factory):
                "val": write_camera_jpegs(root / "val", per_class=HELDOUT_PER_CLASS, seed=1, halves=True)}
     records = {}
     for split, folder in folders.items():
-        prepare.run(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
+        prepare.write_shards(prepare.PrepareConfig(), str(folder), str(root / f"{split}_tfrec"))
         records[split] = str(root / f"{split}_tfrec" / "*.tfrec")
 
     def trained(name, data, out):
         options, epochs = PHOTO_RUNS[name]
-        return train.run(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
+        return train.train_model(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
                                            model_options=options, epochs=epochs), root / out)
 
     runs = {}
     for name in PHOTO_RUNS:
         start = time.perf_counter()
         run = trained(name, folders, name)
-        export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
+        export.export_model(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run)
         runs[name] = (run, _pipeline("parity", run), time.perf_counter() - start)
     start = time.perf_counter()
     runs["tfrecords"] = (trained("mobilenet_v3_small", records, "tfrecords"), None, time.perf_counter() - start)
@@ -262,7 +263,7 @@ def test_the_keras_model_qat_loads_carries_the_saved_statistics(photo_runs):
     for layer in batchnorm.layers(model):
         for var in (layer.moving_mean, layer.moving_variance):
             np.testing.assert_array_equal(var.numpy(), saved[var.name])
-    images, labels = data.load_split(_manifest(run), "heldout")
+    images, labels = data.load_split(Run.open(run), "heldout")
     correct = int((model.predict(images.astype(np.float32), verbose=0).argmax(axis=1) == labels).sum())
     assert correct == round(_manifest(run)["metrics"]["heldout"]["accuracy"] * len(labels))
 

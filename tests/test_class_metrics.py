@@ -66,9 +66,10 @@ def test_train_records_held_out_per_class_metrics_of_its_predictions(exported_ru
 
     from pipeline import data
     from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
     manifest = manifest_mod.load(exported_run)
-    images, labels = data.load_split(manifest, "heldout")  # decoded as training decodes them
+    images, labels = data.load_split(Run.open(exported_run), "heldout")  # decoded as training decodes them
     serve = tf.saved_model.load(str(exported_run / "saved_model")).signatures["serving_default"]
     predicted = next(iter(serve(tf.constant(images, tf.float32)).values())).numpy().argmax(axis=1)
     metrics = manifest["metrics"]

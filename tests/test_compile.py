@@ -344,9 +344,9 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     assert set(BUILT_IN) == set(models.MODEL_NAMES), "a new registry model needs a row here"
     size, options = BUILT_IN[name]
     data = write_class_folders(tmp_path / "data", per_class=4)
-    run_dir = train.run(train.TrainConfig(data=str(data), model=name, image_size=size, model_options=options,
+    run_dir = train.train_model(train.TrainConfig(data=str(data), model=name, image_size=size, model_options=options,
                                           epochs=1, batch_size=4, heldout_fraction=0.25), tmp_path / "run")
-    export.run(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run_dir)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8, debug_samples=2), run_dir)
     result = _compile(run_dir, "--check-only", "--require-full-mapping")
     assert result.exit_code == 0, result.output
     prediction = preflight.analyze(run_dir / "model_int8.tflite")

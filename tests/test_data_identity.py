@@ -114,7 +114,7 @@ def test_calibration_never_draws_from_the_heldout_examples(copy):
     manifest = Run.open(run).manifest
     # Every training image, all of them: calibration can then only be drawn from these.
     images, _, _, _ = export.calibration_images(Run.open(run), export.ExportConfig(mode=export.Mode.INT8, calibration_samples=10_000), 16)
-    heldout, _ = data_mod.load_split(manifest, "heldout")
+    heldout, _ = data_mod.load_split(Run.open(run), "heldout")
     calibration = {image.tobytes() for image in images}
     assert len(calibration) == len(images) > 0  # the noisy pictures are all different
     assert not calibration & {image.tobytes() for image in heldout}

@@ -21,7 +21,7 @@ AGREEMENT_THRESHOLD = 0.95
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
 
     return train(
         TrainConfig(data="digits", epochs=2, batch_size=64, model="small_cnn", image_size=16),
@@ -38,11 +38,11 @@ def run_copy(trained_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def int8_run(trained_run, tmp_path_factory):
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
     dst = tmp_path_factory.mktemp("int8") / "run"
     shutil.copytree(trained_run, dst)
-    return dst, run(ExportConfig(mode=Mode.INT8), dst)
+    return dst, export_model(ExportConfig(mode=Mode.INT8), dst)
 
 
 def _invoke(*args):
@@ -106,12 +106,10 @@ def test_int8_predictions_agree_with_float(int8_run):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from pipeline.rundir import manifest as manifest_lib
     from pipeline.data import load_split
 
     run_dir, result = int8_run
-    manifest = manifest_lib.load(run_dir)
-    images, _ = load_split(manifest, "heldout")
+    images, _ = load_split(Run.open(run_dir), "heldout")
     serve = tf.saved_model.load(str(Run.open(run_dir).artifact("saved_model"))).signatures["serving_default"]
     float_top1 = np.argmax(list(serve(image=tf.constant(images, tf.float32)).values())[0].numpy(), axis=1)
 
@@ -140,9 +138,9 @@ def test_two_exports_give_identical_bytes(int8_run, run_copy):
 @pytest.mark.host
 def test_int8_io_and_per_tensor(run_copy):
     from pipeline.rundir import manifest as manifest_lib
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
-    result = run(ExportConfig(mode=Mode.INT8, io_type="int8", per_tensor=True, calibration_samples=50), run_copy)
+    result = export_model(ExportConfig(mode=Mode.INT8, io_type="int8", per_tensor=True, calibration_samples=50), run_copy)
     entry = manifest_lib.load(run_copy)["artifacts"]["model_int8"]
     # The same grid shifted: int8 byte q stands for q / 128, so the device feeds pixel - 128.
     assert entry["input"] == {"dtype": "int8", "scale": 1 / 128, "zero_point": 0}
@@ -157,10 +155,10 @@ def test_every_model_carries_its_metadata_with_the_host_install_alone(run_copy):
     from edge.labels import labels_from_model
     from edge.model_metadata import read_metadata
     from pipeline import metadata
-    from pipeline.export import ExportConfig, run
+    from pipeline.export import ExportConfig, export_model
     from pipeline.rundir import manifest as manifest_lib
 
-    result = run(ExportConfig(), run_copy)
+    result = export_model(ExportConfig(), run_copy)
     data = result.model_path.read_bytes()
     assert read_metadata(data).present and labels_from_model(data) == manifest_lib.load(run_copy)["labels"]
     assert not any("metadata" in n for n in result.notes)
@@ -193,7 +191,7 @@ def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
 
     # A float model outright: every op named.
     manifest_before = (run_copy / "manifest.json").read_bytes()
-    float_model = export.run(export.ExportConfig(), run_copy).model_path.read_bytes()
+    float_model = export.export_model(export.ExportConfig(), run_copy).model_path.read_bytes()
     with pytest.raises(VerificationError, match=r"op \d+ CONV_2D: input tensor \d+ .* is float32"):
         verify_int8(float_model, "uint8")
     for leftover in _leftovers(run_copy):
@@ -231,9 +229,9 @@ def test_edgetpu_version_limits_name_the_op():
 @pytest.mark.host
 def test_qat_gives_a_verified_int8_model(run_copy):
     from pipeline.rundir import manifest as manifest_lib
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
-    result = run(ExportConfig(mode=Mode.INT8, qat_epochs=1, calibration_samples=50), run_copy)
+    result = export_model(ExportConfig(mode=Mode.INT8, qat_epochs=1, calibration_samples=50), run_copy)
     _assert_integer_only_by_the_interpreter(result.model_path.read_bytes())
     entry = manifest_lib.load(run_copy)["artifacts"]["model_int8"]
     assert entry["qat"] == {"epochs": 1} and entry["raw_pixels"] is True

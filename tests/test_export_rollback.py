@@ -21,7 +21,7 @@ def test_failure_while_building_the_sidecar_keeps_the_old_model(exported_copy, m
 
     monkeypatch.setattr(export, "sidecar", broken)
     with pytest.raises(RuntimeError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
+        export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
     assert tree_snapshot(exported_copy) == before  # the old code unlinked model_float.tflite, which the manifest records
 
 
@@ -39,7 +39,7 @@ def test_failed_rename_of_the_sidecar_restores_the_model(exported_copy, monkeypa
 
     monkeypatch.setattr(files.os, "replace", flaky)
     with pytest.raises(OSError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
+        export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
     assert tree_snapshot(exported_copy) == before
 
 
@@ -57,5 +57,5 @@ def test_failure_saving_the_manifest_puts_the_old_int8_files_back(exported_copy,
     monkeypatch.setattr(os, "replace", broken)
     # Per-tensor gives different bytes from the recorded per-channel model, so a leftover would show.
     with pytest.raises(OSError, match="injected"):
-        export.run(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, calibration_samples=20), exported_copy)
+        export.export_model(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, calibration_samples=20), exported_copy)
     assert tree_snapshot(exported_copy) == before

@@ -30,7 +30,7 @@ def test_the_feed_is_cached_when_it_fits_the_budget(tmp_path, cache_mb, cached):
 
     pattern = write_kaggle_tfrecords(tmp_path / "rec", per_class=10, files=2)
     options = {} if cache_mb is None else {"cache_mb": cache_mb}
-    run_dir = train.run(train.TrainConfig(data=pattern, image_size=16, epochs=2, batch_size=8, **options), tmp_path / "run")
+    run_dir = train.train_model(train.TrainConfig(data=pattern, image_size=16, epochs=2, batch_size=8, **options), tmp_path / "run")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     feed = manifest["training"]["feed"]
     assert feed["cached"] is cached and feed["decoded_mb"] == round(24 * (16 * 16 * 3 + 4) / 1e6, 1)

@@ -77,5 +77,5 @@ def test_every_byte_reaches_the_savedmodel_unchanged_int8_io(exported_run, tmp_p
 
     run_dir = tmp_path / "run"
     shutil.copytree(exported_run, run_dir)
-    export.run(export.ExportConfig(mode=export.Mode.INT8, io_type="int8", debug_samples=2), run_dir)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8, io_type="int8", debug_samples=2), run_dir)
     _check_every_byte_passes(run_dir / "model_int8.tflite", np.int8, 0)

@@ -197,17 +197,14 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     from PIL import Image
 
     from edge.cli import main as edge_main
-    from edge.contract import PixelContract
     from pipeline import data, parity
-    from pipeline.rundir import manifest as manifest_mod
     from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(run_copy)
-    images, labels = data.load_split(manifest, "heldout")
+    images, labels = data.load_split(Run.open(run_copy), "heldout")
     jpeg = tmp_path / "digit.jpg"
     Image.fromarray(images[0]).save(jpeg, quality=95)
     decoded = np.asarray(Image.open(jpeg).convert("RGB"))
-    contract = PixelContract.from_record(Run.open(run_copy).contract_of("model_int8"), "the run's int8 model")
+    contract = Run.open(run_copy).contract_of("model_int8")
     host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], contract, threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output

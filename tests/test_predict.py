@@ -63,9 +63,9 @@ def kaggle(tmp_path_factory):
     write_photo_shards(root / "val", 24, 1, True, 1)
     test = write_photo_shards(root / "test", TEST_RECORDS, 2, False, 2)
     run_dir = root.parent / "run"
-    train.run(train.TrainConfig(data=str(root / "train" / "*.tfrec"), val_data=str(root / "val" / "*.tfrec"), image_size=SIZE,
+    train.train_model(train.TrainConfig(data=str(root / "train" / "*.tfrec"), val_data=str(root / "val" / "*.tfrec"), image_size=SIZE,
                                 epochs=3, batch_size=16), run_dir)
-    export.run(export.ExportConfig(mode=export.Mode.INT8), run_dir)
+    export.export_model(export.ExportConfig(mode=export.Mode.INT8), run_dir)
     return {"root": root, "run": run_dir, "test": test, "test_glob": str(root / "test" / "*.tfrec")}
 
 

@@ -55,7 +55,7 @@ def test_240_jpegs_read_back_and_train_as_the_folder_does(photos, tmp_path):
         assert 0.35 < np.mean(labels) < 0.65, (shard, labels)
     assert [r[1] for r in rows] != sorted(r[1] for r in rows)  # shuffled
 
-    run_dir = train.run(train.TrainConfig(data=str(out / "*.tfrec"), image_size=16, epochs=1, batch_size=32), tmp_path / "run")
+    run_dir = train.train_model(train.TrainConfig(data=str(out / "*.tfrec"), image_size=16, epochs=1, batch_size=32), tmp_path / "run")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["data"]["train"]["kind"] == "tfrecord" and manifest["data"]["train"]["num_examples"] == 240
     # What training on the folder would record: the same classes, split and examples (ids and bytes).
@@ -73,8 +73,8 @@ def test_same_seed_same_shards_and_other_images_are_reencoded(tmp_path):
     from pipeline import prepare
 
     folder = write_class_folders(tmp_path / "pngs", per_class=5)  # PNGs
-    a = prepare.run(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "a"))
-    b = prepare.run(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "b"))
+    a = prepare.write_shards(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "a"))
+    b = prepare.write_shards(prepare.PrepareConfig(seed=7), str(folder), str(tmp_path / "b"))
     assert a.count == b.count == 15 and a.reencoded == 15 and len(a.shards) == 1
     rows_a, rows_b = _read_back(str(tmp_path / "a" / "*.tfrec")), _read_back(str(tmp_path / "b" / "*.tfrec"))
     assert [r[1:] for r in rows_a] == [r[1:] for r in rows_b]
@@ -88,10 +88,10 @@ def test_an_out_folder_with_shards_is_refused_and_left_as_it_was(tmp_path):
 
     folder = write_class_folders(tmp_path / "pngs", per_class=3)
     out = tmp_path / "out"
-    prepare.run(prepare.PrepareConfig(), str(folder), str(out))
+    prepare.write_shards(prepare.PrepareConfig(), str(folder), str(out))
     before = tree_snapshot(out)
     with pytest.raises(ConfigError, match="already holds .*choose an empty --out"):
-        prepare.run(prepare.PrepareConfig(seed=9), str(folder), str(out))
+        prepare.write_shards(prepare.PrepareConfig(seed=9), str(folder), str(out))
     assert tree_snapshot(out) == before
 
 
@@ -141,7 +141,7 @@ def test_a_failed_write_leaves_no_shards_and_no_folder(tmp_path, monkeypatch):
     folder = write_class_folders(tmp_path / "pngs", per_class=3)
     monkeypatch.setattr(prepare, "_check_written", lambda path, ids: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError, match="disk full"):
-        prepare.run(prepare.PrepareConfig(), str(folder), str(tmp_path / "out"))
+        prepare.write_shards(prepare.PrepareConfig(), str(folder), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 

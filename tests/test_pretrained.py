@@ -78,7 +78,7 @@ def _base_after(run_dir):
 def _train(folder, weights, out, **options):
     from pipeline import train
 
-    return train.run(train.TrainConfig(data=str(folder), model="mobilenet_v2", model_options=(("alpha", 0.35),),
+    return train.train_model(train.TrainConfig(data=str(folder), model="mobilenet_v2", model_options=(("alpha", 0.35),),
                                        image_size=32, weights=str(weights), batch_size=8, **options), out)
 
 

@@ -21,7 +21,7 @@ SIZE = 16
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
 
     return train(TrainConfig(data="digits", epochs=4, batch_size=64, model="small_cnn", image_size=SIZE),
                  tmp_path_factory.mktemp("trained") / "run")
@@ -44,9 +44,9 @@ def _manifest(run_dir: Path) -> dict:
 
 
 def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, black):
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
-    result = run(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True), run_copy)
+    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True), run_copy)
     attempts = result.remedy["attempts"]
     assert attempts[0]["remedy"] == "none" and not attempts[0]["passed"], attempts[0]
     assert attempts[0]["tuning"]["agreement"] < 0.98
@@ -73,10 +73,10 @@ def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
 
     run = Run.open(run_copy)
     first, again, other = remedy.tuning_split(run, 0), remedy.tuning_split(run, 0), remedy.tuning_split(run, 1)
-    source, heldout = resolve_split(run.manifest, "heldout")
+    source, heldout = resolve_split(run, "heldout")
     heldout_digests = {source.examples[i].digest for i in heldout}
     assert first.ids == again.ids and first.ids != other.ids
-    source, train = resolve_split(run.manifest, "train")
+    source, train = resolve_split(run, "train")
     assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
     assert len(set(first.labels.tolist())) == len(run.labels)  # class-balanced: every class is in it
 
@@ -126,10 +126,10 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
 
 def test_remedy_applies_to_int8_only(run_copy):
     from pipeline.errors import ConfigError
-    from pipeline.export import ExportConfig, Mode, run
+    from pipeline.export import ExportConfig, Mode, export_model
 
     with pytest.raises(ConfigError, match="--remedy"):
-        run(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
+        export_model(ExportConfig(mode=Mode.FLOAT32, repair=True), run_copy)
 
 
 def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_split(tmp_path):
@@ -138,7 +138,7 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     from pipeline.data.identity import resolve_split
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
-    from pipeline.train import TrainConfig, run as train
+    from pipeline.train import TrainConfig, train_model as train
     from tests.helpers import write_camera_jpegs
 
     train_dir = write_camera_jpegs(tmp_path / "train", per_class=8, size=(64, 48), seed=0, halves=True)
@@ -147,9 +147,9 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
                     tmp_path / "run")
     run = Run.open(run_dir)
     tuning = remedy.tuning_split(run, 0)
-    source, heldout = resolve_split(run.manifest, "heldout")
+    source, heldout = resolve_split(run, "heldout")
     assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
-    train_source, train = resolve_split(run.manifest, "train")
+    train_source, train = resolve_split(run, "train")
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
     views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
     assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views

@@ -289,10 +289,10 @@ def test_pycoral_answers_3_for_a_3(envs, digits_run, tmp_path):
     """Before the convention pycoral's defaults turned every pixel into 0 or 1 and it answered "7" for every digit."""
     from PIL import Image
 
-    from pipeline import parity
+    from pipeline.data.heldout import heldout_examples
     from pipeline.rundir.run import Run
 
-    heldout = parity.heldout_examples(Run.open(digits_run))
+    heldout = heldout_examples(Run.open(digits_run))
     threes = [o for e, o in zip(heldout.examples, heldout.originals) if e.label == 3][:3]
     sevens = [o for e, o in zip(heldout.examples, heldout.originals) if e.label == 7][:3]
     paths = []

@@ -20,7 +20,7 @@ def digits_run(tmp_path_factory):
     from pipeline import train
 
     run_dir = tmp_path_factory.mktemp("runs") / "digits"
-    train.run(train.TrainConfig(data="digits"), run_dir)
+    train.train_model(train.TrainConfig(data="digits"), run_dir)
     return run_dir
 
 
@@ -50,10 +50,9 @@ def test_saved_model_serves_raw_pixels(digits_run):
     import tensorflow as tf
 
     from pipeline import data
-    from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
-    manifest = manifest_mod.load(digits_run)
-    images, labels = data.load_split(manifest, "heldout")
+    images, labels = data.load_split(Run.open(digits_run), "heldout")
     serve = tf.saved_model.load(str(digits_run / "saved_model")).signatures["serving_default"]
     scores = list(serve(tf.constant(images[:64], tf.float32)).values())[0].numpy()
     assert scores.shape == (64, 10)
@@ -64,10 +63,11 @@ def test_saved_model_serves_raw_pixels(digits_run):
 def test_split_is_the_same_in_later_stages(digits_run):
     from pipeline import data
     from pipeline.rundir import manifest as manifest_mod
+    from pipeline.rundir.run import Run
 
     manifest = manifest_mod.load(digits_run)
-    first = data.load_split(manifest, "heldout")
-    again = data.load_split(manifest, "heldout")
+    first = data.load_split(Run.open(digits_run), "heldout")
+    again = data.load_split(Run.open(digits_run), "heldout")
     assert len(first[0]) == manifest["data"]["split"]["heldout_examples"]
     assert (first[0] == again[0]).all() and (first[1] == again[1]).all()
 
@@ -109,7 +109,7 @@ def test_kaggle_tfrecords_train_end_to_end(tmp_path):
     from pipeline import train
 
     pattern = write_kaggle_tfrecords(tmp_path / "tfrec")
-    run_dir = train.run(train.TrainConfig(data=pattern, image_size=24, epochs=4, batch_size=16), tmp_path / "run")
+    run_dir = train.train_model(train.TrainConfig(data=pattern, image_size=24, epochs=4, batch_size=16), tmp_path / "run")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["data"]["train"]["kind"] == "tfrecord"
     assert manifest["data"]["train"]["num_examples"] == 120
@@ -122,7 +122,7 @@ def test_class_folders_with_separate_validation_data(tmp_path):
 
     root = write_class_folders(tmp_path / "train")
     val = write_class_folders(tmp_path / "val", per_class=5)
-    run_dir = train.run(train.TrainConfig(data=str(root), val_data=str(val), image_size=24, epochs=2, batch_size=16),
+    run_dir = train.train_model(train.TrainConfig(data=str(root), val_data=str(val), image_size=24, epochs=2, batch_size=16),
                         tmp_path / "run")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["labels"] == ["hbar", "square", "vbar"]
@@ -253,5 +253,5 @@ def test_failure_in_the_first_epoch_leaves_an_existing_folder_as_it_was(existing
 
     monkeypatch.setattr(train.keras.Model, "fit", broken_fit)
     with pytest.raises(RuntimeError, match="simulated failure"):
-        train.run(train.TrainConfig(data="digits", image_size=16, epochs=1), existing_run_dir)
+        train.train_model(train.TrainConfig(data="digits", image_size=16, epochs=1), existing_run_dir)
     _assert_untouched(existing_run_dir, [".lock", "notes.txt"])  # the lock file is never removed (rundir/lock.py)

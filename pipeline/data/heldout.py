@@ -17,7 +17,7 @@ class Heldout(NamedTuple):
 
 def heldout_examples(run: Run, spec: Optional[str] = None) -> Heldout:
     """The run's held-out examples as stored (or those of `spec`), after checking they are the ones training recorded."""
-    source, indices = resolve_split(run.manifest, "heldout", spec)
+    source, indices = resolve_split(run, "heldout", spec)
     if len(indices) == 0:
         raise DataError("the held-out split is empty; expected at least one image to compare on")
     return Heldout([source.examples[i] for i in indices], source.originals(indices), run.image_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -14,10 +14,13 @@ from pipeline.data.feed import to_numpy
 from pipeline.data.specs import open_source
 from pipeline.errors import DataError
 
+if TYPE_CHECKING:
+    from pipeline.rundir.run import Run
 
-def split_from_manifest(manifest: dict) -> Split:
-    split = manifest["data"]["split"]
-    return Split(heldout_fraction=split["heldout_fraction"], seed=split["seed"])
+
+def recorded_split(run: "Run") -> Split:
+    """The held-out split train made of its data (fraction and seed), to draw it again."""
+    return Split(heldout_fraction=run.data.heldout_fraction, seed=run.data.seed)
 
 
 def identity_record(train: Source, val: Optional[Source], holdout: Split) -> Dict[str, Any]:
@@ -38,7 +41,7 @@ def _summary(examples: Sequence[Example], num_classes: int) -> Dict[str, Any]:
     return {"count": len(examples), "per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
 
 
-def resolve_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[Source, np.ndarray]:
+def resolve_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[Source, np.ndarray]:
     """The source and example positions of a run's 'train' or 'heldout' split, after checking that
     the data is what training recorded (same classes, same examples, same bytes).
 
@@ -47,23 +50,23 @@ def resolve_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tup
     """
     if split not in ("train", "heldout"):
         raise ValueError(f"split {split!r}, expected 'train' or 'heldout'")
-    data, classes = manifest["data"], manifest["labels"]
+    data, classes = run.data, run.labels
     if spec is not None:
         source = open_source(spec, classes)
         return source, source.indices("all")
-    recorded = data.get("identity")
+    recorded = data.identity
     if recorded is None:
         raise DataError("the run records no data identity (it was trained by an earlier edgeflow, whose held-out split "
                         "this version cannot reproduce); train it again")
-    if split == "heldout" and data.get("val"):
-        source = open_source(data["val"]["spec"], classes)
+    if split == "heldout" and data.val_spec:
+        source = open_source(data.val_spec, classes)
         indices = source.indices("all")
     else:
-        source = open_source(data["train"]["spec"])
+        source = open_source(data.train_spec)
         if source.labels != list(classes):
             raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
                             f"the data now has {source.labels}; train again, or restore the data")
-        indices = source.indices("all") if data.get("val") else source.indices(split, split_from_manifest(manifest))
+        indices = source.indices("all") if data.val_spec else source.indices(split, recorded_split(run))
     examples = [source.examples[i] for i in indices]
     if split == "heldout":
         _check_heldout(recorded["heldout"], examples, source.spec)
@@ -97,7 +100,7 @@ def _check_train(recorded: Dict[str, Any], examples: Sequence[Example], classes:
     raise DataError(f"the training examples of {spec} changed since training: {what}; restore the data, or train again")
 
 
-def load_split(manifest: dict, split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
+def load_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
     """Images and labels of a run's 'train' or 'heldout' split, decoded as training decodes them."""
-    source, indices = resolve_split(manifest, split, spec)
-    return to_numpy(source.dataset_at(manifest["model"]["image_size"], indices))
+    source, indices = resolve_split(run, split, spec)
+    return to_numpy(source.dataset_at(run.image_size, indices))

@@ -82,8 +82,6 @@ LOOSENED_AT_RUNTIME: Dict[str, int] = {
 
 # Ops whose weights and biases (inputs 1 and 2) must be constant (model requirements, section 1).
 WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
-POOLING_OPS = ("AVERAGE_POOL_2D", "MAX_POOL_2D")
-REDUCE_OPS = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
 SOFTMAX_MAX_ELEMENTS = 16000  # "Supports only 1D input tensor with a max of 16,000 elements" (2c)
 EIGHT_BIT = ("int8", "uint8")
 

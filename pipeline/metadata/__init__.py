@@ -1,7 +1,7 @@
 """TFLite metadata in every model the pipeline writes, so the file stands alone.
 
     from pipeline import metadata
-    written = metadata.embed(model_bytes, manifest, run_dir, "model_int8.tflite", contract, export_facts)
+    written = metadata.embed(model_bytes, run, "model_int8.tflite", contract, export_facts)
     written.model        # the model with its metadata; written.facts for the manifest
 
 What a model carries (tflite-support's metadata schema, read by MediaPipe, the TFLite Task Library
@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional
 
+from edge.contract import PixelContract
 from edge.errors import EdgeError
 from edge.labels import labels_from_model
 from edge.model_metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
@@ -30,6 +31,9 @@ from pipeline.errors import PipelineError
 from pipeline.metadata import flatbuffer, model_file
 from pipeline.metadata.description import (AssociatedFile, ColorSpace, FeatureContent, FileType, ImageContent,
                                            ModelDescription, Normalization, Stats, Tensor)
+
+if TYPE_CHECKING:
+    from pipeline.rundir.run import Run
 
 LABELS_FILE = "labels.txt"
 WRITER = "edgeflow pipeline.metadata (flatbuffers)"
@@ -43,46 +47,43 @@ class Written(NamedTuple):
     notes: List[str]  # what the user should know (nothing, today: every model gets its metadata)
 
 
-def record(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any], export_facts: Dict[str, Any]) -> dict:
+def record(run: "Run", model_name: str, contract: PixelContract, export_facts: Dict[str, Any]) -> dict:
     """edgeflow_model.json: what the model needs to be fed and where it came from (no sha256, no held-out list)."""
-    identity = manifest.get("data", {}).get("identity", {})
-    data = {"train_spec": manifest.get("data", {}).get("train", {}).get("spec"), "classes": identity.get("classes")}
+    data: Dict[str, Any] = {"train_spec": run.data.train.get("spec"), "classes": run.data.classes}
     for split in ("train", "heldout"):
-        if isinstance(identity.get(split), dict):  # counts and digests only: the examples list stays in the run
-            data[split] = {k: v for k, v in identity[split].items() if k != "examples"}
-    training = manifest.get("training", {})
+        summary = run.data.summary(split)  # counts and digests only: the examples list stays in the run
+        if summary:
+            data[split] = summary
     return {
         "schema_version": RECORD_SCHEMA,
         "model": model_name,
-        "labels": list(manifest["labels"]),
-        "image_size": int(manifest["model"]["image_size"]),
+        "labels": run.labels,
+        "image_size": run.image_size,
         "input": export_facts.get("input"),
-        "preprocessing": contract,
+        "preprocessing": contract.as_record(),
         "provenance": {
-            "run": Path(run_dir).resolve().name,
-            "trained": manifest.get("stages", {}).get("train", {}).get("finished"),
-            "model": manifest.get("model"),
+            "run": run.dir.resolve().name,
+            "trained": run.trained_at,
+            "model": run.model.record,
             "data": data,
-            "training": {k: training.get(k) for k in ("epochs", "seed", "strategy", "mixed_precision") if k in training},
+            "training": run.training.provenance(),
             "export": {k: v for k, v in export_facts.items() if k not in ("input", "output", "preprocessing")},
-            "versions": manifest.get("versions"),
+            "versions": run.versions,
         },
     }
 
 
-def describe(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any],
-             export_facts: Dict[str, Any]) -> ModelDescription:
+def describe(run: "Run", model_name: str, contract: PixelContract, export_facts: Dict[str, Any]) -> ModelDescription:
     """What an exported classifier's metadata says: an RGB image in, one score per class out, the labels, the record."""
-    labels = list(manifest["labels"])
-    model = manifest["model"]
-    rec = record(manifest, run_dir, model_name, contract, export_facts)
+    labels, name = run.labels, run.model.name
+    rec = record(run, model_name, contract, export_facts)
     identity = rec["provenance"]["data"].get("train") or {}
     mode = export_facts.get("mode", "float32")
-    mean, std = [float(v) for v in contract["mean"]], [float(v) for v in contract["std"]]
-    size = int(model["image_size"])
+    mean, std = list(contract.norm.mean), list(contract.norm.std)
+    size = run.image_size
     image = Tensor(
         name="image",
-        description=f"RGB image, {size}x{size}, (pixel - {_short(mean)}) / {_short(std)}",
+        description=f"RGB image, {size}x{size}, (pixel - {_channel_values(mean)}) / {_channel_values(std)}",
         content=ImageContent(ColorSpace.RGB),
         process_units=(Normalization(tuple(mean), tuple(std)),),
         stats=_input_stats((export_facts.get("input") or {}).get("dtype"), mean, std))
@@ -95,8 +96,8 @@ def describe(manifest: dict, run_dir: Path, model_name: str, contract: Dict[str,
     own = AssociatedFile(EDGEFLOW_RECORD, json.dumps(rec, indent=1, sort_keys=True).encode("utf-8"), FileType.DESCRIPTIONS,
                          "edgeflow: the pixel contract this model is fed by (decode, resize, mean, std) and the run it came from")
     return ModelDescription(
-        name=f"{model['name']} {mode} ({Path(run_dir).resolve().name})",
-        description=(f"{model['name']} image classifier for {len(labels)} classes ({', '.join(labels[:10])}"
+        name=f"{name} {mode} ({run.dir.resolve().name})",
+        description=(f"{name} image classifier for {len(labels)} classes ({', '.join(labels[:10])}"
                      f"{', ...' if len(labels) > 10 else ''}), {mode}, made by edgeflow: RGB {size}x{size} input "
                      "normalized (pixel - mean) / std; scores in the label file's order"),
         version=f"trained {rec['provenance']['trained']}; training data sha256 {str(identity.get('sha256'))[:16]}",
@@ -119,7 +120,8 @@ def _pairs(mean: List[float], std: List[float]):
     return [(mean[i if len(mean) > 1 else 0], std[i if len(std) > 1 else 0]) for i in range(n)]
 
 
-def _short(values) -> str:
+def _channel_values(values) -> str:
+    """Per-channel values as one number when the channels agree ("128"), else as a list ("[0.5, 0.4, 0.3]")."""
     return f"{values[0]:g}" if len(set(values)) == 1 else "[" + ", ".join(f"{v:g}" for v in values) + "]"
 
 
@@ -129,15 +131,14 @@ def write(model_bytes: bytes, described: ModelDescription) -> bytes:
                              [(f.name, f.content) for f in described.all_files()])
 
 
-def embed(model_bytes: bytes, manifest: dict, run_dir: Path, model_name: str, contract: Dict[str, Any],
-          export_facts: Dict[str, Any]) -> Written:
+def embed(model_bytes: bytes, run: "Run", model_name: str, contract: PixelContract, export_facts: Dict[str, Any]) -> Written:
     """The model with its metadata, read back with edge's reader and checked against what was asked for."""
-    described = describe(manifest, Path(run_dir), model_name, contract, export_facts)
+    described = describe(run, model_name, contract, export_facts)
     try:
         written = write(model_bytes, described)
     except ValueError as err:
         raise PipelineError(f"cannot write the TFLite metadata of {model_name}: {err}") from err
-    _check(written, model_name, described, manifest)
+    _check(written, model_name, described, run.labels)
     facts = {"writer": WRITER, "min_parser_version": flatbuffer.min_parser_version(described),
              "files": [f.name for f in (described.outputs[0].files + described.files)]}
     return Written(written, facts, [])
@@ -161,7 +162,7 @@ def copy(source: bytes, target: bytes, name: str) -> bytes:
     return written
 
 
-def _check(model: bytes, name: str, described: ModelDescription, manifest: dict) -> None:
+def _check(model: bytes, name: str, described: ModelDescription, expected_labels: List[str]) -> None:
     """What was written reads back, with edge's own reader, as what was asked for."""
     try:
         meta = read_metadata(model, name)
@@ -171,7 +172,7 @@ def _check(model: bytes, name: str, described: ModelDescription, manifest: dict)
         raise PipelineError(f"the metadata written into {name} does not read back: {err}") from err
     norm = described.inputs[0].process_units[0]
     asked = json.loads(described.files[0].content)
-    if (labels != list(manifest["labels"]) or packed != asked or meta.mean != _float32(norm.mean) or meta.std != _float32(norm.std)
+    if (labels != expected_labels or packed != asked or meta.mean != _float32(norm.mean) or meta.std != _float32(norm.std)
             or meta.inputs[0].color_space != "RGB"):
         raise PipelineError(f"the metadata written into {name} reads back differently (labels {labels}, mean {meta.mean}, "
                             f"std {meta.std}); expected what was asked for")

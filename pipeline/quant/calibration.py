@@ -47,8 +47,8 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
         labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
         source = {"source": str(path), "balanced": False}
     else:
-        images, labels = load_split(run.manifest, "train")
-        source = {"source": "train split of " + run.manifest["data"]["train"]["spec"], "balanced": True}
+        images, labels = load_split(run, "train")
+        source = {"source": "train split of " + run.data.train_spec, "balanced": True}
         exclude = tuple(getattr(config, "calibration_exclude", ()))  # the remedy ladder's tuning split
         if exclude:
             keep = np.setdiff1d(np.arange(len(images)), np.asarray(exclude, np.int64))

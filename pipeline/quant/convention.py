@@ -23,10 +23,13 @@ those tensors' quantization and drops; in float they round values that are whole
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict, Tuple
 
 import numpy as np
 
+from edge.contract import PixelContract
+from edge.preprocess import normalization
 from pipeline.errors import PipelineError
 
 MEAN = 128.0  # the pixel contract's mean and std for an int8 model: tensor value = (pixel - 128) / 128
@@ -82,9 +85,9 @@ def check(input_q: Dict[str, Any], io_type: str) -> None:
             "(Coral's convention, so raw camera bytes are the normalized input)")
 
 
-def contract(run_contract: Dict[str, Any], int8: bool) -> Dict[str, Any]:
+def contract(run_contract: PixelContract, int8: bool) -> PixelContract:
     """The pixel contract one exported model truly takes: the run's (raw pixels, mean 0, std 1) for float
     models, the same decode and resize with mean 128 and std 128 for an int8 model."""
     if not int8:
-        return dict(run_contract)
-    return {**run_contract, "mean": [MEAN] * 3, "std": [STD] * 3}
+        return run_contract
+    return replace(run_contract, norm=normalization(MEAN, STD, "Coral's convention: the int8 input's bytes are (pixel - 128) / 128"))

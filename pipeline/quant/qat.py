@@ -90,7 +90,7 @@ def fine_tune(run: Run, epochs: int, seed: int = 0) -> "keras.Model":
     path = run.artifact("keras_model")
     model = keras.models.load_model(str(path), compile=False)
     qat_model = quantize_aware(model)
-    images, labels = load_split(run.manifest, "train")
+    images, labels = load_split(run, "train")
     keras.utils.set_random_seed(seed)
     # Default strategy: a few epochs on one machine; the run's distributed setup is not needed here.
     qat_model.compile(

@@ -63,12 +63,11 @@ class TuningSplit(NamedTuple):
 
 def tuning_split(run, seed: int) -> TuningSplit:
     """A seeded, class-balanced share of the training split; refused if any of it is a held-out image."""
-    from edge.contract import PixelContract
     from pipeline.data.identity import resolve_split
     from pipeline.errors import DataError
 
-    source, train = resolve_split(run.manifest, "train")
-    heldout_source, heldout = resolve_split(run.manifest, "heldout")
+    source, train = resolve_split(run, "train")
+    heldout_source, heldout = resolve_split(run, "heldout")
     examples = [source.examples[i] for i in train]
     labels = np.array([e.label for e in examples], np.int64)
     n = max(TUNING_MIN, int(round(len(examples) * TUNING_SHARE)))
@@ -82,7 +81,7 @@ def tuning_split(run, seed: int) -> TuningSplit:
     chosen = [examples[p] for p in positions]
     if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
         raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
-    contract = PixelContract.from_record(run.contract, "the run's manifest")
+    contract = run.contract
     originals = source.originals(train[positions])
     size, rng = run.image_size, np.random.default_rng(tuning_seed)
     images, view_labels = [], []
@@ -113,7 +112,7 @@ def _view(large: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
 class TuningTask(NamedTuple):
     metrics: Mapping[str, gate.Metric]  # the gate's named metrics for this task
     reference: Callable  # (run, images) -> the reference model's outputs
-    candidate: Callable  # (model bytes, images, pixel contract dict) -> the candidate's outputs
+    candidate: Callable  # (model bytes, images, PixelContract) -> the candidate's outputs
     scores: Callable  # (outputs, reference outputs, labels, num_classes) -> {metric key: gate.Score}
 
 
@@ -125,13 +124,12 @@ def _savedmodel_outputs(run, images: np.ndarray) -> np.ndarray:
     return np.concatenate(out).astype(np.float32)
 
 
-def _tflite_outputs(model: bytes, images: np.ndarray, contract: dict) -> np.ndarray:
-    from edge.contract import PixelContract
+def _tflite_outputs(model: bytes, images: np.ndarray, contract) -> np.ndarray:
     from edge.runner import Runner
     from pipeline.console import native_quiet
 
     with native_quiet():
-        runner = Runner.with_contract(model, PixelContract.from_record(contract, "the candidate's contract"), edgetpu=False)
+        runner = Runner.with_contract(model, contract, edgetpu=False)
     return runner.score_all(images)
 
 
@@ -344,7 +342,7 @@ def chance_of_at_least(k: int, n: int, rate: float) -> float:
 def _train_size(run) -> int:
     from pipeline.data.identity import resolve_split
 
-    return len(resolve_split(run.manifest, "train")[1])
+    return len(resolve_split(run, "train")[1])
 
 
 def _mapping(model: bytes):

@@ -13,6 +13,8 @@ from typing import Callable, Dict, List
 
 import numpy as np
 
+from pipeline.rundir.run import artifact
+
 WORST_LAYERS = 3  # named in the table; the JSON keeps every layer
 
 
@@ -66,7 +68,7 @@ def build(info, int8_bytes: int, float_bytes: int, layers: List[Dict[str, object
 
     worst = sorted(layers, key=lambda layer: -layer["rmse_steps"])[:WORST_LAYERS]
     return {
-        "schema_version": 1,
+        "schema_version": artifact("quantization_report").schema,
         "sizes": {"float32_bytes": float_bytes, "int8_bytes": int8_bytes, "ratio": round(int8_bytes / float_bytes, 4)},
         "ops": op_counts(info),
         "per_channel_tensors": len(per_channel_tensors(info)),

@@ -15,9 +15,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-REPORT_NAME = "report.html"
-
-
 def write(run_dir: Path, strict: bool = False) -> Optional[Path]:
     """Render RUN/report.html from the run directory and write it atomically; returns its path.
 
@@ -27,16 +24,17 @@ def write(run_dir: Path, strict: bool = False) -> Optional[Path]:
     """
     from pipeline.errors import PipelineError
     from pipeline.rundir.files import write_text_atomic
+    from pipeline.rundir.run import artifact
 
-    run_dir = Path(run_dir)
+    page = Path(run_dir) / artifact("report").name
     try:
-        return write_text_atomic(run_dir / REPORT_NAME, render(run_dir))
+        return write_text_atomic(page, render(run_dir))
     except Exception as err:  # a report is never worth a failed stage
         if strict:
             if isinstance(err, PipelineError):
                 raise
-            raise PipelineError(f"cannot render {run_dir / REPORT_NAME}: {type(err).__name__}: {err}") from err
-        print(f"warning: {run_dir / REPORT_NAME} not updated: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+            raise PipelineError(f"cannot render {page}: {type(err).__name__}: {err}") from err
+        print(f"warning: {page} not updated: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
               file=sys.stderr, flush=True)
         return None
 
@@ -48,8 +46,8 @@ def render(run_dir: Path) -> str:
     from pipeline.report import sections
     from pipeline.rundir.run import Run
 
-    manifest = Run.open(run_dir).manifest
+    run = Run.open(run_dir)
     env = jinja2.Environment(loader=jinja2.PackageLoader("pipeline.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sections.FILTERS)
-    return env.get_template("report.html.j2").render(**sections.gather(Path(run_dir), manifest))
+    return env.get_template("report.html.j2").render(**sections.gather(run))

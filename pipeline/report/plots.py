@@ -65,7 +65,7 @@ def training_curves(history: List[dict], switch: Optional[int], resumes: Sequenc
 
 def layer_errors(layers: List[dict], worst: Sequence[str]) -> str:
     """rmse in quantization steps per quantized layer, in model order; the worst ones in red."""
-    names = [f"{layer['op']} {_short(layer['tensor'])}" for layer in layers]
+    names = [f"{layer['op']} {_trimmed_name(layer['tensor'])}" for layer in layers]
     values = [layer["rmse_steps"] for layer in layers]
     fig = _figure(9, 0.6 + 0.22 * len(layers))
     ax = fig.subplots()
@@ -117,7 +117,7 @@ def class_deltas(labels: Sequence[str], deltas: Dict[str, List[Optional[float]]]
     return _svg(fig)
 
 
-def _short(tensor: str, limit: int = 48) -> str:
+def _trimmed_name(tensor: str, limit: int = 48) -> str:
     # TFLite tensor names join fused ops with ';': the first part names the layer.
     first = tensor.split(";")[0]
     return first if len(first) <= limit else "…" + first[-limit:]

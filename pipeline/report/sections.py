@@ -38,15 +38,15 @@ _PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement
                  "score_error_max")
 
 
-def gather(run_dir: Path, manifest: dict) -> Dict[str, Any]:
+def gather(run: Run) -> Dict[str, Any]:
     """Every section's dict, each read on its own: one that fails carries its error; and the page's headline."""
     sections = {
-        "run": _guarded(run_section, run_dir, manifest),
-        "training": _guarded(training_section, run_dir, manifest),
-        "quantization": _guarded(quantization_section, run_dir, manifest),
-        "edgetpu": _guarded(edgetpu_section, run_dir, manifest),
-        "parity": _guarded(parity_section, run_dir, manifest),
-        "latency": _guarded(latency_section, run_dir, manifest),
+        "run": _guarded(run_section, run),
+        "training": _guarded(training_section, run),
+        "quantization": _guarded(quantization_section, run),
+        "edgetpu": _guarded(edgetpu_section, run),
+        "parity": _guarded(parity_section, run),
+        "latency": _guarded(latency_section, run),
     }
     return {**sections, "glance": glance(sections)}
 
@@ -83,9 +83,9 @@ def _usable(section: dict) -> bool:
     return bool(section.get("ran")) and not section.get("error")
 
 
-def _guarded(section: Callable[[Path, dict], dict], run_dir: Path, manifest: dict) -> dict:
+def _guarded(section: Callable[[Run], dict], run: Run) -> dict:
     try:
-        return section(run_dir, manifest)
+        return section(run)
     except Exception as err:  # one unreadable file must not take the whole page with it
         return {"ran": True, "error": f"{type(err).__name__}: {err}"}
 
@@ -94,66 +94,61 @@ def _not_run(stage: str) -> dict:
     return {"ran": False, "error": None, "command": _COMMAND[stage]}
 
 
-def _read_json(manifest: dict, run_dir: Path, key: str) -> Any:
-    return json.loads(Run(run_dir, manifest).artifact(key).read_text())
+def _read_json(run: Run, key: str) -> Any:
+    return json.loads(run.artifact(key).read_text())
 
 
 # ---------------------------------------------------------------------------------------------
 
 
-def run_section(run_dir: Path, manifest: dict) -> dict:
+def run_section(run: Run) -> dict:
     """Data (classes with counts, held-out size, identity digests), model, strategy, versions, stages."""
-    artifacts = manifest.get("artifacts", {})
-    data = manifest.get("data") or {}
-    identity = data.get("identity") or {}
-    labels = manifest.get("labels") or []
-    train_counts = (identity.get("train") or {}).get("per_class") or [None] * len(labels)
-    heldout_counts = (identity.get("heldout") or {}).get("per_class") or [None] * len(labels)
-    split = data.get("split") or {}
-    training = manifest.get("training") or {}
-    model = manifest.get("model") or {}
-    weights = model.get("weights")
+    data, model, training, labels = run.data, run.model, run.training, run.labels
+    train_counts = data.summary("train").get("per_class") or [None] * len(labels)
+    heldout_counts = data.summary("heldout").get("per_class") or [None] * len(labels)
+    split = data.split
+    size = model.get("image_size")
     return {
         "ran": True, "error": None,
-        "name": run_dir.resolve().name, "path": str(run_dir.resolve()), "updated": manifest.get("updated"),
-        "stages": [{"name": stage, "done": key in artifacts, "command": command} for stage, key, command in STAGES],
+        "name": run.dir.resolve().name, "path": str(run.dir.resolve()), "updated": run.updated,
+        "stages": [{"name": stage, "done": run.has(key), "command": command} for stage, key, command in STAGES],
         "classes": [{"name": n, "train": t, "heldout": h} for n, t, h in zip(labels, train_counts, heldout_counts)],
         "data": _present({
-            "training data": (data.get("train") or {}).get("spec"),
-            "kind": (data.get("train") or {}).get("kind"),
-            "held-out data": (data.get("val") or {}).get("spec") or (split.get("method") and "a split of the training data"),
+            "training data": data.train.get("spec"),
+            "kind": data.train.get("kind"),
+            "held-out data": data.val_spec or (split.get("method") and "a split of the training data"),
             "split": split.get("method"),
             "training examples": split.get("train_examples"),
             "held-out examples": split.get("heldout_examples"),
-            "training examples digest": _short((identity.get("train") or {}).get("sha256")),
-            "held-out examples digest": _short((identity.get("heldout") or {}).get("sha256")),
+            "training examples digest": _digest_prefix(data.summary("train").get("sha256")),
+            "held-out examples digest": _digest_prefix(data.summary("heldout").get("sha256")),
         }),
         "heldout_examples": split.get("heldout_examples"),
         "model": _present({
-            "name": model.get("name"), "input": model.get("image_size") and f"{model['image_size']}x{model['image_size']} RGB",
+            "name": model.get("name"), "input": size and f"{size}x{size} RGB",
             "classes": model.get("num_classes"), "parameters": model.get("parameters"),
             "options": model.get("options") or None,
-            "starting weights": (weights or {}).get("source", "random") if "weights" in model else None,
+            "starting weights": model.starting_weights,
             "preprocessing in the model": model.get("in_model_preprocessing"),
         }),
         "strategy": _present({
             "strategy": training.get("strategy_description"), "replicas": training.get("replicas"),
             "global batch": training.get("global_batch"), "steps per epoch": training.get("steps_per_epoch"),
             "steps per execution": training.get("steps_per_execution"), "mixed precision": training.get("mixed_precision"),
-            "decoded training set kept in memory": (training.get("feed") or {}).get("cached"),
+            "decoded training set kept in memory": training.feed.get("cached"),
         }),
-        "contract": _present(manifest.get("preprocessing") or {}),
-        "versions": manifest.get("versions") or {},
+        "contract": _present(_contract_shown(run)),
+        "versions": run.versions or {},
     }
 
 
-def training_section(run_dir: Path, manifest: dict) -> dict:
+def training_section(run: Run) -> dict:
     """Loss and accuracy per epoch (training and held-out), learning rate, frozen / fine-tune switch, resumes."""
-    if "history" not in manifest.get("artifacts", {}):
+    if not run.has("history"):
         return _not_run("train")
-    history = _read_json(manifest, run_dir, "history")
-    training = manifest.get("training") or {}
-    config = training.get("config") or {}
+    history = _read_json(run, "history")
+    training = run.training
+    config = training.config
     frozen = int(config.get("frozen_epochs") or 0)
     switch = frozen if 0 < frozen < len(history) else None  # the last frozen epoch, when fine-tuning followed
     resumes = [e["epoch"] for e in history if e.get("resumed")]
@@ -165,18 +160,18 @@ def training_section(run_dir: Path, manifest: dict) -> dict:
         "fine_tune_learning_rate": config.get("fine_tune_learning_rate") if switch else None,
         "unfreeze_from": config.get("unfreeze_from"),
         "schedule": training.get("schedule"),
-        "heldout": (manifest.get("metrics") or {}).get("heldout") or {},
+        "heldout": run.heldout_metrics,
         "seconds": round(sum(e.get("seconds", 0.0) for e in history), 1),
         "plot": plots.training_curves(history, switch, resumes) if history else None,
-        "tensorboard": str(run_dir / logs) if logs and (run_dir / logs).is_dir() else None,
+        "tensorboard": str(run.dir / logs) if logs and (run.dir / logs).is_dir() else None,
     }
 
 
-def quantization_section(run_dir: Path, manifest: dict) -> dict:
+def quantization_section(run: Run) -> dict:
     """Sizes float vs int8, per-layer error (worst layers named), calibration, integer-only check."""
-    if "quantization_report" not in manifest.get("artifacts", {}):
+    if not run.has("quantization_report"):
         return _not_run("export")
-    report = _read_json(manifest, run_dir, "quantization_report")
+    report = _read_json(run, "quantization_report")
     by_tensor = {layer["tensor"]: layer for layer in report["layers"]}
     worst = [by_tensor[name] for name in report["worst_layers"] if name in by_tensor]
     return {
@@ -186,19 +181,19 @@ def quantization_section(run_dir: Path, manifest: dict) -> dict:
         "calibration": report.get("calibration") or {}, "qat": report.get("qat"), "debug_images": report.get("debug_images"),
         "layers": len(report["layers"]), "worst": worst, "notes": report.get("notes") or [],
         "plot": plots.layer_errors(report["layers"], report["worst_layers"]) if report["layers"] else None,
-        "verification": _verify_int8(run_dir, manifest, (report.get("input") or {}).get("dtype")),
-        "remedy": manifest.get("remedy"),  # `export --int8 --remedy`: every attempt, next to the per-layer error
+        "verification": _verify_int8(run, (report.get("input") or {}).get("dtype")),
+        "remedy": run.remedy,  # `export --int8 --remedy`: every attempt, next to the per-layer error
     }
 
 
-def _verify_int8(run_dir: Path, manifest: dict, io_dtype: Optional[str]) -> dict:
+def _verify_int8(run: Run, io_dtype: Optional[str]) -> dict:
     """The export's integer-only check, run again now on the int8 file the run records."""
     from pipeline.quant import verify
 
-    if "model_int8" not in manifest.get("artifacts", {}):
+    if not run.has("model_int8"):
         return {"checked": False, "problems": [], "what": "the run records no int8 model"}
-    path = Run(run_dir, manifest).artifact("model_int8")
-    io_dtype = manifest["artifacts"]["model_int8"].get("io_type") or io_dtype or "uint8"
+    path = run.artifact("model_int8")
+    io_dtype = run.entry("model_int8").get("io_type") or io_dtype or "uint8"
     try:
         verify.verify_int8(path.read_bytes(), io_dtype)
         problems: List[str] = []
@@ -207,15 +202,14 @@ def _verify_int8(run_dir: Path, manifest: dict, io_dtype: Optional[str]) -> dict
     return {"checked": True, "problems": [p.strip() for p in problems], "file": path.name, "io_dtype": io_dtype}
 
 
-def edgetpu_section(run_dir: Path, manifest: dict) -> dict:
+def edgetpu_section(run: Run) -> dict:
     """The op strip (predicted, and compiled when a compiler ran), the first fallback and its reason."""
-    artifacts = manifest.get("artifacts", {})
-    if "edgetpu_report" not in artifacts:
+    if not run.has("edgetpu_report"):
         return _not_run("compile")
-    report = _read_json(manifest, run_dir, "edgetpu_report")
+    report = _read_json(run, "edgetpu_report")
     pre = report["preflight"]
     first = pre.get("first_fallback")
-    current = (artifacts.get("model_int8") or {}).get("sha256")
+    current = run.entry("model_int8").get("sha256") if run.has("model_int8") else None
     return {
         "ran": True, "error": None,
         "model": report.get("model"), "stale": current is not None and report.get("model_sha256") != current,
@@ -226,11 +220,11 @@ def edgetpu_section(run_dir: Path, manifest: dict) -> dict:
     }
 
 
-def parity_section(run_dir: Path, manifest: dict) -> dict:
+def parity_section(run: Run) -> dict:
     """Every model side by side, the gate, confusion matrices, per-class deltas, the images that differ."""
-    if "parity_report" not in manifest.get("artifacts", {}):
+    if not run.has("parity_report"):
         return _not_run("parity")
-    path = Run(run_dir, manifest).artifact("parity_report")
+    path = run.artifact("parity_report")
     report = json.loads(path.read_text())
     k, labels = report["top_k"], report["labels"]
     models = report["models"]
@@ -272,18 +266,27 @@ def _disagreements(parity_dir: Path, record: Optional[dict], labels: List[str]) 
             "limit": disagreements.MAX_KEPT}
 
 
-def latency_section(run_dir: Path, manifest: dict) -> dict:
+def latency_section(run: Run) -> dict:
     """What `edge bench` measured, and which of the run's models it measured."""
-    artifacts = manifest.get("artifacts", {})
-    if latency.KEY not in artifacts:
+    if not run.has(latency.KEY):
         return _not_run("latency")
-    bench = _read_json(manifest, run_dir, latency.KEY)
-    measured = next((key for key, entry in artifacts.items() if entry.get("sha256") == bench.get("model_sha256")
+    bench = _read_json(run, latency.KEY)
+    measured = next((key for key in run.recorded() if run.entry(key).get("sha256") == bench.get("model_sha256")
                      and key != latency.KEY), None)
     return {"ran": True, "error": None, "bench": bench, "measured": measured}
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _contract_shown(run: Run) -> Dict[str, Any]:
+    """The run's pixel contract as its record reads; nothing for a run that records none this edgeflow reads."""
+    from pipeline.errors import ManifestError
+
+    try:
+        return run.contract.as_record()
+    except ManifestError:
+        return {}
 
 
 def _numbers_in(models: Dict[str, dict]) -> List[str]:
@@ -301,7 +304,8 @@ def _present(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None and v != ""}
 
 
-def _short(digest: Optional[str]) -> Optional[str]:
+def _digest_prefix(digest: Optional[str]) -> Optional[str]:
+    """The first 16 hex digits of a sha256: enough to tell two data sets apart on the page."""
     return digest[:16] if digest else None
 
 

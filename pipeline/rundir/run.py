@@ -6,7 +6,8 @@
         t.write("model_int8", model_bytes, mode="int8")
         t.write_file(sidecar_path, sidecar_bytes)       # a file that goes with it, not an artifact itself
 
-`ARTIFACTS` is the one table of artifact key -> file name inside RUN -> the command that produces it.
+`ARTIFACTS` (artifacts.py) is the one table of file key -> name inside RUN -> the command that writes it; the typed
+views of the manifest's sections are in views.py, the write side (`Transaction`) in transaction.py.
 Every stage saves the manifest once, in its transaction, whose rollback journal (journal.py) makes a
 SIGKILL or power cut at any instant leave the old run or the new one. A stage that writes holds the
 run's lock (`writing`, pipeline/rundir/lock.py) for its whole life; readers take none, except briefly
@@ -14,58 +15,23 @@ to recover a transaction that a dead writer left unfinished (`Run.open`).
 """
 from __future__ import annotations
 
-import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional
 
-from edge.integrity import sha256_bytes, sidecar_path
+from edge.contract import PixelContract
+from edge.errors import InputError
 from pipeline.errors import ManifestError, RunBusy
 from pipeline.rundir import journal, lock, manifest as manifest_io
+# The artifact table is read through this module by every stage: `from pipeline.rundir.run import artifact`.
+from pipeline.rundir.artifacts import ARTIFACTS, Artifact, artifact, is_compiled  # noqa: F401
 from pipeline.rundir.files import sha256_of, signals_held
+from pipeline.rundir.transaction import Transaction
+from pipeline.rundir.views import DataView, ModelView, TrainingView, views
 
 # How long a reader waits for a live writer to finish committing (renames and fsyncs: seconds at most).
 SETTLE_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class Artifact:
-    name: str  # path inside RUN
-    producer: str  # the command that writes it, for "run X first" messages
-
-
-ARTIFACTS: Dict[str, Artifact] = {
-    "saved_model": Artifact("saved_model", "pipeline train"),
-    "keras_model": Artifact("keras_model.keras", "pipeline train"),
-    "labels": Artifact("labels.txt", "pipeline train"),
-    "history": Artifact("history.json", "pipeline train"),
-    "model_float": Artifact("model_float.tflite", "pipeline export RUN"),
-    "model_int8": Artifact("model_int8.tflite", "pipeline export RUN --int8"),
-    "model_float16": Artifact("model_float16.tflite", "pipeline export RUN --float16"),
-    "model_dynamic_range": Artifact("model_dynamic_range.tflite", "pipeline export RUN --dynamic-range"),
-    "quantization_report": Artifact("quantization.json", "pipeline export RUN --int8"),
-    "model_int8_edgetpu": Artifact("model_int8_edgetpu.tflite", "pipeline compile RUN"),
-    "edgetpu_report": Artifact("edgetpu.json", "pipeline compile RUN"),
-    "parity_report": Artifact("parity/report.json", "pipeline parity RUN"),
-    "latency": Artifact("latency.json", "pipeline report RUN --latency FILE"),
-}
-# `edgetpu_compiler --num_segments N` writes one model per segment, named by the compiler.
-_SEGMENT = re.compile(r"model_int8_edgetpu_segment_(\d+)$")
-
-
-def artifact(key: str) -> Artifact:
-    """The table's row for `key` (segment keys included)."""
-    if key in ARTIFACTS:
-        return ARTIFACTS[key]
-    if _SEGMENT.match(key):
-        return Artifact("", ARTIFACTS["model_int8_edgetpu"].producer)
-    raise KeyError(f"{key!r} is not an artifact of a run; expected one of {', '.join(ARTIFACTS)}")
-
-
-def is_compiled(key: str) -> bool:
-    return key == "model_int8_edgetpu" or bool(_SEGMENT.match(key))
 
 
 class Run:
@@ -73,7 +39,7 @@ class Run:
 
     def __init__(self, run_dir: Path, manifest: Dict[str, Any]):
         self.dir = Path(run_dir)
-        self.manifest = manifest
+        self.manifest = manifest  # read only here, in pipeline/rundir/: everything else reads the views below
 
     @classmethod
     def open(cls, run_dir: Path) -> "Run":
@@ -87,39 +53,91 @@ class Run:
         """A run whose manifest does not exist yet (train): its first transaction writes it."""
         return cls(Path(run_dir), manifest_io.new(**record))
 
+    def path(self, key: str) -> Path:
+        """Where the file `key` of ARTIFACTS goes in this run, recorded or not (`report`, `manifest`)."""
+        return self.dir / artifact(key).name
+
     # What stages read -------------------------------------------------------------------------
 
     @property
+    def _where(self) -> str:
+        return str(self.dir / manifest_io.MANIFEST_NAME)
+
+    @property
+    def data(self) -> DataView:
+        return views(self.manifest, self._where)[0]
+
+    @property
+    def training(self) -> TrainingView:
+        return views(self.manifest, self._where)[1]
+
+    @property
+    def model(self) -> ModelView:
+        return views(self.manifest, self._where)[2]
+
+    @property
     def image_size(self) -> int:
-        return int(self._fact("model", "image_size"))
+        return self.model.image_size
 
     @property
     def labels(self) -> List[str]:
         return list(self._fact("labels"))
 
     @property
-    def contract(self) -> Dict[str, Any]:
-        """The run's pixel contract (edge.preprocess): how images become the model's input, on every side."""
+    def contract(self) -> PixelContract:
+        """The run's pixel contract (edge.contract): how images become the SavedModel's input, on every side."""
         recorded = self.manifest.get("preprocessing")
         if not isinstance(recorded, dict):
             raise ManifestError("the run records no pixel contract (it was trained by an earlier edgeflow); train it again")
-        return recorded
+        return _contract(recorded, f"{self._where} (preprocessing)")
 
-    def contract_of(self, key: str) -> Dict[str, Any]:
+    def contract_of(self, key: str) -> PixelContract:
         """The pixel contract model `key` takes: its own record (an int8 export takes Coral's mean 128, std 128),
         else the run's (models exported before each model recorded its own)."""
-        return self.entry(key).get("preprocessing") or self.contract
+        recorded = self.entry(key).get("preprocessing")
+        return _contract(recorded, f"{self._where} ({key})") if recorded else self.contract
 
     @property
     def global_batch(self) -> int:
         """The global batch `pipeline train` used (QAT fine-tunes at it)."""
-        training = self.manifest.get("training")
-        batch = training.get("global_batch") if isinstance(training, dict) else None
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ManifestError(
-                f"{self.dir / manifest_io.MANIFEST_NAME} records training.global_batch {batch!r}; expected the positive "
-                "global batch `pipeline train` writes (QAT fine-tunes at the batch the model was trained with)")
-        return batch
+        return self.training.global_batch
+
+    @property
+    def trained_at(self) -> Optional[str]:
+        """When `pipeline train` finished (None for a run that does not say)."""
+        stages = self.manifest.get("stages")
+        train = stages.get("train") if isinstance(stages, dict) else None
+        return train.get("finished") if isinstance(train, dict) else None
+
+    @property
+    def updated(self) -> Optional[str]:
+        return self.manifest.get("updated")
+
+    @property
+    def versions(self) -> Optional[Dict[str, Any]]:
+        """The library versions train ran with."""
+        return self.manifest.get("versions")
+
+    @property
+    def heldout_metrics(self) -> Dict[str, Any]:
+        """Train's evaluation on the held-out split (loss, accuracy, macro-F1); {} when not recorded."""
+        metrics = self.manifest.get("metrics")
+        heldout = metrics.get("heldout") if isinstance(metrics, dict) else None
+        return heldout if isinstance(heldout, dict) else {}
+
+    @property
+    def parity(self) -> Dict[str, Any]:
+        """The last parity's verdict per model (`pipeline parity` sets it); {} before parity ran."""
+        return self.manifest.get("parity") or {}
+
+    @property
+    def remedy(self) -> Optional[Dict[str, Any]]:
+        """What `export --int8 --remedy` tried, attempt by attempt; None when it did not run."""
+        return self.manifest.get("remedy")
+
+    def recorded(self) -> List[str]:
+        """The keys of every artifact the manifest records, in its order."""
+        return list(self.manifest.get("artifacts", {}))
 
     def has(self, key: str) -> bool:
         return key in self.manifest.get("artifacts", {})
@@ -154,7 +172,7 @@ class Run:
                 f"{entry['path']} was compiled from an earlier int8 model (sha256 {entry['compiled_from'][:12]}…, "
                 f"the run's is now {str(source)[:12]}…); run `pipeline compile RUN` again")
 
-    def _fact(self, *keys: str) -> Any:
+    def _fact(self, *keys: str) -> Any:  # a fact every run has; ManifestError naming it when it is missing
         value: Any = self.manifest
         for key in keys:
             if not isinstance(value, dict) or key not in value:
@@ -174,67 +192,11 @@ class Run:
         t.commit()
 
 
-class Transaction:
-    """What one stage writes: artifacts, files that go with them, records to forget, manifest facts."""
-
-    def __init__(self, run: Run):
-        self.run = run
-        self._contents: Dict[Path, Union[bytes, Path]] = {}
-        self._records: Dict[str, Tuple[Path, Dict[str, Any]]] = {}  # key -> (final path, facts)
-        self._forget: List[str] = []
-        self._facts: Dict[str, Any] = {}
-        self._remove: List[Path] = []
-
-    def write(self, key: str, data: Union[bytes, Path], name: Optional[str] = None, **facts: Any) -> Path:
-        """Artifact `key` from bytes, or from a file or folder prepared inside RUN (moved in); recorded with its
-        sha256 and `facts`. `name` only for artifacts the table cannot name (compiled segments)."""
-        final = self.run.dir / (name or artifact(key).name)
-        self._contents[final] = data
-        self._records[key] = (final, facts)
-        return final
-
-    def write_file(self, path: Path, data: Union[bytes, Path]) -> Path:
-        """A file that goes with the artifacts (a sidecar, a readable report), not recorded itself."""
-        self._contents[Path(path)] = data
-        return Path(path)
-
-    def forget(self, key: str) -> None:
-        """Drop `key`'s record; its file and sidecar go when the transaction commits."""
-        self._forget.append(key)
-
-    def set(self, field: str, value: Any) -> None:
-        """A top-level manifest fact (e.g. `parity`: the gate's verdict)."""
-        self._facts[field] = value
-
-    def remove(self, path: Path) -> None:
-        """A path inside RUN (file or folder) that goes when the transaction commits, and stays if it does not
-        (train's checkpoints: a run that was not written must still resume)."""
-        self._remove.append(Path(path))
-
-    def commit(self) -> None:
-        artifacts = self.run.manifest.get("artifacts", {})
-        removing = []
-        for key in self._forget:
-            if key in artifacts and key not in self._records:
-                path = self.run.dir / artifacts[key]["path"]
-                removing += [path, sidecar_path(path)]
-        removing += self._remove
-        manifest = dict(self.run.manifest, artifacts=dict(artifacts))
-        # Hashed from what is about to go in (bytes, or the prepared file or folder), before the signals wait.
-        digests = {key: _sha256(self._contents[path]) for key, (path, _) in self._records.items()}
-        for key in self._forget:
-            manifest["artifacts"].pop(key, None)
-        for key, (path, facts) in self._records.items():
-            rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
-            manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
-        manifest.update(self._facts)
-        with signals_held():  # Ctrl-C and SIGTERM wait for the renames, the commit and the clean-up (or roll-back)
-            journal.apply(self.run.dir, self._contents, removing, manifest_io.encode(manifest))
-        self.run.manifest = manifest
-
-
-def _sha256(data: Union[bytes, Path]) -> str:
-    return sha256_bytes(data) if isinstance(data, bytes) else sha256_of(data)
+def _contract(recorded: Any, where: str) -> PixelContract:
+    try:
+        return PixelContract.from_record(recorded, where)
+    except InputError as err:  # a run this edgeflow cannot feed is a damaged or newer manifest, not bad input
+        raise ManifestError(str(err)) from None
 
 
 @contextmanager

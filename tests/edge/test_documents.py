@@ -56,7 +56,7 @@ def _write_bundle(tmp_path: Path, model: Path) -> Path:
     entry = {"path": model.name, "sha256": sidecar.sha256_bytes(model.read_bytes()), "preprocessing": INT8_CONTRACT}
     examples = [(f"{name}.png", i, (IMAGES / f"{name}.png").read_bytes()) for i, name in enumerate(LABELS)]
     examples.append(("array", 0, np.zeros((4, 4, 3), np.uint8)))  # an array data set's image: bundled as PNG
-    return bundle.write_bundle(tmp_path / "bundle", LABELS, INT8_CONTRACT, examples, {"model_int8": bundle.ShippedModel(model, entry)})
+    return bundle.write_bundle(tmp_path / "bundle", LABELS, PixelContract.from_record(INT8_CONTRACT, "test"), examples, {"model_int8": bundle.ShippedModel(model, entry)})
 
 
 def test_a_bundle_reads_back_what_was_written_and_vouches_for_its_model(int8_copy: Path, tmp_path: Path):

@@ -116,3 +116,16 @@ def test_googles_reference_model_calls_the_parrot_a_macaw_through_the_runner():
     assert not runner.contract.recorded and runner.contract.norm.source == "the model's TFLite metadata"
     best = runner.classify(CORAL / "parrot.jpg", k=1)[0]
     assert (best.id, best.label) == (89, "macaw") and 0.65 < best.score < 0.85  # its README: macaw, about 0.75
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason=f"reference models not at {CORAL}")
+def test_opening_a_model_without_a_sidecar_parses_its_metadata_once(monkeypatch):
+    # Counts the real parser's calls (it still does the parsing): the contract and the labels both come from it.
+    from edge import model_metadata
+
+    parsed = []
+    real = model_metadata._parse
+    monkeypatch.setattr(model_metadata, "_parse", lambda blob, where: parsed.append(where) or real(blob, where))
+    runner = Runner.open(MODEL)
+    assert runner.contract.norm.source == "the model's TFLite metadata" and runner.labels[89] == "macaw"
+    assert len(parsed) == 1, parsed
