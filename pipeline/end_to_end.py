@@ -1,6 +1,7 @@
 """`pipeline run`: every stage, in order, on one run directory; by default on the built-in digits.
 
     pipeline run --out runs/digits
+    pipeline run --task detect --out runs/shapes      (the built-in shapes; the stages the task has so far)
 
 train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_compiler is not
 installed, and it says so) -> parity. A run directory that already holds a trained model is
@@ -14,8 +15,9 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
+from pipeline import tasks
 from pipeline.errors import ConfigError, ManifestError
 from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
 from pipeline.rundir import lock
@@ -26,9 +28,21 @@ DEFAULT_DATA = "digits"
 DEFAULT_MODEL = "small_cnn"
 
 
+class Trained(NamedTuple):
+    """The result of a run whose task has no later stages yet: nothing gated."""
+
+    passed: bool = True
+    failures: Tuple[str, ...] = ()
+
+
+def _task(config: RunConfig) -> tasks.Task:
+    return tasks.get(config.task or tasks.DEFAULT)
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = digits
+    task: Optional[str] = None  # classify | detect; None = classify (or, reusing a run, whichever it has)
+    data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = the task's built-in
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
@@ -45,19 +59,20 @@ class RunConfig:
 
 
 def default_run_dir(config: RunConfig) -> Path:
-    data, model = config.data or DEFAULT_DATA, config.model or DEFAULT_MODEL
-    name = "digits" if data == "digits" else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(data.rstrip("/*")).name) or "data"
+    data, model = config.data or _task(config).default_data, config.model or DEFAULT_MODEL
+    builtin = data == _task(config).default_data
+    name = data if builtin else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(data.rstrip("/*")).name) or "data"
     return Path("runs") / f"{name}-{model}"
 
 
 def reuse_differences(config: RunConfig, manifest: dict) -> List[str]:
     """What was asked (options given, None = not given) that the trained run in `manifest` differs in."""
     try:
-        recorded = {"data": manifest["data"]["train"]["spec"], "model": manifest["model"]["name"],
+        recorded = {"task": tasks.name_of(manifest), "data": manifest["data"]["train"]["spec"], "model": manifest["model"]["name"],
                     "image_size": manifest["model"]["image_size"], "epochs": manifest["training"]["epochs"]}
     except (KeyError, TypeError) as err:
         raise ManifestError(f"the manifest does not record {err} of its training; expected one written by `pipeline train`") from err
-    asked = {"data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
+    asked = {"task": config.task, "data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
     return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
 
@@ -73,6 +88,12 @@ def run(config: RunConfig, run_dir: Path, say=print):
     limits = config.limits.validate()  # before minutes of training, not after
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
+        task = tasks.of_manifest(Run.open(run_dir).manifest)
+        if not task.later_stages:
+            say(f"== {task.name}: trained and evaluated; export, compile and parity of a {task.name} run are not in this version")
+            for line in trained_summary(Run.open(run_dir)):
+                say(line)
+            return Trained()
         say("== export float32")
         exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
@@ -101,7 +122,7 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     if not (run_dir / MANIFEST_NAME).exists():
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
+        train.run(train.TrainConfig(task=_task(config).name, data=config.data or _task(config).default_data, model=config.model or DEFAULT_MODEL,
                                     **{k: v for k, v in options.items() if v is not None}), run_dir)
         return
     manifest = Run.open(run_dir).manifest
@@ -113,6 +134,19 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
         )
     say(f"== train: {run_dir} already holds a trained {manifest['model']['name']} "
         f"({manifest['model']['image_size']}px, {manifest['training']['epochs']} epochs on {manifest['data']['train']['spec']}); reusing it")
+
+
+def trained_summary(run: Run) -> List[str]:
+    """The held-out scores training recorded, and where the run's files are."""
+    heldout = (run.manifest.get("metrics") or {}).get("heldout") or {}
+    shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in heldout.items() if v is not None)
+    lines = ["", "== summary", f"held-out           {shown}"]
+    for key in ("saved_model", "keras_model", "heldout_detections"):
+        if run.has(key):
+            lines.append(f"{key:<18} {run.dir / run.entry(key)['path']}")
+    if (run.dir / "report.html").exists():
+        lines.append(f"report             {run.dir / 'report.html'} (open it in a browser)")
+    return lines
 
 
 def summary(run: Run) -> List[str]:
