@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
-from pipeline.report import disagreements, latency, plots
+from pipeline.report import detection, disagreements, latency, plots
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
@@ -43,6 +43,7 @@ def gather(run_dir: Path, manifest: dict) -> Dict[str, Any]:
     sections = {
         "run": _guarded(run_section, run_dir, manifest),
         "training": _guarded(training_section, run_dir, manifest),
+        "detection": _guarded(detection.section, run_dir, manifest),  # a detection run's own section
         "quantization": _guarded(quantization_section, run_dir, manifest),
         "edgetpu": _guarded(edgetpu_section, run_dir, manifest),
         "parity": _guarded(parity_section, run_dir, manifest),
@@ -64,6 +65,9 @@ def glance(sections: Dict[str, dict]) -> List[dict]:
                 tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
         tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
                       "tone": "good" if parity["gate"]["passed"] else "bad"})
+    elif _usable(sections["detection"]):
+        tiles.append({"label": "held-out mAP@.5 after training", "value": _fixed(sections["detection"]["map50"])})
+        tiles.append({"label": "held-out mAP@[.5:.95]", "value": _fixed(sections["detection"]["map"])})
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):

@@ -1,0 +1,31 @@
+"""The report's detection section: held-out COCO mAP, AP per class, and sample held-out images drawn with
+their true boxes (green) and the detector's (red), from RUN/heldout_detections.json. A run without
+detection scores has no such section (`applies` False)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.rundir.run import Run
+
+KEY = "heldout_detections"
+
+
+def section(run_dir: Path, manifest: dict) -> dict:
+    metrics = manifest.get("metrics") or {}
+    heldout = metrics.get("heldout") or {}
+    if "map" not in heldout:
+        return {"applies": False, "ran": False, "error": None}
+    samples = []
+    if KEY in manifest.get("artifacts", {}):
+        document = json.loads(Run(run_dir, manifest).artifact(KEY).read_text())
+        samples = [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])]
+    evaluation = metrics.get("evaluation") or {}
+    return {
+        "applies": True, "ran": True, "error": None,
+        "map": heldout.get("map"), "map50": heldout.get("map50"), "images": heldout.get("images"),
+        "objects": heldout.get("objects"),
+        "per_class": [{"label": k, "ap": v} for k, v in (metrics.get("heldout_per_class") or {}).items()],
+        "nms": evaluation.get("nms") or {}, "evaluator": evaluation.get("evaluator"),
+        "samples": samples,
+    }
