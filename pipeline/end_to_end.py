@@ -122,8 +122,11 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     if not (run_dir / MANIFEST_NAME).exists():
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.run(train.TrainConfig(task=_task(config).name, data=config.data or _task(config).default_data, model=config.model or DEFAULT_MODEL,
-                                    **{k: v for k, v in options.items() if v is not None}), run_dir)
+        from pipeline.training.config import config_from_options
+
+        task = _task(config)
+        options.update(task=task.name, data=config.data or task.default_data, model=config.model or DEFAULT_MODEL)
+        train.run(config_from_options(options, schedule={}), run_dir)
         return
     manifest = Run.open(run_dir).manifest
     differences = reuse_differences(config, manifest)

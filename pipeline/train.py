@@ -18,7 +18,7 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Dict
 

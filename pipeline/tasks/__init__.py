@@ -46,6 +46,7 @@ class Task:
     name: str
     default_data: str  # what `pipeline run` trains on when no --data is given
     later_stages: tuple = ()  # what `pipeline run` runs after training: export, compile, parity (those the task has)
+    train_defaults: Dict[str, Any] = {}  # TrainConfig fields (and "schedule" fields) when not given
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""

@@ -120,9 +120,23 @@ def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Pat
             return config
         if not options.get("data"):
             raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
-        return TrainConfig(**{k: v for k, v in options.items() if v is not None}, schedule=WarmupSchedule(**schedule))
+        given = {k: v for k, v in options.items() if v is not None}
+        defaults = dict(_task_defaults(given.get("task")))
+        schedule = {**defaults.pop("schedule", {}), **schedule}
+        return TrainConfig(**{**defaults, **given}, schedule=WarmupSchedule(**schedule))
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
+
+
+def _task_defaults(task: Optional[str]) -> Dict:
+    """The task's own defaults for options not given (none for classify: TrainConfig's are its)."""
+    from pipeline import tasks
+
+    if task is None:
+        return {}
+    if task not in tasks.NAMES:
+        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.NAMES)}")
+    return tasks.get(task).train_defaults
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
@@ -145,7 +159,11 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
         if set(values["schedule"]) - known_schedule:
             raise ConfigError(f"config {path}: schedule has unknown keys {sorted(set(values['schedule']) - known_schedule)}; "
                               f"expected some of {sorted(known_schedule)}")
-        values["schedule"] = WarmupSchedule(**values["schedule"])
+    task = overrides.get("task") or values.get("task")
+    defaults = dict(_task_defaults(task if isinstance(task, str) else None))
+    schedule_defaults = defaults.pop("schedule", {})
+    if "schedule" in values or schedule_defaults:
+        values["schedule"] = WarmupSchedule(**{**schedule_defaults, **values.get("schedule", {})})
     overrides = {k: v for k, v in overrides.items() if v is not None}
     # --alpha adds to the file's model options rather than replacing all of them.
     options = {**values.get("model_options", {}), **dict(overrides.pop("model_options", ()))}
@@ -154,4 +172,4 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
     values.update(overrides)
     if "data" not in values:
         raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
-    return TrainConfig(**values)
+    return TrainConfig(**{**defaults, **values})

@@ -1,0 +1,150 @@
+"""`--task detect` through the stages: `pipeline train` trains the detector with the same machinery as a
+classifier and records what later stages need; `pipeline prepare` writes detection TFRecords training reads
+back; the loss is normalized by the whole global batch's positive anchors across replicas."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("pycocotools")
+
+from tests.helpers import cli  # noqa: E402
+
+pytestmark = pytest.mark.host
+
+DATA = "shapes?count=240&size=64&seed=1"
+SIZE = 64
+
+
+@pytest.fixture(scope="module")
+def detect_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("detect") / "run"
+    result = cli(["train", "--task", "detect", "--data", DATA, "--image-size", str(SIZE), "--epochs", "8", "--batch-size", "16",
+                  "--out", str(run_dir)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return run_dir, result
+
+
+def test_train_records_the_task_the_anchors_and_coco_scores(detect_run):
+    run_dir, result = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["task"] == "detect"
+    assert manifest["labels"] == ["square", "circle", "triangle", "cross"]
+    anchors = manifest["detection"]["anchors"]
+    assert set(anchors) == {"strides", "base_sizes", "scales", "aspect_ratios"}
+    from pipeline.detection.anchors import AnchorSpec, anchors as make_anchors
+
+    spec = AnchorSpec(**{k: tuple(v) for k, v in anchors.items()})
+    assert len(make_anchors(SIZE, spec)) == manifest["detection"]["anchor_count"]
+    heldout = manifest["metrics"]["heldout"]
+    assert 0 <= heldout["map"] <= heldout["map50"] <= 1
+    assert f"mAP@.5 {heldout['map50']:.4f}" in result.stdout  # printed as recorded
+    assert set(manifest["metrics"]["heldout_per_class"]) == set(manifest["labels"])
+    assert manifest["training"]["steps_per_epoch"] == manifest["data"]["split"]["train_examples"] // 16
+
+
+def test_heldout_split_is_recorded_by_identity(detect_run):
+    from pipeline.data import Split
+    from pipeline.detection.specs import open_detection
+
+    run_dir, _ = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    source = open_detection(DATA)
+    expected = [[source.examples[i].id, source.examples[i].digest] for i in source.indices("heldout", Split(0.2, 1234))]
+    assert manifest["data"]["identity"]["heldout"]["examples"] == expected
+    detections = json.loads((run_dir / "heldout_detections.json").read_text())
+    assert [image["id"] for image in detections["images"]] == [ident for ident, _ in expected]
+
+
+def test_training_beats_the_untrained_detector(detect_run):
+    """The trained detector's held-out mAP@.5 against the same detector untrained, scored the same way."""
+    import tf_keras as keras
+
+    from models.detector import build_detector
+    from pipeline.data import Split
+    from pipeline.detection.anchors import AnchorSpec, anchors
+    from pipeline.detection.evaluate import evaluate
+    from pipeline.detection.infer import predict
+    from pipeline.detection.specs import open_detection
+
+    run_dir, _ = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    source = open_detection(DATA)
+    heldout = [source.examples[i] for i in source.indices("heldout", Split(0.2, 1234))]
+    spec = AnchorSpec()
+    keras.utils.set_random_seed(1234)
+    untrained = build_detector("small_cnn", SIZE, len(source.labels), spec.per_location, strides=spec.strides)
+    before = evaluate(heldout, predict(untrained, heldout, anchors(SIZE, spec), SIZE), source.labels)
+    trained = keras.models.load_model(str(run_dir / "saved_model"), compile=False)
+    after = evaluate(heldout, predict(trained, heldout, anchors(SIZE, spec), SIZE), source.labels)
+    assert after.map50 == pytest.approx(manifest["metrics"]["heldout"]["map50"], abs=1e-6)  # the saved model is the scored one
+    assert after.map50 > before.map50 + 0.2, (before, after)
+
+
+def test_report_has_the_detection_section(detect_run):
+    run_dir, _ = detect_run
+    html = (run_dir / "report.html").read_text()
+    assert 'id="detection"' in html
+    assert html.count("data:image/png;base64,") >= 8  # sample held-out images with their boxes
+
+
+def test_run_refuses_to_reuse_a_detection_run_as_a_classifier(detect_run):
+    run_dir, _ = detect_run
+    result = cli(["run", "--task", "classify", "--out", str(run_dir)])
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "--task classify (the run has detect)" in result.stderr
+
+
+def test_loss_normalized_by_the_global_batch_adds_up_across_replicas():
+    """Two halves of a batch, each divided by the whole batch's positive count, sum to the whole batch's loss:
+    what every replica computes under a strategy, summed by the optimizer."""
+    import tensorflow as tf
+
+    from pipeline.detection.loss import detection_loss
+
+    rng = np.random.default_rng(0)
+    b, a, c = 6, 50, 4
+    class_targets = rng.choice([-1, 0, 0, 0, 1, 2, 3, 4], size=(b, a)).astype(np.int32)
+    box_targets = rng.normal(size=(b, a, 4)).astype(np.float32) * (class_targets > 0)[..., None]
+    codes = rng.normal(size=(b, a, 4)).astype(np.float32)
+    logits = rng.normal(size=(b, a, c + 1)).astype(np.float32)
+    whole = detection_loss(*map(tf.constant, (box_targets, class_targets, codes, logits)))
+    positives = float((class_targets > 0).sum())
+    halves = [detection_loss(*map(tf.constant, (box_targets[s], class_targets[s], codes[s], logits[s])), normalizer=positives)
+              for s in (slice(0, 2), slice(2, 6))]
+    for k in range(3):
+        assert float(halves[0][k] + halves[1][k]) == pytest.approx(float(whole[k]), rel=1e-5)
+    # Without the global count each replica divides by its own positives, and the sum is another number.
+    own = [detection_loss(*map(tf.constant, (box_targets[s], class_targets[s], codes[s], logits[s]))) for s in (slice(0, 2), slice(2, 6))]
+    assert float(own[0][0] + own[1][0]) != pytest.approx(float(whole[0]), rel=1e-3)
+
+
+def test_detect_trains_under_mirrored_strategy(tmp_path):
+    run_dir = tmp_path / "run"
+    result = cli(["train", "--task", "detect", "--data", "shapes?count=80&size=32", "--image-size", "32", "--epochs", "1",
+                  "--batch-size", "16", "--cpu-replicas", "2", "--no-tensorboard", "--out", str(run_dir)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["training"]["strategy"], manifest["training"]["replicas"]) == ("mirrored", 2)
+    assert np.isfinite(manifest["metrics"]["final_epoch"]["loss"])
+
+
+def test_prepare_detect_writes_records_that_read_back_as_the_coco_data(tmp_path):
+    from pipeline.detection.coco import read_coco, write_coco
+    from pipeline.detection.shapes import shapes
+    from pipeline.detection.tfrecords import read_tfrecords
+
+    write_coco(shapes(12, size=48, seed=5), tmp_path / "coco" / "annotations.json")
+    out = tmp_path / "records"
+    result = cli(["prepare", "--task", "detect", str(tmp_path / "coco" / "annotations.json"), "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "pipeline train --task detect --data" in result.stdout
+    coco, records = read_coco(tmp_path / "coco" / "annotations.json"), read_tfrecords(str(out / "*.tfrecord"))
+    assert records.labels == coco.labels
+    assert [(e.id, e.digest) for e in records.examples] == [(e.id, e.digest) for e in coco.examples]
+    for x, y in zip(records.examples, coco.examples):
+        np.testing.assert_allclose(x.boxes, y.boxes, atol=1e-5)
+        np.testing.assert_array_equal(x.classes, y.classes)
