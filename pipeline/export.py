@@ -124,6 +124,7 @@ def run(config: ExportConfig, run_dir: Path) -> ExportResult:
     with writing(run_dir, "pipeline export") as run:
         own = tasks.of_manifest(run.manifest).export(config, run)  # a task with its own conversion (detection)
         if own is not None:
+            write_report(run.dir)
             return own
         outcome = _repair(config, run) if config.repair else None
         model = outcome.chosen.model if outcome else convert(config, run)

@@ -40,6 +40,16 @@ class Evaluation(NamedTuple):
     artifacts: Dict[str, Any]  # extra run files: key -> bytes or a folder path, written with the models
 
 
+class Exported(NamedTuple):
+    """What a task's own export wrote (the parts of the export stage's result a caller reads)."""
+
+    model_path: Any  # Path of the .tflite inside RUN
+    sidecar_path: Any  # its <model>.json
+    table: str  # the short report printed
+    notes: tuple = ()
+    failures: tuple = ()
+
+
 class Task:
     """The interface. Every method is what one stage needs from the task; nothing here is called with a task test."""
 

@@ -182,8 +182,9 @@ class Detect(Task):
         return plain(model)
 
     def export(self, config, run):
-        raise ConfigError(f"{run.dir} is a detection run; its export (the detector ending in TFLite_Detection_PostProcess) "
-                      "is not in this version yet; expected a classification run")
+        from pipeline.tasks import detect_export
+
+        return detect_export.export(config, run)
 
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import open_detection
