@@ -89,21 +89,24 @@ def run(config: RunConfig, run_dir: Path, say=print):
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         task = tasks.of_manifest(Run.open(run_dir).manifest)
-        if not task.later_stages:
-            say(f"== {task.name}: trained and evaluated; export, compile and parity of a {task.name} run are not in this version")
+        remedy_failures = []
+        if "export" in task.later_stages:
+            say("== export float32")
+            exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
+            say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
+            say("== export int8")
+            exported = export.run(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
+            say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
+            remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
+        if "compile" in task.later_stages:
+            compiler = shutil.which("edgetpu_compiler")
+            say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
+            compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
+        if "parity" not in task.later_stages:
+            say(f"== parity: not in this version for a {task.name} run; the held-out scores are training's")
             for line in trained_summary(Run.open(run_dir)):
                 say(line)
             return Trained()
-        say("== export float32")
-        exported = export.run(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
-        say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
-        say("== export int8")
-        exported = export.run(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
-        say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
-        remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
-        compiler = shutil.which("edgetpu_compiler")
-        say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
-        compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
         say("== parity")
         result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
@@ -144,9 +147,14 @@ def trained_summary(run: Run) -> List[str]:
     heldout = (run.manifest.get("metrics") or {}).get("heldout") or {}
     shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in heldout.items() if v is not None)
     lines = ["", "== summary", f"held-out           {shown}"]
-    for key in ("saved_model", "keras_model", "heldout_detections"):
+    edgetpu = _edgetpu_mapping(run)
+    if edgetpu:
+        lines.append(f"edge tpu           {edgetpu}")
+    for key in ("saved_model", "heldout_detections", "model_float", "model_int8", "model_int8_edgetpu"):
         if run.has(key):
-            lines.append(f"{key:<18} {run.dir / run.entry(key)['path']}")
+            path = run.dir / run.entry(key)["path"]
+            size = f"{path.stat().st_size / 1024:8.1f} KiB  " if path.is_file() else ""
+            lines.append(f"{key:<18} {size}{path}")
     if (run.dir / "report.html").exists():
         lines.append(f"report             {run.dir / 'report.html'} (open it in a browser)")
     return lines

@@ -148,3 +148,37 @@ def test_prepare_detect_writes_records_that_read_back_as_the_coco_data(tmp_path)
     for x, y in zip(records.examples, coco.examples):
         np.testing.assert_allclose(x.boxes, y.boxes, atol=1e-5)
         np.testing.assert_array_equal(x.classes, y.classes)
+
+
+def test_export_and_compile_preflight_of_a_detection_run(detect_run, tmp_path):
+    import shutil
+
+    from edge.tflite_file import read_model
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    for args in ([], ["--int8", "--calibration-samples", "32"]):
+        result = cli(["export", str(run_dir), *args], timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert {"model_float", "model_int8"} <= set(manifest["artifacts"])
+    assert manifest["artifacts"]["model_int8"]["calibration"]["samples"] == 32
+    ops = [op.name for op in read_model((run_dir / "model_int8.tflite").read_bytes()).ops]
+    assert ops[-1] == "TFLite_Detection_PostProcess"
+    result = cli(["compile", str(run_dir), "--check-only"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ops predicted on the Edge TPU (100%), then 3 post-processing op(s) on the CPU at the end" in result.stderr
+
+
+def test_export_refuses_what_a_detection_run_does_not_take(detect_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    before = (run_dir / "manifest.json").read_bytes()
+    for args, needle in ((["--float16"], "--float16 on a detection run; expected float32 (no flag) or --int8"),
+                         (["--int8", "--per-tensor"], "--per-tensor apply to classification runs")):
+        result = cli(["export", str(run_dir), *args])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert needle in result.stderr
+    assert (run_dir / "manifest.json").read_bytes() == before

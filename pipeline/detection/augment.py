@@ -65,7 +65,7 @@ def letterbox(image, boxes, size: int):
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
     scale = tf.minimum(size / shape[0], size / shape[1])
     new = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), 1)
-    resized = tf.image.resize(image, new, method="bilinear")
+    resized = tf.image.resize(image, new, method="bilinear", antialias=True)  # the pixel contract's resize
     placed = tf.image.pad_to_bounding_box(resized, 0, 0, size, size)
     share = tf.cast(new, tf.float32) / size
     return placed, boxes * tf.stack([share[0], share[1], share[0], share[1]])
@@ -73,7 +73,7 @@ def letterbox(image, boxes, size: int):
 
 def stretch(image, boxes, size: int):
     """Resize to the square whatever the aspect: normalized boxes do not change."""
-    return tf.image.resize(image, [size, size], method="bilinear"), boxes
+    return tf.image.resize(image, [size, size], method="bilinear", antialias=True), boxes  # the pixel contract's resize
 
 
 def decoded(examples: Sequence[DetExample], max_boxes: int = MAX_BOXES) -> tf.data.Dataset:

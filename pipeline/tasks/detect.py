@@ -35,6 +35,7 @@ def anchor_spec():
 class Detect(Task):
     name = "detect"
     default_data = "shapes"
+    later_stages = ("export", "compile")  # parity of a detector: not yet
 
     def check(self, config) -> None:
         from models.detector import BACKBONES
@@ -139,6 +140,7 @@ class Detect(Task):
         return Evaluation(record, line, {"heldout_detections": json.dumps(document).encode("utf-8")})
 
     def record(self, config, plan: Plan, model, weights):
+        from pipeline.data import TRAINING_CONTRACT
         from pipeline.detection.anchors import SCALE_FACTORS, anchors
         from pipeline.detection.augment import MAX_BOXES
 
@@ -164,8 +166,9 @@ class Detect(Task):
                 "resize": RESIZE,
                 "max_boxes": MAX_BOXES,
             },
-            "preprocessing": {"task": "detect", "decode": "full size (TensorFlow decode_image)", "resize": RESIZE,
-                              "method": "bilinear", "antialias": False, "input": "raw RGB pixels 0..255"},
+            # The device stretches the whole image to the input by the pixel contract, as training does (with
+            # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
+            "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
             "data": {
                 "train": _describe(config.data, train),

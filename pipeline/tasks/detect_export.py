@@ -28,7 +28,7 @@ def export(config, run) -> Exported:
     from edge.integrity import sidecar_path, sidecar_record
     from pipeline.detection.anchors import AnchorSpec
     from pipeline.detection.postprocess import Settings, convert
-    from pipeline.quant import verify
+    from pipeline.quant import convention, verify
     from pipeline.rundir.files import json_bytes
 
     int8 = _mode(config)
@@ -45,10 +45,12 @@ def export(config, run) -> Exported:
     info = verify.verify_static(data)
     inputs = verify.quantization_of(info, info.inputs[0]) if int8 else {"dtype": "float32", "scale": None, "zero_point": None}
     key = "model_int8" if int8 else "model_float"
+    contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
     with run.transaction() as t:
-        path = t.write(key, data, size_bytes=len(data), postprocess=settings._asdict(), input=inputs,
+        path = t.write(key, data, size_bytes=len(data), postprocess=settings._asdict(), input=inputs, preprocessing=contract,
                        **({"calibration": facts} if int8 else {}))
-        side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, data, labels, image_size=size, input=inputs)))
+        side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, data, labels, image_size=size, input=inputs,
+                                                                          preprocessing=contract)))
     what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
     return Exported(path, side, f"{path.name}: {len(data):,} bytes ({what})", tuple(notes))
 
