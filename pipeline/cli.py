@@ -192,7 +192,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.run(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(summary_table(result.report))
+    click.echo(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
 

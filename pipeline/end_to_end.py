@@ -102,7 +102,7 @@ def run(config: RunConfig, run_dir: Path, say=print):
             compiler = shutil.which("edgetpu_compiler")
             say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
             compile_mod.run(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
-        if "parity" not in task.later_stages:
+        if "parity" not in task.later_stages:  # a task without a parity stage yet
             say(f"== parity: not in this version for a {task.name} run; the held-out scores are training's")
             for line in trained_summary(Run.open(run_dir)):
                 say(line)
@@ -111,8 +111,10 @@ def run(config: RunConfig, run_dir: Path, say=print):
         result = parity.run(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
                                                 clients=config.clients), run_dir)
-    say(summary_table(result.report))
-    for line in summary(Run.open(run_dir)):
+    say(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
+    lines = summary(Run.open(run_dir)) if "summary" not in result.report else trained_summary(Run.open(run_dir)) + [
+        f"gate               {'passed' if result.passed else 'FAILED: ' + '; '.join(result.failures)}"]
+    for line in lines:
         say(line)
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))

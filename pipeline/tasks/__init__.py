@@ -99,6 +99,12 @@ class Task:
         leaves it to the stage's image-model conversion, which is the classifier's."""
         return None
 
+    def parity(self, config, run):
+        """The task's own comparison for `pipeline parity` of `run` (locked for writing): an object with report_dir,
+        report (holding a printable "summary") and failures; None (the default) leaves it to the stage's own,
+        the classifier's."""
+        return None
+
     def prepare(self, config, source: str, out: str):
         """`pipeline prepare`: write `source` as TFRecord shards and labels.txt into `out`; returns a
         PrepareResult (pipeline/tasks/class_shards.py)."""

@@ -35,7 +35,7 @@ def anchor_spec():
 class Detect(Task):
     name = "detect"
     default_data = "shapes"
-    later_stages = ("export", "compile")  # parity of a detector: not yet
+    later_stages = ("export", "compile", "parity")
 
     def check(self, config) -> None:
         from models.detector import BACKBONES
@@ -188,6 +188,13 @@ class Detect(Task):
         from pipeline.tasks import detect_export
 
         return detect_export.export(config, run)
+
+    def parity(self, config, run):
+        from pipeline.tasks import detect_parity
+
+        outcome = detect_parity.parity(config, run)
+        outcome.report["summary"] = detect_parity.summary_table(outcome.report)
+        return outcome
 
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import open_detection
