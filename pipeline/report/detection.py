@@ -21,11 +21,16 @@ def section(run_dir: Path, manifest: dict) -> dict:
         document = json.loads(Run(run_dir, manifest).artifact(KEY).read_text())
         samples = [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])]
     evaluation = metrics.get("evaluation") or {}
+    parity = None
+    if "parity_report" in manifest.get("artifacts", {}):
+        report = json.loads(Run(run_dir, manifest).artifact("parity_report").read_text())
+        if report.get("task") == "detect":
+            parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {}}
     return {
         "applies": True, "ran": True, "error": None,
         "map": heldout.get("map"), "map50": heldout.get("map50"), "images": heldout.get("images"),
         "objects": heldout.get("objects"),
         "per_class": [{"label": k, "ap": v} for k, v in (metrics.get("heldout_per_class") or {}).items()],
         "nms": evaluation.get("nms") or {}, "evaluator": evaluation.get("evaluator"),
-        "samples": samples,
+        "samples": samples, "parity": parity,
     }

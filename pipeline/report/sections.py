@@ -236,6 +236,8 @@ def parity_section(run_dir: Path, manifest: dict) -> dict:
         return _not_run("parity")
     path = Run(run_dir, manifest).artifact("parity_report")
     report = json.loads(path.read_text())
+    if report.get("task", "classify") != "classify":  # another task's comparison is in that task's own section
+        return {"ran": False, "error": None, "elsewhere": f"The {report['task']} run's parity is in its own section above."}
     k, labels = report["top_k"], report["labels"]
     models = report["models"]
     # Numbers a newer parity adds (macro-F1, ...) get columns of their own, named by their keys.
