@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/bench_detect_shapes.py [--skip-run] [--skip-feed] [-- EXTRA TRAIN OPTIONS]
 
-1. `pipeline run --task detect` with defaults, as a subprocess (TensorFlow's import, drawing the data, training,
-   COCOeval on the held-out split, the run's files and report): wall time, and the manifest's mAP@.5 and
-   mAP@[.5:.95]. Targets (issue): mAP@.5 >= 0.90 and mAP@[.5:.95] >= 0.60 for the float model, under 4 minutes
-   on a 2-core machine. Options after `--` go to `pipeline train --task detect` instead (tuning).
+1. `pipeline train --task detect --data shapes` with defaults, as a subprocess (TensorFlow's import, drawing
+   the data, training, COCOeval on the held-out split, the run's files and report): wall time and CPU time, and
+   the manifest's mAP@.5 and mAP@[.5:.95]. Targets (issue 28): mAP@.5 >= 0.90 and mAP@[.5:.95] >= 0.60 for the
+   float model, under 4 minutes on a 2-core machine. Options after `--` are added (tuning). Then `pipeline run
+   --task detect` on that run (it reuses the training: export float and int8, compile pre-flight, parity),
+   timed too: issue 29's whole run.
 2. Training steps per second fed two ways, interleaved over ROUNDS rounds on the same model, medians:
    - tfrecord: what `pipeline train --task detect` builds from shards in the TF Object Detection API's schema
      (read and checked once, decoded images kept in memory, flip/crop/resize and anchor targets every step);
@@ -37,21 +39,32 @@ FEED_DATA = "shapes?count=400"
 
 def command_run(tmp: Path, extra) -> dict:
     run_dir = tmp / "run"
-    args = ["train", "--task", "detect", "--data", "shapes", *extra] if extra else ["run", "--task", "detect"]
-    command = [sys.executable, "-m", "pipeline", *args, "--out", str(run_dir)]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    wall = time.perf_counter() - start
-    if result.returncode:
-        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    args = ["train", "--task", "detect", "--data", "shapes", *extra]
+    wall, cpu, _ = _timed([*args, "--out", str(run_dir)])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     history = json.loads((run_dir / "history.json").read_text())
     heldout = manifest["metrics"]["heldout"]
-    return {"command": "pipeline " + " ".join(args) + " --out RUN", "wall_s": wall, "map50": heldout["map50"], "map": heldout["map"],
+    rest_wall, rest_cpu, rest = _timed(["run", "--task", "detect", "--out", str(run_dir)], allowed=(0, 1))
+    parity = json.loads((run_dir / "parity" / "report.json").read_text())
+    return {"command": "pipeline " + " ".join(args) + " --out RUN", "wall_s": wall, "cpu_s": cpu, "rest_wall_s": rest_wall,
+            "rest_cpu_s": rest_cpu, "parity": parity["models"], "gate": parity["gate"]["passed"], "map50": heldout["map50"], "map": heldout["map"],
             "per_class": manifest["metrics"]["heldout_per_class"], "train_s": sum(e["seconds"] for e in history),
             "epochs": len(history), "steps_per_epoch": manifest["training"]["steps_per_epoch"],
             "batch": manifest["training"]["global_batch"], "images": manifest["data"]["split"],
             "image_size": manifest["model"]["image_size"]}
+
+
+def _timed(args, allowed=(0,)):
+    """Run `pipeline ARGS`; (wall seconds, CPU seconds of the child, the completed process)."""
+    command = [sys.executable, "-m", "pipeline", *args]
+    before = os.times()
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - start
+    after = os.times()
+    if result.returncode not in allowed:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system), result
 
 
 def feed_ratio(tmp: Path) -> dict:
@@ -106,7 +119,11 @@ def main() -> None:
                   f"{r['epochs']} epochs x {r['steps_per_epoch']} steps x batch {r['batch']}, training {r['train_s']:.1f} s")
             print(f"held-out mAP@.5 {r['map50']:.4f}  mAP@[.5:.95] {r['map']:.4f}  per class "
                   + ", ".join(f"{k} {v:.3f}" for k, v in r["per_class"].items()))
-            print(f"wall time of the command: {r['wall_s']:.1f} s (load average now {os.getloadavg()[0]:.1f})")
+            print(f"wall time of the command: {r['wall_s']:.1f} s, CPU time {r['cpu_s']:.1f} s (load average now {os.getloadavg()[0]:.1f})")
+            print("then pipeline run --task detect on it (export float and int8, compile pre-flight, parity): "
+                  f"{r['rest_wall_s']:.1f} s wall, {r['rest_cpu_s']:.1f} s CPU; whole run {r['wall_s'] + r['rest_wall_s']:.1f} s")
+            print("parity: " + "; ".join(f"{k} mAP@.5 {m['map50']:.4f} mAP {m['map']:.4f} agreement {m['agreement']:.4f}"
+                                         for k, m in r["parity"].items()) + f"; gate {'passed' if r['gate'] else 'FAILED'}")
         if not args.skip_feed:
             f = feed_ratio(Path(tmp))
             print(f"feed ({FEED_DATA}, batch {f['batch']}, {f['image_size']} px, {FEED_STEPS} steps x {ROUNDS} rounds, steps/s): "

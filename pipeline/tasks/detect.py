@@ -36,6 +36,10 @@ class Detect(Task):
     name = "detect"
     default_data = "shapes"
     later_stages = ("export", "compile", "parity")
+    # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
+    # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
+    train_defaults = {"batch_size": 16, "epochs": 12,
+                      "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}}
 
     def check(self, config) -> None:
         from models.detector import BACKBONES
