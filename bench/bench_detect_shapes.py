@@ -68,8 +68,6 @@ def _timed(args, allowed=(0,)):
 
 
 def feed_ratio(tmp: Path) -> dict:
-    import tensorflow as tf
-
     from pipeline import tasks
     from pipeline.detection.specs import open_detection
     from pipeline.detection.tfrecords import write_tfrecords
@@ -98,7 +96,6 @@ def feed_ratio(tmp: Path) -> dict:
             built.model.fit(ds, epochs=1, steps_per_epoch=FEED_STEPS, verbose=0)
             rates[name].append(FEED_STEPS / (time.perf_counter() - start))
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    del tf
     return {"rates": rates, "medians": medians, "ratio": medians["tfrecord"] / medians["cached batches"],
             "batch": config.batch_size, "image_size": config.size}
 

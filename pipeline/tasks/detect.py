@@ -23,7 +23,6 @@ from pipeline.tasks import Evaluation, Plan, Task
 # The detector's defaults, chosen on `shapes` (bench/results/detect.md).
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
 RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
-PER_IMAGE = 0.02  # MB a decoded 128 px image with its boxes takes in the cache, for the feed's estimate
 
 
 def anchor_spec():
