@@ -194,3 +194,16 @@ def test_export_refuses_what_a_detection_run_does_not_take(detect_run, tmp_path)
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert needle in result.stderr
     assert (run_dir / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--model", "xception"], "--task detect: model 'xception' has no detector; expected one of small_cnn, mobilenet_v2"),
+    (["--weights", "imagenet"], "--task detect: --weights imagenet for small_cnn; expected 'imagenet' with mobilenet_v2"),
+    (["--image-size", "100"], "--task detect: image size 100; expected a multiple of 16"),
+    (["--frozen-epochs", "1", "--model", "mobilenet_v2", "--weights", "imagenet"], "--task detect trains the whole detector"),
+])
+def test_train_detect_refuses_options_it_cannot_honour(args, needle, tmp_path):
+    result = cli(["train", "--task", "detect", "--data", "shapes?count=20", *args, "--out", str(tmp_path / "run")])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert needle in result.stderr
+    assert not (tmp_path / "run").exists()

@@ -22,6 +22,7 @@ from pipeline.tasks import Evaluation, Plan, Task
 
 # The detector's defaults, chosen on `shapes` (bench/results/detect.md).
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
+DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what models/detector.py's backbones take
 RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
 
 
@@ -45,10 +46,15 @@ class Detect(Task):
 
         if config.model not in BACKBONES:
             raise ConfigError(f"--task detect: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
+        takes = DETECTOR_OPTIONS[config.model]
+        unknown = sorted(set(dict(config.model_options)) - set(takes))
+        if unknown:
+            raise ConfigError(f"--task detect: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
         if config.frozen_epochs or config.unfreeze_from:
             raise ConfigError("--task detect trains the whole detector; --frozen-epochs and --unfreeze-from are for classify")
-        if config.weights and config.weights != "imagenet":
-            raise ConfigError(f"--task detect: --weights {config.weights}; expected 'imagenet' (for mobilenet_v2) or none")
+        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
+            raise ConfigError(f"--task detect: --weights {config.weights} for {config.model}; expected 'imagenet' with "
+                              "mobilenet_v2, or no --weights")
         if config.client_fits:
             raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
         stride = max(anchor_spec().strides)
