@@ -23,10 +23,10 @@ from pipeline.tasks import Evaluation, Plan, Task
 # The detector's defaults, chosen on `shapes` (bench/results/detect.md).
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
 DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what models/detector.py's backbones take
-RESIZE = "stretch"
+RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
 # Training crops keep each side >= this share of the image: deeper crops enlarge every object, and the held-out
 # small ones were then the ones missed (shapes: mAP@.5 0.891 at 0.6, 0.936 at 0.85; bench/results/detect.md).
-MIN_CROP = 0.85  # the square input Frigate feeds; boxes stay normalized to the image
+MIN_CROP = 0.85
 
 
 def anchor_spec():
