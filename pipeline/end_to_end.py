@@ -1,7 +1,7 @@
 """`pipeline run`: every stage, in order, on one run directory; by default on the built-in digits.
 
     pipeline run --out runs/digits
-    pipeline run --task detect --out runs/shapes      (the built-in shapes; the stages the task has so far)
+    pipeline run --task detect --out runs/shapes      (a detector on the built-in shapes, through the same stages)
 
 train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_compiler is not
 installed, and it says so) -> parity. A run directory that already holds a trained model is
