@@ -10,7 +10,8 @@ import tf_keras as keras
 
 from pipeline.detection.augment import dataset, with_targets
 from pipeline.detection.examples import DetExample
-from pipeline.detection.infer import predict  # noqa: F401  (the fixtures' prediction: the stage's own)
+from pipeline.detection.evaluate import Detections
+from pipeline.detection import infer
 from pipeline.detection.loss import detection_loss
 
 
@@ -31,3 +32,11 @@ def fit(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, image_s
         return loss
 
     return [float(step(images, targets)) for images, targets in ds.take(steps)]
+
+
+def predict(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, image_size: int, resize: str = "stretch",
+            score_threshold: float = 0.05, max_detections: int = 100, iou_threshold: float = 0.5,
+            batch_size: int = 32) -> List[Detections]:
+    """The stage's prediction (pipeline/detection/infer.py) with the NMS settings as keywords."""
+    return infer.predict(model, examples, anchor_boxes, image_size, resize, infer.Nms(score_threshold, iou_threshold, max_detections),
+                         batch_size)
