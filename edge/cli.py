@@ -130,7 +130,7 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
                                  std=_numbers(std, "--input-std"), say=_say)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    results, failed = [], []
+    results, failed, written = [], [], set()
     for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path)):
         if error is not None:
             click.echo(f"error: {error}", err=True)
@@ -143,7 +143,12 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
             b = obj.box
             click.echo(f"  {obj.label:<16} {obj.score:.3f}  xmin {b.xmin:.0f} ymin {b.ymin:.0f} xmax {b.xmax:.0f} ymax {b.ymax:.0f}  (id {obj.id})")
         if out is not None:
-            target = out / (Path(image_path).stem + ".png")
+            stem = Path(image_path).stem
+            target = out / f"{stem}.png"
+            n = 1
+            while target in written:  # two images of one name from different folders: neither is lost
+                target, n = out / f"{stem}_{n}.png", n + 1
+            written.add(target)
             det.annotate(image_path, found, target)
         results.append({"image": image_path, "width": size[0], "height": size[1], "objects": [det.as_record(o) for o in found]})
     if json_out:

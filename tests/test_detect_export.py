@@ -181,3 +181,22 @@ def test_scores_model_is_what_the_op_is_fed():
     scored = with_scores(model)
     out = scored(np.zeros((1, 64, 64, 3), np.float32))
     assert out["class_scores"].shape[-1] == 3 and len(anchors(64, spec)) == out["box_codes"].shape[1]
+
+
+def test_a_record_packed_by_convert_is_what_the_device_reads(tmp_path):
+    """`record` (pipeline.metadata's edgeflow record) rides in the metadata: edge detect takes the contract and labels
+    from it with no sidecar."""
+    from edge.contract import PixelContract
+    from edge.model_metadata import embedded_record
+
+    model, spec = _small()
+    record = {"schema_version": 1, "model": "detector_float.tflite", "labels": ["a", "b"], "image_size": 64,
+              "preprocessing": PixelContract().as_record()}
+    data = convert(model, spec, 64, ["a", "b"], int8=False, record=record)
+    assert embedded_record(data) == record
+    path = tmp_path / "detector_float.tflite"
+    path.write_bytes(data)
+    said = []
+    detector = open_detector(path, say=said.append)
+    assert detector.runner.contract.recorded and detector.runner.labels == ["a", "b"]
+    assert any("recorded" in line for line in said), said

@@ -145,3 +145,13 @@ def test_edge_bench_times_a_detector_and_its_reading(detector_copy, wide_image):
     assert result.exit_code == 0, result.stderr
     assert "reading the detections after the invoke" in result.stdout
     assert "end to end over 1 images (decode + resize ahead on a worker, invoke, objects)" in result.stdout
+
+
+def test_two_images_of_one_name_get_two_annotated_files(detector_copy, tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(IMAGES / "red.png", tmp_path / folder / "same.png")
+    out = tmp_path / "annotated"
+    result = run_edge("detect", detector_copy, tmp_path / "a" / "same.png", tmp_path / "b" / "same.png", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["same.png", "same_1.png"]
