@@ -15,6 +15,7 @@ width and height is the box in the image's own pixels.
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -208,3 +209,36 @@ def annotate(source: Union[str, Path], found: Sequence[Object], out: Path) -> No
 
 
 _COLOURS = ((255, 64, 64), (64, 200, 64), (64, 128, 255), (255, 200, 0), (200, 64, 255), (0, 200, 200))
+
+
+def is_detector(interpreter: Any) -> bool:
+    """Whether the model's outputs are the post-processing op's four (what `edge bench` times differently)."""
+    try:
+        output_indices(interpreter)
+    except ModelCheckError:
+        return False
+    return True
+
+
+def reading_seconds(detector: Detector, runs: int) -> List[float]:
+    """Seconds of each of `runs` readings of the outputs already computed (get_raw + objects at threshold 0): the
+    device's own post-processing after the invoke, which itself includes the model's post-processing op."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        objects(get_raw(detector.runner.interpreter, detector.indices), (640, 480), 0.0, detector.runner.labels)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def end_to_end_rate(detector: Detector, files: Sequence[Path]) -> float:
+    """Images per second through what `edge detect` does per image (decode and resize ahead on a worker, set_input,
+    invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
+    from edge.prefetch import prefetch
+
+    start = time.perf_counter()
+    for path, loaded, error in prefetch(files, lambda f: load(detector, f)):
+        if error is not None:
+            raise error
+        detect_pixels(detector, loaded[0], loaded[1], 0.0, str(path))
+    return len(files) / (time.perf_counter() - start)

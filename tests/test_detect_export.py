@@ -18,7 +18,6 @@ from models.detector import build_detector, with_scores  # noqa: E402
 from pipeline.detection.anchors import AnchorSpec, anchors  # noqa: E402
 from pipeline.detection.evaluate import Detections, evaluate  # noqa: E402
 from pipeline.detection.postprocess import Settings, convert  # noqa: E402
-from pipeline.detection.train_loop import predict  # noqa: E402
 from pipeline.edgetpu.preflight import analyze, table  # noqa: E402
 from pipeline.errors import DataError  # noqa: E402
 from pipeline.metadata.detector import OUTPUT_NAMES, packed_labels  # noqa: E402
@@ -79,12 +78,34 @@ def _tflite_detections(path, trained, threshold=0.0):
     return out
 
 
+def _keras_detections(trained):
+    """The Keras detector's own answer on the same pixels: anchors decoded as the op decodes them, then per-class
+    NMS (tf.image.combined_non_max_suppression) at the op's IoU and score thresholds."""
+    from PIL import Image
+
+    from pipeline.detection.anchors import decode
+
+    s = trained.settings
+    anchor_boxes = tf.constant(anchors(SIZE, trained.spec))
+    found = []
+    for f in trained.files:
+        with Image.open(f) as im:
+            pixels = np.asarray(im.convert("RGB"), np.float32)  # already SIZE x SIZE: no resize on either side
+        out = trained.model(pixels[None], training=False)
+        boxes = decode(out["box_codes"], anchor_boxes)
+        scores = tf.sigmoid(out["class_logits"])[..., 1:]
+        b, sc, c, n = tf.image.combined_non_max_suppression(
+            boxes[:, :, None, :], scores, max_output_size_per_class=100, max_total_size=100,
+            iou_threshold=s.iou_threshold, score_threshold=s.score_threshold, clip_boxes=True)
+        k = int(n[0])
+        found.append(Detections(b[0, :k].numpy(), c[0, :k].numpy().astype(np.int32), sc[0, :k].numpy()))
+    return found
+
+
 def test_float_twin_finds_what_keras_finds(trained):
     """Every float-TFLite object scoring >= 0.3 is one the Keras model (same decode, per-class NMS at the same IoU)
     finds: same class, IoU >= 0.99, score within 0.01."""
-    s = trained.settings
-    keras_found = predict(trained.model, trained.heldout, anchors(SIZE, trained.spec), SIZE,
-                          score_threshold=s.score_threshold, iou_threshold=s.iou_threshold, max_detections=100)
+    keras_found = _keras_detections(trained)
     lite = _tflite_detections(trained.float, trained, threshold=0.3)
     compared = 0
     for k, t in zip(keras_found, lite):
@@ -181,3 +202,22 @@ def test_scores_model_is_what_the_op_is_fed():
     scored = with_scores(model)
     out = scored(np.zeros((1, 64, 64, 3), np.float32))
     assert out["class_scores"].shape[-1] == 3 and len(anchors(64, spec)) == out["box_codes"].shape[1]
+
+
+def test_a_record_packed_by_convert_is_what_the_device_reads(tmp_path):
+    """`record` (pipeline.metadata's edgeflow record) rides in the metadata: edge detect takes the contract and labels
+    from it with no sidecar."""
+    from edge.contract import PixelContract
+    from edge.model_metadata import embedded_record
+
+    model, spec = _small()
+    record = {"schema_version": 1, "model": "detector_float.tflite", "labels": ["a", "b"], "image_size": 64,
+              "preprocessing": PixelContract().as_record()}
+    data = convert(model, spec, 64, ["a", "b"], int8=False, record=record)
+    assert embedded_record(data) == record
+    path = tmp_path / "detector_float.tflite"
+    path.write_bytes(data)
+    said = []
+    detector = open_detector(path, say=said.append)
+    assert detector.runner.contract.recorded and detector.runner.labels == ["a", "b"]
+    assert any("recorded" in line for line in said), said

@@ -138,3 +138,20 @@ def test_output_indices_refuses_other_shapes():
     interpreter = make_interpreter(INT8)
     with pytest.raises(ModelCheckError, match="expected the detection post-processing op's 4"):
         output_indices(interpreter)
+
+
+def test_edge_bench_times_a_detector_and_its_reading(detector_copy, wide_image):
+    result = run_edge("bench", detector_copy, "--runs", "3", "--images", wide_image.parent)
+    assert result.exit_code == 0, result.stderr
+    assert "reading the detections after the invoke" in result.stdout
+    assert "end to end over 1 images (decode + resize ahead on a worker, invoke, objects)" in result.stdout
+
+
+def test_two_images_of_one_name_get_two_annotated_files(detector_copy, tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(IMAGES / "red.png", tmp_path / folder / "same.png")
+    out = tmp_path / "annotated"
+    result = run_edge("detect", detector_copy, tmp_path / "a" / "same.png", tmp_path / "b" / "same.png", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["same.png", "same_1.png"]
