@@ -65,7 +65,7 @@ def letterbox(image, boxes, size: int):
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
     scale = tf.minimum(size / shape[0], size / shape[1])
     new = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), 1)
-    resized = tf.image.resize(image, new, method="bilinear", antialias=True)  # the pixel contract's resize
+    resized = _resize(image, new)
     placed = tf.image.pad_to_bounding_box(resized, 0, 0, size, size)
     share = tf.cast(new, tf.float32) / size
     return placed, boxes * tf.stack([share[0], share[1], share[0], share[1]])
@@ -73,7 +73,7 @@ def letterbox(image, boxes, size: int):
 
 def stretch(image, boxes, size: int):
     """Resize to the square whatever the aspect: normalized boxes do not change."""
-    return tf.image.resize(image, [size, size], method="bilinear", antialias=True), boxes  # the pixel contract's resize
+    return _resize(image, tf.constant([size, size])), boxes
 
 
 def decoded(examples: Sequence[DetExample], max_boxes: int = MAX_BOXES) -> tf.data.Dataset:
@@ -114,6 +114,14 @@ def fitted(ds: tf.data.Dataset, image_size: int, training: bool = False, seed: i
         return {"image": image, "boxes": boxes, "classes": tf.where(mask, item["classes"], 0), "mask": mask}
 
     return ds.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _resize(image, size):
+    """Bilinear to `size` [h, w]; with antialiasing when it shrinks the image, as the pixel contract resizes
+    (TensorFlow's antialiased kernel also changes an enlarged image's pixels, which the contract's does not)."""
+    shrinks = tf.reduce_any(tf.shape(image)[:2] > tf.cast(size, tf.int32))
+    return tf.cond(shrinks, lambda: tf.image.resize(image, size, method="bilinear", antialias=True),
+                   lambda: tf.image.resize(image, size, method="bilinear"))
 
 
 def dataset(examples: Sequence[DetExample], image_size: int, training: bool = False, seed: int = 0,
