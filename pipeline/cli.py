@@ -33,7 +33,9 @@ def main(verbose):
 
 
 @main.command("train")
-@click.option("--data", "data_spec", help="digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders")
+@click.option("--task", type=click.Choice(["classify", "detect"]), help="what the model learns: classify (default) or detect (boxes and classes)")
+@click.option("--data", "data_spec", help="classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of "
+              "class folders; detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
 @click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
 @click.option("--model", help="small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception")
@@ -65,7 +67,7 @@ def main(verbose):
 @reports_errors
 def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
                   sustain_epochs, lr_decay, no_tensorboard, **options):
-    """Train a classifier under tf.distribute and write RUN."""
+    """Train a classifier (or, with --task detect, a detector) under tf.distribute and write RUN."""
     # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
     # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -90,20 +92,24 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
 
 @main.command("prepare")
 @click.argument("folder", type=click.Path())
+@click.option("--task", type=click.Choice(["classify", "detect"]), default="classify", show_default=True,
+              help="classify: FOLDER of class folders; detect: FOLDER is a COCO annotations.json or a YOLO data.yaml")
 @click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
 @click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
 @click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
 @reports_errors
-def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
-    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt."""
+def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality):
+    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with --task detect,
+    COCO or YOLO detection data as TFRecords in the TF Object Detection API's schema."""
     console.import_tensorflow()
     from pipeline import prepare
 
-    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
+    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
-    click.echo(f"train on them with: pipeline train --data '{prepare.join_path(out, '*' + prepare.SHARD_SUFFIX)}' --out RUN")
+    shown_task = "" if task == prepare.tasks.DEFAULT else f" --task {task}"
+    click.echo(f"train on them with: pipeline train{shown_task} --data '{result.pattern}' --out RUN")
 
 
 @main.command("export")
@@ -189,7 +195,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(summary_table(result.report))
+    click.echo(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
 
@@ -233,8 +239,9 @@ def _progressbar(total, label):
 
 
 @main.command("run")
+@click.option("--task", type=click.Choice(["classify", "detect"]), help="classify (default) or detect; default: the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
-@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits, or the reused run's")
+@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits (shapes for detect), or the reused run's")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
@@ -246,14 +253,14 @@ def _progressbar(total, label):
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
+def run_command(task, run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
                 clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
-    config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
+    config = end_to_end.RunConfig(task=task, data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)

@@ -18,30 +18,28 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import Dict, NamedTuple, Optional
+from typing import Dict
 
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from pipeline import data as data_mod
-from pipeline.inference import class_metrics
+from pipeline import tasks
 from pipeline.rundir import lock, manifest as manifest_io
 from pipeline.report import write as write_report
-from pipeline.training import chance
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
 from pipeline.training import fit
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import ConfigError
 from pipeline.rundir.files import json_bytes, scratch_folder, write_json_atomic
 from pipeline.rundir.run import Run
 from pipeline.training.config import TrainConfig
 
 STATE_DIR = ".train_state"
 # Fields that must match for a run to be resumed: anything that changes the model or the data.
-_RESUME_KEYS = ("data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
+_RESUME_KEYS = ("task", "data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
                 "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
 
 
@@ -60,72 +58,24 @@ def train_model(config: TrainConfig, run_dir: Path) -> Path:
         raise ConfigError(f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
                           f"expected a multiple of {chosen.replicas}")
     created = not run_dir.exists()
-    plan = _plan(config, chosen)  # before the lock: data that is refused leaves no folder behind
+    task = tasks.get(config.task)
+    plan = task.plan(config, chosen)  # before the lock: data that is refused leaves no folder behind
     # Only the chief writes (and locks) the run; other workers of a multi-worker run may share its folder.
     with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
-        model, history, weights, bn_record = _fit_resumable(config, chosen, plan, run_dir, created)
-        heldout_labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
+        model, history, weights, bn_record = _fit_resumable(config, chosen, task, plan, run_dir, created)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
-            metrics, per_class = _evaluate(model, plan, config.batch_size, heldout_labels)
-        print(f"held-out: accuracy {metrics['accuracy']:.4f}, macro-F1 {metrics['macro_f1']:.4f}, loss {metrics['loss']:.4f} "
-              f"({plan.heldout_count} examples)", flush=True)
-        majority = chance.majority(heldout_labels, plan.train_source.labels)
-        chance.warn_if_stuck(history, metrics["accuracy"], majority, pretrained=config.weights is not None)
+            evaluation = task.evaluate(model, plan, config, history)
         if not chosen.is_chief:
-            _worker_finish(model, chosen, run_dir, created)
+            _worker_finish(task.saved(model), chosen, run_dir, created)
             return run_dir
-        record = _record(config, chosen, plan, model, weights, metrics, per_class, majority, bn_record, history)
+        record = _record(config, chosen, task, plan, model, weights, evaluation, bn_record, history)
         with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
-            _write_run(Run.new(run_dir, **record), model, plan.train_source.labels, history)
+            _write_run(Run.new(run_dir, **record), task.saved(model), plan.train_source.labels, history, evaluation.artifacts)
         write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return run_dir
 
 
-class _Plan(NamedTuple):
-    """The data side of a training run, resolved and checked before any training starts."""
-
-    train_source: data_mod.Source
-    val_source: Optional[data_mod.Source]
-    split: data_mod.Split
-    train: "tf.data.Dataset"  # decoded training examples, unbatched
-    train_count: int
-    heldout: "tf.data.Dataset"
-    heldout_count: int
-    feed: Dict[str, object]  # whether the decoded training set is cached in memory
-    steps_per_epoch: int
-
-
-def _plan(config: TrainConfig, chosen: strategy_mod.Chosen) -> _Plan:
-    train_source = data_mod.open_source(config.data)
-    # Held-out classes are numbered by the training data's class names.
-    val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
-    split = data_mod.Split(config.heldout_fraction, config.seed)
-    if val_source:
-        train_indices = train_source.indices("all")
-        heldout_ds, heldout_count = val_source.dataset(config.size), val_source.num_examples
-    else:
-        train_indices = train_source.indices("train", split)
-        heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
-    train_ds = train_source.training_dataset(config.size, train_indices, config.seed if config.client_fits else None)
-    train_count = len(train_indices)
-    decoded = data_mod.decoded_mb(train_count, config.size)
-    feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
-    # The held-out set is read by every epoch's validation and twice more at the end: decoded once and kept
-    # when it fits the budget beside the training set.
-    feed["heldout_cached"] = feed["cached"] and decoded + data_mod.decoded_mb(heldout_count, config.size) <= config.cache_mb
-    if feed["heldout_cached"]:
-        heldout_ds = heldout_ds.cache()
-        # Filled now, by one pass to its end: a reader that stops at the last batch (Keras' validation_steps)
-        # leaves a partial cache that TensorFlow throws away.
-        for _ in heldout_ds.batch(256):
-            pass
-    steps_per_epoch = train_count // config.batch_size
-    if steps_per_epoch < 1:
-        raise DataError(f"the training split has {train_count} examples, fewer than one global batch of {config.batch_size}")
-    return _Plan(train_source, val_source, split, train_ds, train_count, heldout_ds, heldout_count, feed, steps_per_epoch)
-
-
-def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, created: bool):
+def _fit_resumable(config: TrainConfig, chosen, task, plan: tasks.Plan, run_dir: Path, created: bool):
     """`_fit`, with RUN/.train_state kept so that a run that completed an epoch resumes from it."""
     state_dir = run_dir / STATE_DIR
     resuming = (state_dir / "config.json").is_file()
@@ -140,7 +90,7 @@ def _fit_resumable(config: TrainConfig, chosen, plan: _Plan, run_dir: Path, crea
         elif chosen.is_chief:
             write_json_atomic(state_dir / "config.json", config.as_dict())
         with strategy_mod.peer_failures_explained(chosen, run_dir):
-            return fit.fit(config, chosen, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
+            return fit.fit(config, chosen, task, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
                         plan.steps_per_epoch, fit.eval_steps(plan.heldout_count, config.batch_size), state_dir)
     except BaseException:
         # Nothing of a run that never completed an epoch is kept (and a folder the user already had
@@ -173,28 +123,11 @@ def _remove_worker_leftovers(run_dir: Path, created: bool) -> None:
         _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
 
 
-def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, per_class, majority, bn_record, history) -> dict:
+def _record(config: TrainConfig, chosen, task, plan: tasks.Plan, model, weights, evaluation, bn_record, history) -> dict:
     """What the manifest records of the training run, for every later stage."""
     return {
-        "model": {
-            "name": config.model,
-            "image_size": config.size,
-            "num_classes": len(plan.train_source.labels),
-            "options": dict(config.model_options),
-            "parameters": int(model.count_params()),
-            "weights": weights,  # starting weights: source (imagenet | file), path, url, sha256; None = random
-            "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
-        },
-        # How an image becomes the model's input, for every later stage and the device.
-        "preprocessing": data_mod.TRAINING_CONTRACT.as_record(),
-        "labels": plan.train_source.labels,
-        "data": {
-            "train": plan.train_source.describe(),
-            "val": plan.val_source.describe() if plan.val_source else None,
-            "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
-                      "method": "seeded hash of each example's identity" if not plan.val_source else "separate --val-data"},
-            "identity": data_mod.identity_record(plan.train_source, plan.val_source, plan.split),
-        },
+        "task": task.name,  # later stages take the task from the run
+        **task.record(config, plan, model, weights),  # model, preprocessing, labels, data
         "training": {
             "strategy": chosen.kind,
             "strategy_description": chosen.description,
@@ -212,8 +145,7 @@ def _record(config: TrainConfig, chosen, plan: _Plan, model, weights, metrics, p
             "tensorboard": train_logs.LOG_DIR if config.tensorboard else None,  # event files inside RUN
             "config": config.as_dict(),
         },
-        "metrics": {"heldout": metrics, "heldout_per_class": per_class, "heldout_majority": majority.as_dict(),
-                    "final_epoch": history[-1] if history else {}},
+        "metrics": {**evaluation.metrics, "final_epoch": history[-1] if history else {}},
         "versions": _versions(),
     }
 
@@ -232,18 +164,7 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     print(f"resuming from epoch {done} of {config.epochs}", flush=True)
 
 
-def _evaluate(model, plan: _Plan, batch_size: int, labels):
-    """Held-out loss and accuracy, then per-class precision, recall, F1 and macro-F1 (edge.metrics) from one
-    more pass for the top-1 answers, against the held-out `labels`."""
-    steps = fit.eval_steps(plan.heldout_count, batch_size)
-    results = model.evaluate(data_mod.eval_pipeline(plan.heldout, batch_size), steps=steps, verbose=0, return_dict=True)
-    metrics = {k: float(v) for k, v in results.items()}
-    per_class = class_metrics.heldout_report(model, plan.heldout, labels, batch_size, len(plan.train_source.labels))
-    metrics["macro_f1"] = per_class["macro_f1"]
-    return metrics, per_class
-
-
-def _write_run(run: Run, model, labels, history) -> None:
+def _write_run(run: Run, model, labels, history, extra=None) -> None:
     """The models, labels and history with the manifest that records them, in one transaction, which also takes
     RUN/.train_state away: the checkpoints go when the run they made is committed and durable, not before (a
     kill before the commit resumes from them and writes the run without training again)."""
@@ -254,6 +175,8 @@ def _write_run(run: Run, model, labels, history) -> None:
             t.write("keras_model", scratch / "keras_model.keras")
             t.write("labels", ("\n".join(labels) + "\n").encode("utf-8"))
             t.write("history", json_bytes(history))
+            for key, content in (extra or {}).items():  # the task's own files (detection: held-out detections)
+                t.write(key, content)
             t.set("stages", {"train": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}})
             t.remove(run.dir / STATE_DIR)
 

@@ -39,15 +39,19 @@ class TrainConfig:
     resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
     tensorboard: bool = True  # TensorBoard event files in RUN/logs (the chief only)
     client_fits: bool = False  # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
+    task: str = "classify"  # what the model learns: classify | detect (pipeline/tasks/)
 
     def validate(self) -> "TrainConfig":
         for name, kind in _FIELD_TYPES.items():
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
                 raise ConfigError(f"{name} {value!r}, expected {_KIND_NAMES[kind]}")
+        from pipeline import tasks
+
+        task = tasks.get(self.task)
         if self.model not in models.MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
-        size = self.image_size or models.default_image_size(self.model)
+        size = self.size
         if size < models.min_image_size(self.model):
             raise ConfigError(f"image size {size} is too small for {self.model}; expected at least {models.min_image_size(self.model)}")
         for name in ("epochs", "batch_size", "cpu_replicas"):
@@ -79,11 +83,14 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
+        task.check(self)
         return self
 
     @property
     def size(self) -> int:
-        return self.image_size or models.default_image_size(self.model)
+        from pipeline import tasks
+
+        return self.image_size or tasks.get(self.task).default_image_size(self.model)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -97,7 +104,7 @@ _FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "
                 "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
                 "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
                 "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool,
-                "client_fits": bool}
+                "client_fits": bool, "task": str}
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
 
@@ -113,9 +120,23 @@ def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Pat
             return config
         if not options.get("data"):
             raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
-        return TrainConfig(**{k: v for k, v in options.items() if v is not None}, schedule=WarmupSchedule(**schedule))
+        given = {k: v for k, v in options.items() if v is not None}
+        defaults = dict(_task_defaults(given.get("task")))
+        schedule = {**defaults.pop("schedule", {}), **schedule}
+        return TrainConfig(**{**defaults, **given}, schedule=WarmupSchedule(**schedule))
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
+
+
+def _task_defaults(task: Optional[str]) -> Dict:
+    """The task's own defaults for options not given (none for classify: TrainConfig's are its)."""
+    from pipeline import tasks
+
+    if task is None:
+        return {}
+    if task not in tasks.NAMES:
+        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.NAMES)}")
+    return tasks.get(task).train_defaults
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
@@ -138,7 +159,11 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
         if set(values["schedule"]) - known_schedule:
             raise ConfigError(f"config {path}: schedule has unknown keys {sorted(set(values['schedule']) - known_schedule)}; "
                               f"expected some of {sorted(known_schedule)}")
-        values["schedule"] = WarmupSchedule(**values["schedule"])
+    task = overrides.get("task") or values.get("task")
+    defaults = dict(_task_defaults(task if isinstance(task, str) else None))
+    schedule_defaults = defaults.pop("schedule", {})
+    if "schedule" in values or schedule_defaults:
+        values["schedule"] = WarmupSchedule(**{**schedule_defaults, **values.get("schedule", {})})
     overrides = {k: v for k, v in overrides.items() if v is not None}
     # --alpha adds to the file's model options rather than replacing all of them.
     options = {**values.get("model_options", {}), **dict(overrides.pop("model_options", ()))}
@@ -147,4 +172,4 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
     values.update(overrides)
     if "data" not in values:
         raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
-    return TrainConfig(**values)
+    return TrainConfig(**{**defaults, **values})
