@@ -14,7 +14,7 @@ import sys
 import click
 
 from edge.errors import EdgeError, exits_cleanly
-from pipeline import console, gate
+from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
 
@@ -33,7 +33,7 @@ def main(verbose):
 
 
 @main.command("train")
-@click.option("--task", type=click.Choice(["classify", "detect"]), help="what the model learns: classify (default) or detect (boxes and classes)")
+@click.option("--task", type=click.Choice(tasks.NAMES), help="what the model learns: classify (default) or detect (boxes and classes)")
 @click.option("--data", "data_spec", help="classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of "
               "class folders; detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
@@ -92,7 +92,7 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
 
 @main.command("prepare")
 @click.argument("folder", type=click.Path())
-@click.option("--task", type=click.Choice(["classify", "detect"]), default="classify", show_default=True,
+@click.option("--task", type=click.Choice(tasks.NAMES), default="classify", show_default=True,
               help="classify: FOLDER of class folders; detect: FOLDER is a COCO annotations.json or a YOLO data.yaml")
 @click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
@@ -108,7 +108,7 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality):
     result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
-    shown_task = "" if task == prepare.tasks.DEFAULT else f" --task {task}"
+    shown_task = "" if task == tasks.DEFAULT else f" --task {task}"
     click.echo(f"train on them with: pipeline train{shown_task} --data '{result.pattern}' --out RUN")
 
 
@@ -239,7 +239,7 @@ def _progressbar(total, label):
 
 
 @main.command("run")
-@click.option("--task", type=click.Choice(["classify", "detect"]), help="classify (default) or detect; default: the reused run's")
+@click.option("--task", type=click.Choice(tasks.NAMES), help="classify (default) or detect; default: the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
 @click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits (shapes for detect), or the reused run's")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
