@@ -1,6 +1,7 @@
 """`pipeline parity` of a detection run: the float SavedModel, the float TFLite model and the int8 model on the same
 held-out images through the same pixel contract, each scored by COCOeval (mAP@.5, mAP@[.5:.95], AP per class),
-and their agreement with the float model; the gate limits the int8 model's mAP@.5 drop (pipeline/gate.py).
+and their agreement with the float model; the gate limits the int8 model's mAP@.5 drop (pipeline/gate.py) and
+holds every model above a no-skill floor (NoSkillFloor below), or above --min-accuracy read as an mAP@.5 floor.
 
 The float SavedModel's boxes go through what TFLite_Detection_PostProcess does (decode against the anchors, one
 class per box, class-agnostic non-maximum suppression, the op's thresholds), so the comparison is of the
@@ -14,7 +15,7 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from fractions import Fraction
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -78,12 +79,10 @@ def parity(config, run) -> Outcome:
     # Agreement is gated only when --min-agreement is given: classification's default (0.98 of images) is not a
     # limit for detections.
     given = config.min_agreement if config.min_agreement != gate.GATE.min_agreement else 0.0
-    limits = gate.GateLimits(config.max_drop, given, "map50")
-    failures = []
-    if models[REFERENCE]["map50"] <= 0:
-        failures.append(f"{REFERENCE}: mAP@.5 0 on the held-out images, no better than finding nothing")
-    failures += gate.check(scored, limits, metrics(), None, reference=REFERENCE, gated=GATED)
-    verdict = gate.record(limits, None, list(models), failures, GATED)
+    limits = gate.GateLimits(config.max_drop, given, "map50", config.min_accuracy).validate(metrics())
+    floor = NoSkillFloor(no_skill(examples, labels), limits.min_accuracy)
+    failures = gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=GATED)
+    verdict = gate.record(limits, floor, list(models), failures, GATED)
     report = {"task": "detect", "reference": REFERENCE, "models": models, "gate": verdict, "images": len(examples),
               "objects": int(sum(len(e.boxes) for e in examples)),
               "agreement": {"score_at_least": AGREEMENT_SCORE, "iou_at_least": AGREEMENT_IOU, "same_class": True}}
@@ -95,12 +94,84 @@ def parity(config, run) -> Outcome:
     return Outcome(report_dir, report, failures)
 
 
+class NoSkill(NamedTuple):
+    """What a detector that learned nothing about where objects are scores: one box per image, of the most
+    frequent held-out class, at that class's mean held-out box."""
+
+    label: int
+    name: str
+    box: tuple  # normalized ymin, xmin, ymax, xmax
+    map50: float
+    images: int
+
+    def describe(self) -> str:
+        box = ", ".join(f"{v:.3f}" for v in self.box)
+        return (f"{self.map50:.4f} (one {self.name!r} box per image at its mean held-out box [{box}], "
+                f"{self.images} images)")
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"class": self.name, "label": self.label, "box": list(self.box), "map50": self.map50, "images": self.images}
+
+
+def no_skill(examples: Sequence, labels: Sequence[str]) -> NoSkill:
+    """The no-skill detector's mAP@.5 on `examples`, by the same COCOeval as the models.
+
+    Finding nothing scores 0, which any detector that outputs a box beats by luck; answering the most frequent
+    class at its average place is the detection counterpart of always answering the majority class: it knows
+    the class frequencies and where objects tend to be, and nothing about the image. Each image gets the same
+    box with score 1, so its precision-recall curve is that of a fixed guess, and a model at or under it has
+    learned nothing that carries over to new images."""
+    from pipeline.detection.evaluate import Detections, evaluate
+
+    classes = np.concatenate([np.asarray(e.classes, np.int64) for e in examples] or [np.zeros(0, np.int64)])
+    if not classes.size:
+        return NoSkill(0, labels[0] if labels else "", (0.0, 0.0, 0.0, 0.0), 0.0, len(examples))
+    label = int(np.bincount(classes, minlength=len(labels)).argmax())
+    boxes = np.concatenate([np.asarray(e.boxes, np.float32)[np.asarray(e.classes) == label] for e in examples])
+    box = boxes.mean(axis=0).astype(np.float32)
+    guess = Detections(box[None], np.array([label], np.int32), np.array([1.0], np.float32))
+    score = evaluate(examples, [guess] * len(examples), labels).map50
+    return NoSkill(label, labels[label], tuple(float(v) for v in box), max(score, 0.0), len(examples))
+
+
+class NoSkillFloor(NamedTuple):
+    """The least mAP@.5 a model must reach (the gate's floor, as pipeline/gate.py's Floor is for classification):
+    strictly above the no-skill detector's, or --min-accuracy (an mAP@.5 share) when given."""
+
+    chance: NoSkill
+    min_accuracy: Optional[float]
+
+    @property
+    def metric(self):
+        return metrics()["map50"]
+
+    def failure(self, name: str, score) -> Optional[str]:
+        said = f"{name}: {self.metric.short} {score.describe()}"
+        if self.min_accuracy is None:
+            if score.exact > Fraction(str(round(self.chance.map50, 6))):
+                return None
+            return f"{said} is no better than a detector with no skill, {self.chance.describe()}"
+        if score.exact >= Fraction(str(self.min_accuracy)):
+            return None
+        return f"{said} is under --min-accuracy {self.min_accuracy:g} (an mAP@.5 floor for a detection run)"
+
+    def describe(self) -> str:
+        if self.min_accuracy is None:
+            return f"{self.metric.short} > {self.chance.map50:.4f} (no-skill: one {self.chance.name!r} box per image)"
+        return f"{self.metric.short} >= {self.min_accuracy:g}"
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"min_accuracy": self.min_accuracy, "no_skill": self.chance.as_dict(),
+                "rule": "better than one box of the most frequent class per image" if self.min_accuracy is None
+                else "--min-accuracy (mAP@.5)"}
+
+
 def summary_table(report: dict) -> str:
     lines = [f"{'model':<18} {'mAP@.5':>8} {'mAP@[.5:.95]':>13} {'agreement':>10}"]
     for name, m in report["models"].items():
         lines.append(f"{name:<18} {m['map50']:8.4f} {m['map']:13.4f} {m['agreement']:10.4f}")
     g = report["gate"]
-    lines.append(f"gate (mAP@.5 drop <= {g['max_drop_pp']:g} pp for {', '.join(g['applies_to'])}): "
+    lines.append(f"gate (mAP@.5 drop <= {g['max_drop_pp']:g} pp for {', '.join(g['applies_to'])}), floor {g['floor_rule']}: "
                  + ("PASSED" if g["passed"] else "FAILED: " + "; ".join(g["failures"])))
     return "\n".join(lines)
 
