@@ -26,6 +26,7 @@ from edge.errors import InputError, ModelCheckError
 from edge.integrity import check_agreement, metadata_record, recorded_labels
 from edge.interpreter import open_model
 from edge.labels import choose_labels, parse_labels
+from edge.model_metadata import read_metadata
 from edge.runner import Runner, Say, _checked_records, _contract, _quiet
 
 SIGNATURE_NAMES = ("output_3", "output_2", "output_1", "output_0")  # boxes, class ids, scores, count
@@ -139,9 +140,10 @@ def open_detector(model: Union[str, Path], *, edgetpu: Optional[bool] = None, th
     loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
     say(f"interpreter: {loaded.backend} ({loaded.why})")
     indices = output_indices(loaded.interpreter)
-    embedded = metadata_record(path, data)
+    meta = read_metadata(data, path.name)  # parsed once, for the record it carries and its normalization
+    embedded = metadata_record(path, data, meta)
     check_agreement(records, embedded)
-    contract = _contract(records, embedded, data, mean, std, input_details(loaded.interpreter))
+    contract = _contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
     labels, labels_from = choose_labels(labels_file, recorded_labels(records) or (embedded.labels if embedded else None))
     if labels is None:
         labels = value_labels(data, str(path))
