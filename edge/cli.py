@@ -170,6 +170,11 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     """Score every image under --data and write all scores to --out."""
     data = data_folder(Path(data_dir))
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
+    from edge import detect as det
+
+    if det.is_detector(runner.interpreter):  # objects per image, not scores: the host scores them against its boxes
+        _evaluate_detector(Path(model), runner, data, out)
+        return
     samples, labels = list_samples(data, runner.labels)
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
@@ -189,6 +194,31 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
             click.echo(f"error: {entry['error']}", err=True)
         raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
                          "the others are scored")
+
+
+def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> None:
+    from edge import detect as det
+    from edge.evaluation import detection_samples, detections_document, evaluate_detections
+
+    detector = det.Detector(runner, det.output_indices(runner.interpreter))
+    samples, labels = detection_samples(data, runner.labels)
+    bar = click.progressbar(length=len(samples), label="evaluating", file=sys.stderr, update_min_steps=max(1, len(samples) // 100))
+
+    def progress(items):
+        with bar:
+            for item in items:
+                yield item
+                bar.update(1)
+
+    entries, errors = evaluate_detections(detector, samples, progress)
+    write_json_atomic(Path(out), detections_document(model, detector, labels, entries, errors), indent=1)
+    found = sum(len(e["objects"]) for e in entries)
+    click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
+    if errors:
+        for entry in errors:
+            click.echo(f"error: {entry['error']}", err=True)
+        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
+                         "the others are evaluated")
 
 
 @main.command()
