@@ -43,10 +43,10 @@ def export(config, run) -> Exported:
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
     with run.transaction() as t:
-        path = t.write(key, data, size_bytes=len(data), postprocess=settings._asdict(), input=inputs, preprocessing=contract,
+        path = t.write(key, data, size_bytes=len(data), postprocess=settings._asdict(), input=inputs, preprocessing=contract.as_record(),
                        **({"calibration": facts} if int8 else {}))
         side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, data, labels, image_size=size, input=inputs,
-                                                                          preprocessing=contract)))
+                                                                          preprocessing=contract.as_record())))
     what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
     return Exported(path, side, f"{path.name}: {len(data):,} bytes ({what})", tuple(notes))
 
