@@ -1,7 +1,8 @@
 """`pipeline parity` of a detection run: the float SavedModel, the float TFLite model and the int8 model on the same
 held-out images through the same pixel contract, each scored by COCOeval (mAP@.5, mAP@[.5:.95], AP per class),
-and their agreement with the float model; the gate limits the int8 model's mAP@.5 drop (pipeline/gate.py) and
-holds every model above a no-skill floor (NoSkillFloor below), or above --min-accuracy read as an mAP@.5 floor.
+their agreement with the float model, the precision-recall curve at IoU 0.5 per model and the held-out images
+where int8 (or the device) and float disagree, drawn for the report; the gate limits the int8 model's mAP@.5
+drop (pipeline/gate.py) and holds every model above a no-skill floor (NoSkillFloor below), or above --min-accuracy read as an mAP@.5 floor.
 
 The float SavedModel's boxes go through what TFLite_Detection_PostProcess does (decode against the anchors, one
 class per box, class-agnostic non-maximum suppression, the op's thresholds), so the comparison is of the
@@ -19,7 +20,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from pipeline.errors import ConfigError, DataError, ManifestError
+from pipeline.errors import ConfigError, DataError
 
 REFERENCE = "float_savedmodel"
 MODELS = {"float_tflite_cpu": "model_float", "int8_cpu": "model_int8"}
@@ -46,14 +47,15 @@ def parity(config, run) -> Outcome:
     from pipeline.detection.evaluate import Detections, evaluate
     from pipeline.rundir.files import json_bytes
 
-    if config.data is not None or config.device_results is not None or config.clients:
-        raise ConfigError("--data, --device-results and --clients apply to classification runs; a detection run's parity "
+    if config.data is not None or config.clients:
+        raise ConfigError("--data and --clients apply to classification runs; a detection run's parity "
                           "compares its models on the recorded held-out images")
     missing = [key for key in MODELS.values() if not run.has(key)]
     if missing:
         raise ConfigError(f"{run.dir} has no {' or '.join(missing)}; run `pipeline export RUN` and `pipeline export RUN --int8` first")
-    examples = _heldout(run)
+    examples = heldout_images(run)
     labels = run.labels
+    device = _device_results(config.device_results, run, examples) if config.device_results is not None else None
     opened = {name: open_detector(run.artifact(key)) for name, key in MODELS.items()}
     # Every model is fed the same pixels: the float TFLite model's contract (raw pixels, stretched to the input).
     pixels = [opened["float_tflite_cpu"].runner.pixels(e.image, e.id) for e in examples]
@@ -65,13 +67,20 @@ def parity(config, run) -> Outcome:
             found.append(Detections(np.array([[o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax] for o in objects], np.float32).reshape(-1, 4),
                                     np.array([o.id for o in objects], np.int32), np.array([o.score for o in objects], np.float32)))
         predictions[name] = found
+    gated = GATED
+    if device is not None:
+        name = "edgetpu" if device["edgetpu"] else "device_cpu"
+        predictions[name] = device.pop("detections")
+        gated = (*GATED, name)
     models: Dict[str, dict] = {}
     for name, found in predictions.items():
         scores = evaluate(examples, found, labels)
         matched, total = _agreement(predictions[REFERENCE], found)
         models[name] = {"map": scores.map, "map50": scores.map50, "per_class": scores.as_dict()["per_class"],
                         "agreement": matched / total if total else 1.0, "agree": matched, "detections": total,
-                        "images": len(examples)}
+                        "images": len(examples), "precision_at_recall_50": precision_recall_50(examples, found, labels)}
+    if device is not None:
+        models[name]["device"] = device
     scored = {name: {"map50": _exact(m["map50"]), "map": _exact(m["map"]),
                      gate.AGREEMENT: gate.Score.counted(m["agree"], m["detections"], "detections") if m["detections"]
                      else gate.Score(Fraction(1), 1.0)}
@@ -81,10 +90,12 @@ def parity(config, run) -> Outcome:
     given = config.min_agreement if config.min_agreement != gate.GATE.min_agreement else 0.0
     limits = gate.GateLimits(config.max_drop, given, "map50", config.min_accuracy).validate(metrics())
     floor = NoSkillFloor(no_skill(examples, labels), limits.min_accuracy)
-    failures = gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=GATED)
-    verdict = gate.record(limits, floor, list(models), failures, GATED)
+    failures = gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=gated)
+    verdict = gate.record(limits, floor, list(models), failures, gated)
+    shown = [name for name in predictions if name not in (REFERENCE, "float_tflite_cpu")]
     report = {"task": "detect", "reference": REFERENCE, "models": models, "gate": verdict, "images": len(examples),
               "objects": int(sum(len(e.boxes) for e in examples)),
+              "disagreements": disagreements(examples, predictions[REFERENCE], {n: predictions[n] for n in shown}),
               "agreement": {"score_at_least": AGREEMENT_SCORE, "iou_at_least": AGREEMENT_IOU, "same_class": True}}
     report_dir = run.dir / "parity"
     with run.transaction() as t:
@@ -182,25 +193,132 @@ def _exact(value: float):
     return Score(Fraction(str(round(value, 6))), value)
 
 
-def _heldout(run) -> list:
+def heldout_images(run) -> list:
     """The recorded held-out images, checked against the identities training recorded."""
-    from pipeline.data.identity import recorded_split
-    from pipeline.detection.specs import open_detection
+    from pipeline.detection.heldout import recorded_heldout
 
-    recorded = ((run.data.identity or {}).get("heldout") or {}).get("examples")
-    if recorded is None:
-        raise ManifestError(f"{run.dir}'s manifest records no held-out images (data.identity.heldout.examples); "
-                            "expected the manifest written by `pipeline train --task detect`")
-    if run.data.val_spec:
-        examples = open_detection(run.data.val_spec, run.labels).examples
-    else:
-        source = open_detection(run.data.train_spec)
-        examples = [source.examples[i] for i in source.indices("heldout", recorded_split(run))]
-    got = [[e.id, e.digest] for e in examples]
-    if got != recorded:
-        changed = next((r[0] for r, g in zip(recorded, got) if r != g), None) or f"{len(got)} images, {len(recorded)} recorded"
-        raise DataError(f"the held-out images are not the ones training recorded ({changed}); expected the same data")
-    return examples
+    return recorded_heldout(run)
+
+
+RECALL_POINTS = 101  # COCOeval's recall grid, 0 to 1 in steps of 0.01
+THUMBNAILS = 8  # disagreeing images shown per model in the report
+THUMBNAIL_SIDE = 192
+
+
+def precision_recall_50(examples: Sequence, found: Sequence, labels: Sequence[str]) -> List[Optional[float]]:
+    """Precision at each of COCOeval's 101 recall points at IoU 0.5, the mean over the classes present (None where
+    no class reaches that recall): the curve whose area is mAP@.5, from COCOeval's own precision array."""
+    import contextlib
+    import io
+
+    from pycocotools.cocoeval import COCOeval
+
+    from pipeline.detection.evaluate import coco_ground_truth, coco_results
+
+    gt = coco_ground_truth(examples, labels)
+    rows = coco_results(examples, found)
+    if not rows or not gt.dataset["annotations"]:
+        return [None] * RECALL_POINTS
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress lines
+        run = COCOeval(gt, gt.loadRes(rows), "bbox")
+        run.evaluate()
+        run.accumulate()
+    # [IoU thresholds, recall points, classes, areas, max detections]: IoU .5, all areas, 100 detections
+    precision = run.eval["precision"][0, :, :, 0, -1]
+    curve = []
+    for row in precision:
+        present = row[row > -1]
+        curve.append(round(float(present.mean()), 6) if present.size else None)
+    return curve
+
+
+def disagreements(examples: Sequence, reference: Sequence, others: Dict[str, Sequence]) -> List[dict]:
+    """Up to THUMBNAILS held-out images per model where it and the reference do not find the same objects (scoring
+    >= AGREEMENT_SCORE, matched by IoU >= AGREEMENT_IOU and class, either way), drawn with both sets of boxes."""
+    shown = []
+    for name, found in others.items():
+        count = 0
+        for e, a, b in zip(examples, reference, found):
+            missed, extra = _unmatched(a, b), _unmatched(b, a)
+            if not (missed or extra):
+                continue
+            if count < THUMBNAILS:
+                shown.append({"model": name, "id": e.id, "missed": missed, "extra": extra, "png": _thumbnail(e, a, b)})
+            count += 1
+    return shown
+
+
+def _unmatched(a, b) -> int:
+    """How many of a's detections scoring >= AGREEMENT_SCORE b does not find."""
+    mine = [(box, c) for box, c, s in zip(b.boxes, b.classes, b.scores) if s >= AGREEMENT_SCORE]
+    return sum(1 for box, c, s in zip(a.boxes, a.classes, a.scores)
+               if s >= AGREEMENT_SCORE and not any(c == c2 and _iou(box, box2) >= AGREEMENT_IOU for box2, c2 in mine))
+
+
+def _thumbnail(example, reference, other) -> str:
+    """The image, its longer side THUMBNAIL_SIDE, the reference's boxes blue and the other model's red (drawn two
+    pixels inside, so equal boxes both show), as base64 PNG."""
+    import base64
+    import io
+
+    from PIL import Image, ImageDraw
+
+    with Image.open(io.BytesIO(example.image)) as image:
+        image = image.convert("RGB")
+        scale = THUMBNAIL_SIDE / max(image.size)
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))), Image.BILINEAR)
+    draw = ImageDraw.Draw(image)
+    for found, colour, inset in ((reference, (21, 101, 192), 0), (other, (198, 40, 40), 2)):
+        for box, s in zip(found.boxes, found.scores):
+            if s < AGREEMENT_SCORE:
+                continue
+            ymin, xmin, ymax, xmax = (float(v) for v in box)
+            draw.rectangle([xmin * image.width + inset, ymin * image.height + inset,
+                            max(xmin * image.width + inset, xmax * image.width - inset),
+                            max(ymin * image.height + inset, ymax * image.height - inset)], outline=colour, width=2)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def _device_results(path, run, examples: Sequence) -> dict:
+    """The objects `edge evaluate` found on this run's bundle: from a model the bundle shipped, on its images, in order."""
+    from edge.bundle import image_file
+    from edge.integrity import sha256_bytes
+    from edge.predictions import read_predictions
+    from pipeline.detection.evaluate import Detections
+    from pipeline.inference.bundle import DEVICE_MODELS
+
+    results = read_predictions(path)
+    if results.task != "detect":
+        raise DataError(f"device results {path} hold a classifier's scores; expected `edge evaluate` of this detection run's "
+                        "int8 model on its bundle (`pipeline parity RUN --bundle DIR`)")
+    shipped = {run.entry(key)["sha256"]: key for key in DEVICE_MODELS if run.has(key)}
+    model_key = shipped.get(results.model_sha256)
+    if model_key is None:
+        raise DataError(f"device results {path} come from a model (sha256 {str(results.model_sha256)[:12]}…) that is "
+                        f"not this run's {' or '.join(DEVICE_MODELS)}; expected `edge evaluate` of a model from this run's bundle")
+    if model_key != "model_int8":
+        run.check_compiled_is_current(model_key)
+    if len(results.predictions) != len(examples):
+        raise DataError(f"device results {path} hold {len(results.predictions)} predictions, the held-out split has "
+                        f"{len(examples)} images; expected `edge evaluate` on the bundle from `pipeline parity RUN --bundle DIR`")
+    found = []
+    for i, (p, e) in enumerate(zip(results.predictions, examples)):
+        if p.id != e.id:
+            raise DataError(f"device result {i} is for example {p.id!r}, held-out image {i} is {e.id!r}: "
+                            "the device evaluated other images (or an older bundle)")
+        expected = sha256_bytes(image_file(i, e.id, e.image)[1])
+        if p.sha256 != expected:
+            raise DataError(f"device result {i} ({e.id}) is for an image with sha256 {str(p.sha256)[:12]}…, this run's "
+                            f"held-out image is {expected[:12]}…: the device evaluated other bytes; run `edge evaluate` on a new bundle")
+        wrong = [o["id"] for o in p.objects if not 0 <= o["id"] < len(run.labels)]
+        if wrong:
+            raise DataError(f"device result {i} ({e.id}) has class id {wrong[0]}; expected one below {len(run.labels)}")
+        found.append(Detections(np.array([o["box"] for o in p.objects], np.float32).reshape(-1, 4),
+                                np.array([o["id"] for o in p.objects], np.int32),
+                                np.array([o["score"] for o in p.objects], np.float32)))
+    return {"file": str(path), "model": model_key, "backend": results.backend, "edgetpu": results.edgetpu, "detections": found}
 
 
 def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:
