@@ -154,7 +154,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
 CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py), mediapipe "
                 "(ImageClassifier), all or none; every client is reported either way (default none)")
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
-                     "the most frequent held-out class)")
+                     "the most frequent held-out class); on a detection run, the least mAP@.5 (default: better than "
+                     "one box of the most frequent class per image)")
 
 
 @main.command("parity")
