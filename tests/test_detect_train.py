@@ -150,16 +150,23 @@ def test_prepare_detect_writes_records_that_read_back_as_the_coco_data(tmp_path)
         np.testing.assert_array_equal(x.classes, y.classes)
 
 
-def test_export_compile_preflight_and_parity_of_a_detection_run(detect_run, tmp_path):
+@pytest.fixture(scope="module")
+def exported_run(detect_run, tmp_path_factory):
+    """A copy of the trained run, exported float and int8 (what parity and predict read)."""
     import shutil
 
-    from edge.tflite_file import read_model
-
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path_factory.mktemp("exported") / "run"
     shutil.copytree(detect_run[0], run_dir)
     for args in ([], ["--int8", "--calibration-samples", "32"]):
         result = cli(["export", str(run_dir), *args], timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run):
+    from edge.tflite_file import read_model
+
+    run_dir = exported_run
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert {"model_float", "model_int8"} <= set(manifest["artifacts"])
     assert manifest["artifacts"]["model_int8"]["calibration"]["samples"] == 32
@@ -207,3 +214,142 @@ def test_train_detect_refuses_options_it_cannot_honour(args, needle, tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert needle in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def heldout_as_coco(folder):
+    """The held-out images as a COCO folder (annotations.json, category ids from 1) and their files."""
+    from pipeline.data import Split
+    from pipeline.detection.coco import write_coco
+    from pipeline.detection.examples import DetSource
+    from pipeline.detection.specs import open_detection
+
+    source = open_detection(DATA)
+    # shapes' ids have no suffix; as files a user hands to predict, they are PNGs
+    heldout = [source.examples[i]._replace(id=source.examples[i].id + ".png") for i in source.indices("heldout", Split(0.2, 1234))]
+    write_coco(DetSource("heldout", "shapes", source.labels, heldout), folder / "annotations.json")
+    return heldout, source.labels, [folder / e.id for e in heldout]
+
+
+@pytest.mark.parametrize("model", ["float", "int8"])
+def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_them(exported_run, tmp_path, model):
+    """`pipeline predict` on unlabeled held-out images: COCOeval, given the ground truth written as COCO with its
+    own ids, scores the file as the same detector's objects read on the device and scored in memory."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from edge.detect import detect_file, open_detector
+    from pipeline.detection.evaluate import Detections, evaluate
+
+    heldout, labels, files = heldout_as_coco(tmp_path / "coco")
+    before = (exported_run / "manifest.json").read_bytes()
+    out = tmp_path / "results.json"
+    result = cli(["predict", str(exported_run), "--data", str(tmp_path / "coco" / "shapes"), "--out", str(out), "--model", model])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"wrote {out}: {len(files)} predictions (coco results json)" in result.stdout
+    rows = json.loads(out.read_text())
+    assert rows and set(rows[0]) == {"image_id", "file_name", "category_id", "category", "bbox", "score"}
+    assert (exported_run / "manifest.json").read_bytes() == before  # predict only reads the run
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(tmp_path / "coco" / "annotations.json"))
+        ids = {img["file_name"]: img["id"] for img in gt.dataset["images"]}
+        names = {c["id"]: c["name"] for c in gt.dataset["categories"]}
+        assert all(names[r["category_id"]] == r["category"] for r in rows)
+        # The folder was given: the ids are paths inside it, COCO's file names less the folder's own name.
+        dt = gt.loadRes([{**r, "image_id": ids[next(k for k in ids if k.endswith("/" + r["file_name"]))]} for r in rows])
+        scored = COCOeval(gt, dt, "bbox")
+        scored.evaluate()
+        scored.accumulate()
+        scored.summarize()
+    detector = open_detector(exported_run / ("model_float.tflite" if model == "float" else "model_int8.tflite"))
+    found = []
+    for e, path in zip(heldout, files):
+        objects = detect_file(detector, path, threshold=0.0)
+        found.append(Detections(np.array([[o.box.ymin / e.height, o.box.xmin / e.width, o.box.ymax / e.height,
+                                           o.box.xmax / e.width] for o in objects], np.float32).reshape(-1, 4),
+                                np.array([o.id for o in objects]), np.array([o.score for o in objects], np.float32)))
+    expected = evaluate(heldout, found, labels)
+    assert scored.stats[1] == pytest.approx(expected.map50, abs=0.002) and scored.stats[0] == pytest.approx(expected.map, abs=0.002)
+    assert expected.map50 > 0.3  # a trained detector: the comparison is of found objects, not of two empty lists
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--top-k", "3"], "--top-k applies to classification runs"),
+    (["--format", "csv"], "a detection run writes COCO results JSON; expected a .json file"),
+    (["--batch-size", "8"], "--batch-size apply to a classification run's SavedModel"),
+    (["--model", "edgetpu"], "has no model_int8_edgetpu; run `pipeline compile RUN` first"),
+])
+def test_predict_refuses_what_a_detection_run_does_not_take(exported_run, tmp_path, args, needle):
+    _, _, files = heldout_as_coco(tmp_path / "coco")
+    out = tmp_path / "results.json"
+    result = cli(["predict", str(exported_run), "--data", str(files[0]), "--out", str(out), *args])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert needle in result.stderr and not out.exists()
+
+
+def test_predict_names_an_image_it_cannot_read_and_skips_it_when_asked(exported_run, tmp_path):
+    _, _, files = heldout_as_coco(tmp_path / "coco")
+    bad = tmp_path / "coco" / "broken.png"
+    bad.write_bytes(b"not an image")
+    out = tmp_path / "results.json"
+    args = ["predict", str(exported_run), "--data", str(files[0]), "--data", str(bad), "--out", str(out)]
+    result = cli(args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "broken.png" in result.stderr, result.stderr[-2000:]
+    assert not out.exists()
+    result = cli([*args, "--skip-bad"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "skipped:" in result.stderr and "broken.png" in result.stderr
+    assert {r["image_id"] for r in json.loads(out.read_text())} == {0}
+
+
+def test_bundle_edge_evaluate_and_parity_device_results_of_a_detection_run(exported_run, tmp_path):
+    """Bundle -> `edge evaluate` of the int8 detector (CPU here; the Edge TPU on a board) -> parity --device-results:
+    the device's objects are scored by the same COCOeval and gated like the int8 model's."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from edge.cli import main as edge_main
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    bundle = tmp_path / "bundle"
+    result = cli(["parity", str(run_dir), "--bundle", str(bundle)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = json.loads((bundle / "bundle.json").read_text())["images"]
+    recorded = json.loads((run_dir / "manifest.json").read_text())["data"]["identity"]["heldout"]["examples"]
+    assert [e["id"] for e in entries] == [r[0] for r in recorded] and {e["label"] for e in entries} == {None}
+    predictions = tmp_path / "predictions.json"
+    out = CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
+    assert out.exit_code == 0, out.output
+    assert f"{len(entries)} images" in out.output
+    result = cli(["parity", str(run_dir), "--device-results", str(predictions)], timeout=600)
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    models = report["models"]
+    # The device decoded the same originals by the same contract through the same model: the same objects.
+    assert models["device_cpu"]["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=1e-4)
+    assert models["device_cpu"]["agreement"] == pytest.approx(models["int8_cpu"]["agreement"], abs=1e-9)
+    assert models["device_cpu"]["device"]["model"] == "model_int8"
+    assert report["gate"]["applies_to"] == ["int8_cpu", "device_cpu"]
+    assert result.returncode == (0 if report["gate"]["passed"] else 1), result.stderr[-2000:]
+    assert "device_cpu" in result.stdout
+    assert report["gate"]["floor"]["no_skill"]["map50"] < models["float_savedmodel"]["map50"]
+    html = (run_dir / "report.html").read_text()
+    assert 'alt="precision-recall curves at IoU 0.5, one per model"' in html
+    assert len(models["int8_cpu"]["precision_at_recall_50"]) == 101
+    # The thumbnails are the images where a model and float differ, by the agreement's own rule.
+    shown = {d["model"] for d in report["disagreements"]}
+    assert shown <= {"int8_cpu", "device_cpu"}
+    assert models["int8_cpu"]["agreement"] == 1 or "int8_cpu" in shown  # a float detection int8 missed is drawn
+
+    document = json.loads(predictions.read_text())
+    for change, needle in ((dict(document, predictions=document["predictions"][::-1]), "the device evaluated other images"),
+                           (dict(document, model_sha256="0" * 64), "not this run's model_int8 or model_int8_edgetpu"),
+                           ({k: v for k, v in document.items() if k != "task"}, "has scores None")):
+        predictions.write_text(json.dumps(change))
+        result = cli(["parity", str(run_dir), "--device-results", str(predictions)])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert needle in result.stderr

@@ -5,7 +5,7 @@
 
 One module per task (classify.py, detect.py), as pycoral has one adapter per task: opening the data,
 the training and held-out datasets, the model and its loss, the held-out scores, what the manifest
-records of them, `pipeline prepare`'s writer, and the export and parity.
+records of them, `pipeline prepare`'s writer, and the export, parity and predict.
 """
 from __future__ import annotations
 
@@ -102,6 +102,11 @@ class Task:
         """The task's own comparison for `pipeline parity` of `run` (locked for writing): an object with report_dir,
         report (holding a printable "summary") and failures; None (the default) leaves it to the stage's own,
         the classifier's."""
+        return None
+
+    def predict(self, config, run, say, progress):
+        """The task's own `pipeline predict` of `run` (read only): writes config.out and returns the fields of the
+        stage's PredictResult, in order; None (the default) leaves it to the stage's own, the classifier's."""
         return None
 
     def prepare(self, config, source: str, out: str):

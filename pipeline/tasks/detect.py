@@ -208,6 +208,11 @@ class Detect(Task):
         outcome.report["summary"] = detect_parity.summary_table(outcome.report)
         return outcome
 
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks import detect_predict
+
+        return detect_predict.predict(config, run, say, progress)
+
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import open_detection
         from pipeline.detection.tfrecords import write_tfrecords
