@@ -32,13 +32,10 @@ from pipeline.training import fit
 from pipeline.errors import ConfigError
 from pipeline.rundir.files import json_bytes, scratch_folder, write_json_atomic
 from pipeline.rundir.run import Run
-from pipeline.training.config import TrainConfig
+from pipeline.training.config import RESUME_KEYS, TrainConfig
 from pipeline.training.workers import Workers
 
 STATE_DIR = ".train_state"
-# Fields that must match for a run to be resumed: anything that changes the model or the data.
-_RESUME_KEYS = ("task", "data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
-                "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
 _BACKUP_FOLDERS = ("backup", "backup_frozen")  # BackupAndRestore's, one per phase (pipeline/training/transfer.py)
 
 
@@ -123,8 +120,8 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     now = config.as_dict()
     # A key the saved state lacks was added since it was written: it held the default then.
     defaults = {f.name: f.default for f in fields(TrainConfig)}
-    saved = {k: saved.get(k, defaults.get(k)) for k in _RESUME_KEYS}
-    changed = [k for k in _RESUME_KEYS if saved[k] != now.get(k)]
+    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS}
+    changed = [k for k in RESUME_KEYS if saved[k] != now.get(k)]
     if changed:
         diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
         raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")
