@@ -19,6 +19,8 @@ from edge.errors import EdgeError, exits_cleanly
 from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
+from pipeline.training.config import FLAGS, TrainConfig, plain_type
+from pipeline.training.schedule import WarmupSchedule
 
 # Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
 reports_errors = exits_cleanly(PipelineError, EdgeError)
@@ -50,16 +52,11 @@ _TRAIN_OWN_OPTIONS = {
 def _train_options(command):
     """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
     (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
-    from pipeline.training.config import FLAGS, TrainConfig
-    from pipeline.training.schedule import WarmupSchedule
-
     hints = {**typing.get_type_hints(TrainConfig), **{f"schedule.{k}": v for k, v in typing.get_type_hints(WarmupSchedule).items()}}
     made = dict(_TRAIN_OWN_OPTIONS)
     for name, flag in FLAGS.items():
         kind = flag.type() if callable(flag.type) and not isinstance(flag.type, type) else flag.type
-        if kind is None:
-            args = [a for a in typing.get_args(hints[name]) if a is not type(None)]
-            kind = args[0] if args else hints[name]
+        kind = plain_type(hints[name]) if kind is None else kind
         flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
         made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
     for f in fields(WarmupSchedule):

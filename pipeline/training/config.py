@@ -24,7 +24,8 @@ class Flag(NamedTuple):
 
 def option(default=MISSING, *, flag: Optional[Flag] = None, resume: bool = False, default_factory=MISSING):
     """A TrainConfig field with what the rest of the code derives from it: `flag`, the command-line option (None:
-    a config file's key only); `resume`, whether a run may resume only with the value it started with."""
+    a config file's key only); `resume`, whether a run may resume only with the value it started with (anything
+    that changes the model or the data)."""
     return field(default=default, default_factory=default_factory, metadata={"flag": flag, "resume": resume})
 
 
@@ -176,11 +177,15 @@ def field_kinds() -> Dict[str, Any]:
     ("epochs": "ten"). Fields of other types (model options, the schedule) are checked where they are built."""
     kinds = {}
     for name, annotation in typing.get_type_hints(TrainConfig).items():
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        plain = args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
-        if plain in _KINDS:
-            kinds[name] = _KINDS[plain]
+        if plain_type(annotation) in _KINDS:
+            kinds[name] = _KINDS[plain_type(annotation)]
     return kinds
+
+
+def plain_type(annotation):
+    """Optional[X] as X; any other annotation as it is."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
 
 
 def config_from_flags(given: Dict, config_file: Optional[Path] = None) -> TrainConfig:
