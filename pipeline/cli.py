@@ -10,6 +10,8 @@ import contextlib
 import functools
 import os
 import sys
+import typing
+from dataclasses import fields
 
 import click
 
@@ -17,6 +19,8 @@ from edge.errors import EdgeError, exits_cleanly
 from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
+from pipeline.training.config import FLAGS, TrainConfig, plain_type
+from pipeline.training.schedule import WarmupSchedule
 
 # Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
 reports_errors = exits_cleanly(PipelineError, EdgeError)
@@ -32,41 +36,42 @@ def main(verbose):
 # One command per stage. Keep them thin: options -> config -> stage.run.
 
 
+# `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
+# pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "model", "image_size", "model_options", "weights", "epochs",
+                     "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
+                     "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
+                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
+                     "client_fits")
+_TRAIN_OWN_OPTIONS = {
+    "--out": click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write"),
+    "--config": click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options"),
+}
+
+
+def _train_options(command):
+    """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
+    (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
+    hints = {**typing.get_type_hints(TrainConfig), **{f"schedule.{k}": v for k, v in typing.get_type_hints(WarmupSchedule).items()}}
+    made = dict(_TRAIN_OWN_OPTIONS)
+    for name, flag in FLAGS.items():
+        kind = flag.type() if callable(flag.type) and not isinstance(flag.type, type) else flag.type
+        kind = plain_type(hints[name]) if kind is None else kind
+        flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
+        made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
+    for f in fields(WarmupSchedule):
+        made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
+                                                  help=f.metadata["help"])
+    assert set(made) == set(_TRAIN_HELP_ORDER), "every train option has its place in --help"
+    for name in reversed(_TRAIN_HELP_ORDER):
+        command = made[name](command)
+    return command
+
+
 @main.command("train")
-@click.option("--task", type=click.Choice(tasks.NAMES), help="what the model learns: classify (default) or detect (boxes and classes)")
-@click.option("--data", "data_spec", help="classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of "
-              "class folders; detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)")
-@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
-@click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
-@click.option("--model", help="small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception")
-@click.option("--image-size", type=int, help="square input size; default: the model's")
-@click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
-@click.option("--weights", type=click.Path(dir_okay=False), help="'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file")
-@click.option("--epochs", type=int, help="total epochs (default 10)")
-@click.option("--frozen-epochs", type=int, help="first N epochs train only the head on the frozen pretrained base (default 0)")
-@click.option("--unfreeze-from", help="after the frozen epochs, unfreeze the base from this layer on (default: all of it)")
-@click.option("--fine-tune-learning-rate", type=float, help="learning rate after the frozen epochs (default 1e-5)")
-@click.option("--batch-size", type=int, help="global batch, split across replicas (default 32)")
-@click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 4e-3)")
-@click.option("--lr-start", type=float, help="learning rate at epoch 0")
-@click.option("--lr-min", type=float, help="floor of the exponential decay")
-@click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
-@click.option("--sustain-epochs", type=int, help="epochs at the peak rate before decay")
-@click.option("--lr-decay", type=float, help="per-epoch decay factor after sustain")
-@click.option("--cache-mb", type=int, help="keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)")
-@click.option("--steps-per-execution", type=int, help="steps per host round trip (default 8 on TPU, else 1)")
-@click.option("--tpu", help="TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME")
-@click.option("--cpu-replicas", type=int, help="split the CPU into N devices under MirroredStrategy (testing)")
-@click.option("--seed", type=int, help="seed for weights, shuffling and the held-out split")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
-@click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
-@click.option("--no-tensorboard", is_flag=True, help="write no TensorBoard event files (default: RUN/logs)")
-@click.option("--client-fits", is_flag=True, default=None,
-              help="fit each training image to the input as one of the known clients would (stretch with other filters, "
-                   "centre crop, letterbox) instead of by the pixel contract alone (default off)")
+@_train_options
 @reports_errors
-def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
-                  sustain_epochs, lr_decay, no_tensorboard, **options):
+def train_command(run_dir, config_file, **given):
     """Train a classifier (or, with --task detect, a detector) under tf.distribute and write RUN."""
     # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
     # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
@@ -74,16 +79,9 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
     from pipeline.rundir.run import artifact
-    from pipeline.training.config import config_from_options
+    from pipeline.training.config import config_from_flags
 
-    options["data"] = data_spec
-    if no_tensorboard:
-        options["tensorboard"] = False
-    if alpha is not None:
-        options["model_options"] = (("alpha", alpha),)
-    schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
-                    sustain_epochs=sustain_epochs, decay=lr_decay)
-    config = config_from_options(options, schedule, config_file)
+    config = config_from_flags(given, config_file)
     out = train.train_model(config, run_dir)
     manifest, report = (out / artifact(key).name for key in ("manifest", "report"))
     if manifest.exists():  # a non-chief worker writes nothing

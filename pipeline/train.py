@@ -12,11 +12,8 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
 
-import contextlib
 import json
 import platform
-import shutil
-import tempfile
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -27,7 +24,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from pipeline import tasks
-from pipeline.rundir import lock, manifest as manifest_io
+from pipeline.rundir import manifest as manifest_io
 from pipeline.report import write as write_report
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
@@ -35,12 +32,11 @@ from pipeline.training import fit
 from pipeline.errors import ConfigError
 from pipeline.rundir.files import json_bytes, scratch_folder, write_json_atomic
 from pipeline.rundir.run import Run
-from pipeline.training.config import TrainConfig
+from pipeline.training.config import RESUME_KEYS, TrainConfig
+from pipeline.training.workers import Workers
 
 STATE_DIR = ".train_state"
-# Fields that must match for a run to be resumed: anything that changes the model or the data.
-_RESUME_KEYS = ("task", "data", "val_data", "model", "image_size", "model_options", "batch_size", "seed", "heldout_fraction",
-                "weights", "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate")
+_BACKUP_FOLDERS = ("backup", "backup_frozen")  # BackupAndRestore's, one per phase (pipeline/training/transfer.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,70 +53,39 @@ def train_model(config: TrainConfig, run_dir: Path) -> Path:
     if config.batch_size % chosen.replicas:
         raise ConfigError(f"global batch size {config.batch_size} does not divide across {chosen.replicas} replicas; "
                           f"expected a multiple of {chosen.replicas}")
-    created = not run_dir.exists()
+    workers = Workers(chosen, run_dir, created=not run_dir.exists())
     task = tasks.get(config.task)
     plan = task.plan(config, chosen)  # before the lock: data that is refused leaves no folder behind
-    # Only the chief writes (and locks) the run; other workers of a multi-worker run may share its folder.
-    with lock.hold(run_dir, "pipeline train") if chosen.is_chief else contextlib.nullcontext():
-        model, history, weights, bn_record = _fit_resumable(config, chosen, task, plan, run_dir, created)
-        with strategy_mod.peer_failures_explained(chosen, run_dir):  # evaluating and saving run collectives too
+    with workers.lock("pipeline train"):
+        with workers.peer_failures_explained():  # evaluating and saving run collectives too
+            model, history, weights, bn_record = _fit_resumable(config, chosen, workers, task, plan)
             evaluation = task.evaluate(model, plan, config, history)
-        if not chosen.is_chief:
-            _worker_finish(task.saved(model), chosen, run_dir, created)
-            return run_dir
-        record = _record(config, chosen, task, plan, model, weights, evaluation, bn_record, history)
-        with strategy_mod.peer_failures_explained(chosen, run_dir):  # the chief's saves wait on the other workers
+            if not workers.is_chief:  # its saves take part in the chief's; RUN is the chief's to write
+                workers.finish_elsewhere(lambda folder: _save_models(task.saved(model), folder), run_dir / STATE_DIR,
+                                         _BACKUP_FOLDERS)
+                return run_dir
+            record = _record(config, chosen, task, plan, model, weights, evaluation, bn_record, history)
             _write_run(Run.new(run_dir, **record), task.saved(model), plan.train_source.labels, history, evaluation.artifacts)
         write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return run_dir
 
 
-def _fit_resumable(config: TrainConfig, chosen, task, plan: tasks.Plan, run_dir: Path, created: bool):
+def _fit_resumable(config: TrainConfig, chosen, workers: Workers, task, plan: tasks.Plan):
     """`_fit`, with RUN/.train_state kept so that a run that completed an epoch resumes from it."""
-    state_dir = run_dir / STATE_DIR
+    state_dir = workers.run_dir / STATE_DIR
     resuming = (state_dir / "config.json").is_file()
     if config.resume and not resuming:
         raise ConfigError(f"--resume given but {state_dir} holds no interrupted run to resume")
-    logs_created = not (run_dir / train_logs.LOG_DIR).exists()
-    if chosen.is_chief:
-        state_dir.mkdir(parents=True, exist_ok=True)
-    try:
+    # Nothing of a run that never completed an epoch is kept (and a folder the user already had
+    # is left as it was); a run that completed one keeps its state to resume from.
+    with workers.kept_on_failure(state_dir, workers.run_dir / train_logs.LOG_DIR, state_dir / "history.json", _BACKUP_FOLDERS):
+        workers.make_folder(state_dir)
         if resuming:
             _check_resumable(state_dir, config)
-        elif chosen.is_chief:
-            write_json_atomic(state_dir / "config.json", config.as_dict())
-        with strategy_mod.peer_failures_explained(chosen, run_dir):
-            return fit.fit(config, chosen, task, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
-                        plan.steps_per_epoch, fit.eval_steps(plan.heldout_count, config.batch_size), state_dir)
-    except BaseException:
-        # Nothing of a run that never completed an epoch is kept (and a folder the user already had
-        # is left as it was); a run that completed one keeps its state to resume from.
-        if not chosen.is_chief:
-            _remove_worker_leftovers(run_dir, created)
-        elif not (state_dir / "history.json").exists():
-            shutil.rmtree(state_dir, ignore_errors=True)
-            if logs_created:
-                shutil.rmtree(run_dir / train_logs.LOG_DIR, ignore_errors=True)
-            if created:  # all but the lock file, which is never removed (pipeline/rundir/lock.py)
-                for path in run_dir.iterdir():
-                    if path.name not in (lock.LOCK_NAME, lock.HOLDER_NAME):
-                        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-        raise
-
-
-def _worker_finish(model, chosen, run_dir: Path, created: bool) -> None:
-    """A non-chief worker takes part in every save (collectives); only the chief's copy is kept."""
-    with tempfile.TemporaryDirectory() as scratch, strategy_mod.peer_failures_explained(chosen, run_dir):
-        _save_models(model, Path(scratch) / "saved_model", Path(scratch) / "keras_model.keras")
-    _remove_worker_leftovers(run_dir, created)
-    print("this worker is done; the chief writes the run directory", flush=True)
-
-
-def _remove_worker_leftovers(run_dir: Path, created: bool) -> None:
-    # A worker's RUN may be the chief's (shared storage): it removes only what it left empty.
-    state_dir = run_dir / STATE_DIR
-    for path in (state_dir / "backup", state_dir / "backup_frozen", state_dir) + ((run_dir,) if created else ()):
-        _remove_if_empty(path)  # BackupAndRestore leaves its empty folder behind
+        else:
+            workers.write_json(state_dir / "config.json", config.as_dict())
+        return fit.fit(config, chosen, task, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
+                       plan.steps_per_epoch, fit.eval_steps(plan.heldout_count, config.batch_size), state_dir)
 
 
 def _record(config: TrainConfig, chosen, task, plan: tasks.Plan, model, weights, evaluation, bn_record, history) -> dict:
@@ -155,8 +120,8 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     now = config.as_dict()
     # A key the saved state lacks was added since it was written: it held the default then.
     defaults = {f.name: f.default for f in fields(TrainConfig)}
-    saved = {k: saved.get(k, defaults.get(k)) for k in _RESUME_KEYS}
-    changed = [k for k in _RESUME_KEYS if saved[k] != now.get(k)]
+    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS}
+    changed = [k for k in RESUME_KEYS if saved[k] != now.get(k)]
     if changed:
         diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
         raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")
@@ -169,7 +134,7 @@ def _write_run(run: Run, model, labels, history, extra=None) -> None:
     RUN/.train_state away: the checkpoints go when the run they made is committed and durable, not before (a
     kill before the commit resumes from them and writes the run without training again)."""
     with scratch_folder(run.dir, prefix=".save-") as scratch:  # same file system: moved in by rename
-        _save_models(model, scratch / "saved_model", scratch / "keras_model.keras")
+        _save_models(model, scratch)
         with run.transaction() as t:
             t.write("saved_model", scratch / "saved_model")
             t.write("keras_model", scratch / "keras_model.keras")
@@ -181,16 +146,9 @@ def _write_run(run: Run, model, labels, history, extra=None) -> None:
             t.remove(run.dir / STATE_DIR)
 
 
-def _save_models(model, saved_model: Path, keras_file: Path) -> None:
-    model.save(str(saved_model), save_format="tf")  # includes the serving_default signature
-    model.save(str(keras_file))
-
-
-def _remove_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
+def _save_models(model, folder: Path) -> None:
+    model.save(str(folder / "saved_model"), save_format="tf")  # includes the serving_default signature
+    model.save(str(folder / "keras_model.keras"))
 
 
 def _versions() -> Dict[str, str]:
