@@ -29,7 +29,6 @@ import pytest
 from tests import device_env
 from tests.detect_trained import train_and_export
 from tests.helpers import REPO, quiet_env
-from tests.registry import unreached
 
 pytestmark = pytest.mark.host
 
@@ -101,31 +100,16 @@ print(json.dumps(answers))
 """
 
 
-def _build(script: str, venv: Path) -> subprocess.Popen:
-    return subprocess.Popen(["bash", str(REPO / ".ci" / script), "--make", str(venv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def _finish(name: str, proc: subprocess.Popen) -> None:
-    _, err = proc.communicate(timeout=900)
-    if name == ".ci/edge-env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
-        device_env.judge(proc.returncode, err, name)
-        return
-    if proc.returncode == 3:
-        pytest.skip(f"{name}: {err.strip()}")
-    if proc.returncode != 0 and unreached(err):
-        pytest.skip(f"{name}: the package registry could not be reached ({unreached(err)})")
-    assert proc.returncode == 0, f"{name} failed:\n{err[-2000:]}"
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """The two environments built in parallel with the training; the int8 file alone in an empty folder."""
     root = tmp_path_factory.mktemp("clients")
-    builds = {".ci/edge-env": _build("edge-env", root / "device"), ".ci/mediapipe-env": _build("mediapipe-env", root / "mediapipe")}
+    builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
+              "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
     trained = train_and_export(root / "trained")
-    for name, proc in builds.items():
-        _finish(name, proc)
+    for script, proc in builds.items():
+        device_env.finish_build(script, proc)
     alone = root / "alone"
     alone.mkdir()
     model = alone / "detector_int8.tflite"

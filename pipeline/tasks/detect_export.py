@@ -31,7 +31,7 @@ def export(config, run) -> Exported:
     from pipeline.rundir.files import json_bytes
 
     int8 = _mode(config)
-    spec = anchor_spec(run)
+    spec = recorded_anchor_spec(run)
     size, labels = run.image_size, run.labels
     detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
     calibration, facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
@@ -103,7 +103,7 @@ def _training_images(run, size: int, wanted: int, seed: int) -> np.ndarray:
     return np.stack(images)
 
 
-def anchor_spec(run):
+def recorded_anchor_spec(run):
     """The anchor spec a detection run trained with (its manifest's `detection` record)."""
     from pipeline.detection.anchors import AnchorSpec
 

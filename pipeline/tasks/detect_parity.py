@@ -329,10 +329,10 @@ def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:
     from pipeline.detection.anchors import anchors, decode
     from pipeline.detection.evaluate import Detections
     from pipeline.detection.postprocess import Settings
-    from pipeline.tasks.detect_export import anchor_spec
+    from pipeline.tasks.detect_export import recorded_anchor_spec
 
     settings = Settings()
-    spec = anchor_spec(run)
+    spec = recorded_anchor_spec(run)
     anchor_t = tf.constant(anchors(run.image_size, spec))
     model = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
     found = []
