@@ -171,6 +171,11 @@ def test_preflight_maps_everything_before_the_post_processing_op(backbone, optio
     assert [r.index for r in result.rows[-3:]] == [r.index for r in tail] or result.rows[-1].op == POSTPROCESS_OP
     assert all(r.on_edgetpu for r in result.rows if not r.tail)
     assert "post-processing op(s) on the CPU at the end" in result.headline()
+    # MUL and ADD: the raw-pixel Rescaling every registry model starts with.
+    ops = {r.op for r in result.rows if not r.tail}
+    assert ops <= {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "MUL", "RESHAPE", "CONCATENATION", "LOGISTIC", "MAX_POOL_2D",
+                   "QUANTIZE", "DEQUANTIZE", "PAD"}, ops
+    assert {"CONV_2D", "RESHAPE", "CONCATENATION", "LOGISTIC"} <= ops
 
 
 def _small():
