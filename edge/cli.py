@@ -1,6 +1,7 @@
-"""The device command line: classify images, evaluate a held-out set, time a model.
+"""The device command line: classify images, detect objects, evaluate a held-out set, time a model.
 
     edge classify RUN/model_int8_edgetpu.tflite cat.png dog.png --top-k 3
+    edge detect RUN/model_int8.tflite street.jpg --threshold 0.4 --out annotated/ --json objects.json
     edge evaluate RUN/model_int8.tflite --data RUN/eval_bundle --out predictions.json
     edge bench RUN/model_int8.tflite --runs 100 --threads 2
 
@@ -26,6 +27,7 @@ from edge.evaluation import Tally, check_labels, data_folder, list_samples, pred
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
 from edge.latency import latency_document
+from edge.prefetch import prefetch
 from edge.runner import Runner
 from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
 
@@ -106,6 +108,58 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
 
 @main.command()
 @click.argument("model")
+@click.argument("images", nargs=-1, required=True)
+@click.option("--threshold", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="Report objects scoring at least this (pycoral's detect_image.py and Frigate use 0.4).")
+@click.option("--out", "out_dir", default=None, metavar="DIR", help="Write each image with its boxes drawn to DIR (PNG).")
+@click.option("--json", "json_out", default=None, metavar="FILE",
+              help="Also write the objects to FILE as JSON (label, id, score, box as xmin, ymin, xmax, ymax in pixels).")
+@_running_options
+@_fail_cleanly
+def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optional[str], json_out: Optional[str],
+           labels_file: Optional[str], edgetpu: bool, no_verify: bool, threads: Optional[int], backend: Optional[str],
+           mean: Optional[str], std: Optional[str]) -> None:
+    """Print the objects a detector finds in each IMAGE: label, score, box in the image's pixels."""
+    from edge import detect as det
+
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; expected a folder for the annotated images")
+    detector = det.open_detector(model, edgetpu=True if edgetpu else None, threads=threads, backend=backend,
+                                 verify_sha256=not no_verify, labels_file=labels_file, mean=_numbers(mean, "--input-mean"),
+                                 std=_numbers(std, "--input-std"), say=_say)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    results, failed, written = [], [], set()
+    for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path)):
+        if error is not None:
+            click.echo(f"error: {error}", err=True)
+            failed.append({"image": image_path, "error": str(error)})
+            continue
+        pixels, size = loaded
+        found = det.detect_pixels(detector, pixels, size, threshold, image_path)
+        click.echo(f"{image_path}: {len(found)} object(s)")
+        for obj in found:
+            b = obj.box
+            click.echo(f"  {obj.label:<16} {obj.score:.3f}  xmin {b.xmin:.0f} ymin {b.ymin:.0f} xmax {b.xmax:.0f} ymax {b.ymax:.0f}  (id {obj.id})")
+        if out is not None:
+            stem = Path(image_path).stem
+            target = out / f"{stem}.png"
+            n = 1
+            while target in written:  # two images of one name from different folders: neither is lost
+                target, n = out / f"{stem}_{n}.png", n + 1
+            written.add(target)
+            det.annotate(image_path, found, target)
+        results.append({"image": image_path, "width": size[0], "height": size[1], "objects": [det.as_record(o) for o in found]})
+    if json_out:
+        write_json_atomic(Path(json_out), {"model": Path(model).name, "sha256": detector.runner.sha256, "threshold": threshold,
+                                           "images": results, "errors": failed}, indent=1)
+    if failed:
+        raise InputError(f"{len(failed)} of {len(images)} images could not be read (each named above); the others are reported")
+
+
+@main.command()
+@click.argument("model")
 @click.option("--data", "data_dir", required=True, help="A folder of class sub-folders, or an evaluation bundle (a folder with bundle.json).")
 @click.option("--out", "out", required=True, help="Where to write the predictions JSON.")
 @click.option("--top-k", "k", default=1, show_default=True, type=click.IntRange(min=1), help="Also report top-k accuracy for this k.")
@@ -116,6 +170,11 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     """Score every image under --data and write all scores to --out."""
     data = data_folder(Path(data_dir))
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
+    from edge import detect as det
+
+    if det.is_detector(runner.interpreter):  # objects per image, not scores: the host scores them against its boxes
+        _evaluate_detector(Path(model), runner, data, out)
+        return
     samples, labels = list_samples(data, runner.labels)
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
@@ -135,6 +194,31 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
             click.echo(f"error: {entry['error']}", err=True)
         raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
                          "the others are scored")
+
+
+def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> None:
+    from edge import detect as det
+    from edge.evaluation import detection_samples, detections_document, evaluate_detections
+
+    detector = det.Detector(runner, det.output_indices(runner.interpreter))
+    samples, labels = detection_samples(data, runner.labels)
+    bar = click.progressbar(length=len(samples), label="evaluating", file=sys.stderr, update_min_steps=max(1, len(samples) // 100))
+
+    def progress(items):
+        with bar:
+            for item in items:
+                yield item
+                bar.update(1)
+
+    entries, errors = evaluate_detections(detector, samples, progress)
+    write_json_atomic(Path(out), detections_document(model, detector, labels, entries, errors), indent=1)
+    found = sum(len(e["objects"]) for e in entries)
+    click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
+    if errors:
+        for entry in errors:
+            click.echo(f"error: {entry['error']}", err=True)
+        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
+                         "the others are evaluated")
 
 
 @main.command()
@@ -162,9 +246,19 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
     click.echo(f"first invoke (load + first run): {first * 1000:.2f} ms")
     click.echo(f"steady state over {runs} runs: median {median:.3f} ms, p90 {float(np.percentile(ms, 90)):.3f} ms"
                f" ({1000 / median:.1f} invokes/s)")
-    rate = end_to_end_rate(runner, files) if files else None
+    from edge import detect as det
+
+    if det.is_detector(runner.interpreter):  # the post-processing op is inside the invoke; the reading after it here
+        detector = det.Detector(runner, det.output_indices(runner.interpreter))
+        reading = statistics.median(det.reading_seconds(detector, runs)) * 1000
+        click.echo(f"reading the detections after the invoke (outputs, threshold, scaling): median {reading:.3f} ms")
+        rate = det.end_to_end_rate(detector, files) if files else None
+        what = "invoke, objects"
+    else:
+        rate = end_to_end_rate(runner, files) if files else None
+        what = "invoke, scores"
     if files:
-        click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, invoke, scores): {rate:.1f} images/s, "
+        click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, {what}): {rate:.1f} images/s, "
                    f"{rate / (1000 / median):.2f} of the bare invoke rate")
     if json_out:
         write_json_atomic(Path(json_out), latency_document(

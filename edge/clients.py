@@ -6,6 +6,7 @@
     tensor = clients.mediapipe_classify("cat.jpg", details)       # what MediaPipe's ImageClassifier feeds
     boxed = clients.pycoral_detect("street.jpg", details)         # detect_image.py: tensor and the box scale
     tensor = clients.frigate_detect(frame_rgb, details, region)   # Frigate's SSD detector feed (approximate)
+    rows = clients.frigate_ssd_read(interpreter)                   # Frigate's SSD reading of a detector's outputs
     tensor = clients.edgeflow(path, details, contract)            # edgeflow's own pixel contract
 
 Every function returns the input tensor (batch 1) that client would set on the interpreter for one image, so
@@ -309,6 +310,49 @@ def frigate_detect(frame: Union[Source, np.ndarray], details: Dict[str, Any],
     if dtype != np.uint8:
         raise InputError(f"model input is {dtype}; Frigate's Edge TPU plugin feeds uint8 (int8 by shifting)")
     return resized[np.newaxis]
+
+
+FRIGATE_MIN_SCORE = 0.4  # EdgeTpuTfl.min_score
+FRIGATE_MAX_DETECTIONS = 20  # EdgeTpuTfl.max_detections
+
+
+def frigate_ssd_read(interpreter: Any) -> np.ndarray:
+    """The detections Frigate's Edge TPU plugin (model_type ssd) reads from an invoked interpreter: float32
+    [20, 6] rows of (class id, score, ymin, xmin, ymax, xmax), boxes normalized to the model's input, unused rows 0.
+
+    Its index logic, reproduced step by step (edgetpu_tfl.py, EdgeTpuTfl.__init__ and detect_raw): at start-up the
+    output with a 3-D shape is taken as the boxes and the 1-D one as the count (by shape); on each call the two
+    other outputs are told apart by whether the first value is a whole number (class ids) or not (scores); then
+    the values are read by position all the same: output 0 boxes, 1 class ids, 2 scores, 3 count. Rows are taken
+    in order while the score is at least 0.4, at most 20. A model whose outputs are in another order gives
+    Frigate wrong rows (or, when position 3 is not the count, an error reading it), as it does here."""
+    details = interpreter.get_output_details()
+    if len(details) < 4:
+        raise InputError(f"the model has {len(details)} outputs; Frigate's SSD reading takes 4 (boxes, class ids, scores, count)")
+    boxes_index = count_index = None
+    for d in details:  # __init__: by shape
+        if len(d["shape"]) == 3:
+            boxes_index = d["index"]
+        elif len(d["shape"]) == 1:
+            count_index = d["index"]
+    class_ids_index = scores_index = None
+    for d in details[:4]:  # determine_indexes_for_non_yolo_models: whole numbers are class ids
+        if d["index"] not in (boxes_index, count_index):
+            if np.mod(np.float32(interpreter.tensor(d["index"])()[0][0]), 1) == 0.0:
+                class_ids_index = d["index"]
+            else:
+                scores_index = d["index"]
+    del class_ids_index, scores_index  # found, and then not used: detect_raw reads by position
+    boxes = interpreter.tensor(details[0]["index"])()[0]
+    class_ids = interpreter.tensor(details[1]["index"])()[0]
+    scores = interpreter.tensor(details[2]["index"])()[0]
+    count = int(interpreter.tensor(details[3]["index"])()[0])
+    rows = np.zeros((FRIGATE_MAX_DETECTIONS, 6), np.float32)
+    for i in range(count):
+        if scores[i] < FRIGATE_MIN_SCORE or i == FRIGATE_MAX_DETECTIONS:
+            break
+        rows[i] = [class_ids[i], float(scores[i]), boxes[i][0], boxes[i][1], boxes[i][2], boxes[i][3]]
+    return rows
 
 
 CLASSIFIERS = {"pycoral": pycoral_classify, "mediapipe": mediapipe_classify}

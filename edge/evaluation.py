@@ -7,7 +7,8 @@ fill the predictions document that `pipeline parity --device-results` reads (edg
 
 A data folder is either an evaluation bundle (a folder with bundle.json, written by `pipeline parity
 --bundle`; edge/bundle.py) or one sub-folder of images per class (the model's labels decide the class
-ids; without labels, the sorted folder names do).
+ids; without labels, the sorted folder names do). A detector (`detect_folder`, `evaluate_detections`) takes
+a bundle or any folder of images, and writes every image's objects; mAP is the host's, against its boxes.
 """
 from __future__ import annotations
 
@@ -49,6 +50,45 @@ def check_labels(labels: Optional[List[str]], num_classes: int) -> None:
     """One label per score, checked once before any image is scored."""
     if labels is not None and len(labels) != num_classes:
         raise InputError(f"model gives {num_classes} scores, expected {len(labels)} (one per label)")
+
+
+def detection_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], Optional[List[str]]]:
+    """(a bundle's images, or every image under `data`, the labels): a detector's evaluation needs no classes."""
+    from edge.image_files import images_under
+
+    data = data_folder(data)
+    if is_bundle(data):
+        return _bundle_samples(data, labels)
+    return [Sample(f, f.relative_to(data).as_posix(), None) for f in images_under(data, "--data")], labels
+
+
+def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(one predictions entry per image read, one error entry per image not): every object the post-processing op
+    kept, boxes normalized to the image, the images decoded ahead on a worker as `edge detect` does. `progress`
+    wraps the iteration (a progress bar), or None."""
+    from edge import detect as det
+    from edge.prefetch import prefetch
+
+    def load(sample: Sample):
+        return detector.runner.pixels(sample.path, str(sample.path))
+
+    entries, errors = [], []
+    loaded = prefetch(samples, load)
+    for sample, pixels, error in (progress(loaded) if progress is not None else loaded):
+        if error is not None:
+            errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
+            continue
+        found = det.detect_pixels(detector, pixels, (1, 1), threshold=0.0, what=str(sample.path))
+        entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, found))
+    return entries, errors
+
+
+def detections_document(model: Path, detector: Any, labels: Optional[List[str]], entries: List[Dict[str, Any]],
+                        errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """What `edge evaluate --out` writes for a detector."""
+    runner = detector.runner
+    return predictions_doc.predictions_document(model.name, runner.sha256, runner.loaded.backend, runner.loaded.edgetpu, labels,
+                                                entries, None, 1, None, None, errors, task="detect")
 
 
 def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:

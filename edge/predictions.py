@@ -8,6 +8,11 @@
      "predictions": [{"file": "<path in the data folder>", "id": ..., "label": ..., "sha256": ..., "scores": [...]}, ...],
      "top1_accuracy": ..., "top_k": k, "top_k_accuracy": ..., "classes": <edge.metrics.class_report> | null,
      "errors": [{"file", "id", "error"}, ...]   (only when some images could not be read)}
+
+A detector's document (`edge evaluate` of a model ending in the post-processing op) says "task": "detect" and
+each prediction holds "objects" in place of "scores": every detection the op kept, whatever its score, as
+{"id": class id, "score": s, "box": [ymin, xmin, ymax, xmax] normalized to the image}; the accuracy fields are
+null (mAP needs the ground truth, which is the host's). A document with no "task" is a classifier's.
 """
 from __future__ import annotations
 
@@ -21,12 +26,16 @@ SCHEMA_VERSION = 1
 _EXPECTED = "the JSON written by `edge evaluate`"
 
 
+TASKS = ("classify", "detect")
+
+
 class Prediction(NamedTuple):
     file: Optional[str]  # the image's path in the data folder
     id: Optional[str]  # the example's identity (a bundle's images carry it)
     label: Optional[int]
     sha256: Optional[str]  # of the image's bytes (None from an edgeflow that recorded none)
-    scores: List[float]  # one per class
+    scores: List[float]  # one per class; empty for a detector
+    objects: Optional[List[Dict[str, Any]]] = None  # a detector's: {"id", "score", "box": [ymin, xmin, ymax, xmax]}
 
 
 class Predictions(NamedTuple):
@@ -35,6 +44,7 @@ class Predictions(NamedTuple):
     backend: Optional[str]  # the interpreter that ran it
     edgetpu: bool
     predictions: List[Prediction]  # in the order the device scored the images
+    task: str = "classify"  # "detect": each prediction holds objects
 
 
 def prediction(file: str, example_id: Optional[str], label: Optional[int], sha256: Optional[str], scores: Any) -> Dict[str, Any]:
@@ -42,9 +52,17 @@ def prediction(file: str, example_id: Optional[str], label: Optional[int], sha25
     return {"file": file, "id": example_id, "label": label, "sha256": sha256, "scores": scores.tolist()}
 
 
+def detection(file: str, example_id: Optional[str], sha256: Optional[str], objects: Any) -> Dict[str, Any]:
+    """One entry of a detector's predictions list: the image, its identity, every object (edge.detect Objects whose
+    boxes are normalized to the image)."""
+    return {"file": file, "id": example_id, "label": None, "sha256": sha256,
+            "objects": [{"id": o.id, "score": round(float(o.score), 6),
+                         "box": [round(float(v), 6) for v in (o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax)]} for o in objects]}
+
+
 def predictions_document(model_name: str, model_sha256: str, backend: str, edgetpu: bool, labels: Optional[List[str]],
                          predictions: List[Dict[str, Any]], top1: Optional[float], k: int, top_k: Optional[float],
-                         classes: Optional[Dict[str, Any]], errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+                         classes: Optional[Dict[str, Any]], errors: List[Dict[str, Any]], task: str = "classify") -> Dict[str, Any]:
     """The whole document: the model (name, sha256, interpreter), every prediction, the accuracy, and the images left
     out, each with why (parity refuses a short list, naming the count)."""
     result = {
@@ -53,6 +71,7 @@ def predictions_document(model_name: str, model_sha256: str, backend: str, edget
         "model_sha256": model_sha256,
         "backend": backend,
         "edgetpu": edgetpu,
+        **({"task": task} if task != "classify" else {}),
         "labels": labels,
         "predictions": predictions,
         "top1_accuracy": top1,
@@ -72,17 +91,41 @@ def read_predictions(path: Path) -> Predictions:
     entries = document.get("predictions")
     if not isinstance(entries, list):
         raise InputError(f"device results {path} hold no list of predictions (got {_brief(entries)}); expected {_EXPECTED}")
+    task = document.get("task", "classify")
+    if task not in TASKS:
+        raise InputError(f"device results {path} are for task {_brief(task)}; expected one of {', '.join(TASKS)}")
     predictions = []
     for i, p in enumerate(entries):
         if not isinstance(p, dict):
-            raise InputError(f"device result {i} in {path} is {_brief(p)}, expected an object with file, id, label, sha256 and scores")
+            raise InputError(f"device result {i} in {path} is {_brief(p)}, expected an object with file, id, label, sha256 and "
+                             + ("objects" if task == "detect" else "scores"))
+        if task == "detect":
+            predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), [], _objects(p, i, path)))
+            continue
         scores = p.get("scores")
-        if not isinstance(scores, list) or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
+        if not isinstance(scores, list) or not all(_number(s) for s in scores):
             raise InputError(f"device result {i} ({p.get('id')}) in {path} has scores {_brief(scores)}, expected a list of numbers")
         predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), scores))
     model_sha256 = document.get("model_sha256")
     return Predictions(path, model_sha256 if isinstance(model_sha256, str) else None, document.get("backend"),
-                       bool(document.get("edgetpu")), predictions)
+                       bool(document.get("edgetpu")), predictions, task)
+
+
+def _objects(p: Dict[str, Any], i: int, path: Path) -> List[Dict[str, Any]]:
+    objects = p.get("objects")
+    expected = 'expected a list of {"id": class id, "score": number, "box": [ymin, xmin, ymax, xmax]}'
+    if not isinstance(objects, list):
+        raise InputError(f"device result {i} ({p.get('id')}) in {path} has objects {_brief(objects)}, {expected}")
+    for o in objects:
+        box = o.get("box") if isinstance(o, dict) else None
+        if (not isinstance(o, dict) or not isinstance(o.get("id"), int) or isinstance(o.get("id"), bool)
+                or not _number(o.get("score")) or not isinstance(box, list) or len(box) != 4 or not all(_number(v) for v in box)):
+            raise InputError(f"device result {i} ({p.get('id')}) in {path} has an object {_brief(o)}, {expected}")
+    return objects
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _brief(value: Any) -> str:

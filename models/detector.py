@@ -32,7 +32,7 @@ def build_detector(backbone: str, image_size: int, num_classes: int, anchors_per
         if image_size % stride:
             raise ValueError(f"image size {image_size} is not a multiple of the feature stride {stride}")
     inputs = keras.Input((image_size, image_size, 3), name="image")
-    pixels = registry._preprocess(inputs)
+    pixels = registry.preprocess(inputs)
     if backbone == "small_cnn":
         features = _small_cnn_levels(pixels, strides, **options)
     else:
@@ -83,7 +83,7 @@ def _mobilenet_v2_levels(x, strides: Sequence[int], imagenet: bool, alpha: float
     if unknown:
         raise ValueError(f"MobileNetV2 has no feature level at stride {unknown[0]}; expected strides among {sorted(_MOBILENET_V2_LEVELS)}")
     base = keras.applications.MobileNetV2(input_shape=tuple(x.shape[1:]), alpha=alpha, include_top=False,
-                                          weights=registry._keras_weights(imagenet))
+                                          weights=registry.keras_weights(imagenet))
     extractor = keras.Model(base.input, [base.get_layer(_MOBILENET_V2_LEVELS[s]).output for s in strides], name="backbone")
     out = extractor(x)
     return tuple(out) if isinstance(out, list) else (out,)

@@ -24,7 +24,7 @@ class _Entry(NamedTuple):
     pretrained_base: bool = True  # a Keras application base with ImageNet weights (--weights imagenet, --frozen-epochs)
 
 
-def _preprocess(inputs):
+def preprocess(inputs):
     # Raw pixels 0..255 -> [-1, 1], inside the model so every runtime gets it for free.
     return keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="preprocess")(inputs)
 
@@ -40,7 +40,7 @@ def _classifier_head(features, num_classes: int, dropout: float):
 
 def _small_cnn(inputs, num_classes: int, imagenet: bool, width: int = 16, dropout: float = 0.1):
     """Three conv blocks: fast enough for tests and CPU runs, and every op maps to the Edge TPU."""
-    x = _preprocess(inputs)
+    x = preprocess(inputs)
     for i, filters in enumerate((width, width * 2, width * 4)):
         x = keras.layers.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i}")(x)
         if i < 2:
@@ -52,9 +52,9 @@ def _small_cnn(inputs, num_classes: int, imagenet: bool, width: int = 16, dropou
 def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, dropout: float = 0.2):
     """MobileNetV2, the Edge TPU's reference network, without its ImageNet top."""
     base = keras.applications.MobileNetV2(
-        input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=_keras_weights(imagenet)
+        input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=keras_weights(imagenet)
     )
-    return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+    return _classifier_head(base(preprocess(inputs)), num_classes, dropout), base
 
 
 def _mobilenet_v3(kind: str):
@@ -64,9 +64,9 @@ def _mobilenet_v3(kind: str):
 
     def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
         # include_preprocessing=False: our own Rescaling layer is the model's first, as in every model.
-        base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=_keras_weights(imagenet),
+        base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=keras_weights(imagenet),
                            minimalistic=True, include_preprocessing=False)
-        return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+        return _classifier_head(base(preprocess(inputs)), num_classes, dropout), base
 
     builder.__doc__ = _mobilenet_v3.__doc__
     return builder
@@ -75,11 +75,11 @@ def _mobilenet_v3(kind: str):
 def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
     base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False,
-                                       weights=_keras_weights(imagenet))
-    return _classifier_head(base(_preprocess(inputs)), num_classes, dropout), base
+                                       weights=keras_weights(imagenet))
+    return _classifier_head(base(preprocess(inputs)), num_classes, dropout), base
 
 
-def _keras_weights(imagenet: bool):
+def keras_weights(imagenet: bool):
     return pretrained.IMAGENET if imagenet else None
 
 

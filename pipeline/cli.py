@@ -10,13 +10,17 @@ import contextlib
 import functools
 import os
 import sys
+import typing
+from dataclasses import fields
 
 import click
 
 from edge.errors import EdgeError, exits_cleanly
-from pipeline import console, gate
+from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
+from pipeline.training.config import FLAGS, TrainConfig, plain_type
+from pipeline.training.schedule import WarmupSchedule
 
 # Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
 reports_errors = exits_cleanly(PipelineError, EdgeError)
@@ -32,56 +36,52 @@ def main(verbose):
 # One command per stage. Keep them thin: options -> config -> stage.run.
 
 
+# `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
+# pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "model", "image_size", "model_options", "weights", "epochs",
+                     "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
+                     "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
+                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
+                     "client_fits")
+_TRAIN_OWN_OPTIONS = {
+    "--out": click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write"),
+    "--config": click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options"),
+}
+
+
+def _train_options(command):
+    """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
+    (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
+    hints = {**typing.get_type_hints(TrainConfig), **{f"schedule.{k}": v for k, v in typing.get_type_hints(WarmupSchedule).items()}}
+    made = dict(_TRAIN_OWN_OPTIONS)
+    for name, flag in FLAGS.items():
+        kind = flag.type() if callable(flag.type) and not isinstance(flag.type, type) else flag.type
+        kind = plain_type(hints[name]) if kind is None else kind
+        flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
+        made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
+    for f in fields(WarmupSchedule):
+        made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
+                                                  help=f.metadata["help"])
+    assert set(made) == set(_TRAIN_HELP_ORDER), "every train option has its place in --help"
+    for name in reversed(_TRAIN_HELP_ORDER):
+        command = made[name](command)
+    return command
+
+
 @main.command("train")
-@click.option("--data", "data_spec", help="digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders")
-@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
-@click.option("--val-data", help="held-out data spec; default: a seeded 20% split of --data")
-@click.option("--model", help="small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception")
-@click.option("--image-size", type=int, help="square input size; default: the model's")
-@click.option("--alpha", type=float, help="MobileNetV2 width multiplier")
-@click.option("--weights", type=click.Path(dir_okay=False), help="'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file")
-@click.option("--epochs", type=int, help="total epochs (default 10)")
-@click.option("--frozen-epochs", type=int, help="first N epochs train only the head on the frozen pretrained base (default 0)")
-@click.option("--unfreeze-from", help="after the frozen epochs, unfreeze the base from this layer on (default: all of it)")
-@click.option("--fine-tune-learning-rate", type=float, help="learning rate after the frozen epochs (default 1e-5)")
-@click.option("--batch-size", type=int, help="global batch, split across replicas (default 32)")
-@click.option("--learning-rate", type=float, help="peak learning rate after warm-up (default 4e-3)")
-@click.option("--lr-start", type=float, help="learning rate at epoch 0")
-@click.option("--lr-min", type=float, help="floor of the exponential decay")
-@click.option("--warmup-epochs", type=int, help="epochs of linear warm-up")
-@click.option("--sustain-epochs", type=int, help="epochs at the peak rate before decay")
-@click.option("--lr-decay", type=float, help="per-epoch decay factor after sustain")
-@click.option("--cache-mb", type=int, help="keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)")
-@click.option("--steps-per-execution", type=int, help="steps per host round trip (default 8 on TPU, else 1)")
-@click.option("--tpu", help="TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME")
-@click.option("--cpu-replicas", type=int, help="split the CPU into N devices under MirroredStrategy (testing)")
-@click.option("--seed", type=int, help="seed for weights, shuffling and the held-out split")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="JSON file of train options")
-@click.option("--resume", is_flag=True, default=None, help="continue an interrupted run (a run with saved state resumes anyway)")
-@click.option("--no-tensorboard", is_flag=True, help="write no TensorBoard event files (default: RUN/logs)")
-@click.option("--client-fits", is_flag=True, default=None,
-              help="fit each training image to the input as one of the known clients would (stretch with other filters, "
-                   "centre crop, letterbox) instead of by the pixel contract alone (default off)")
+@_train_options
 @reports_errors
-def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_start, lr_min, warmup_epochs,
-                  sustain_epochs, lr_decay, no_tensorboard, **options):
-    """Train a classifier under tf.distribute and write RUN."""
+def train_command(run_dir, config_file, **given):
+    """Train a classifier (or, with --task detect, a detector) under tf.distribute and write RUN."""
     # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
     # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     console.import_tensorflow()  # its start-up lines hidden unless --verbose
     from pipeline import train
     from pipeline.rundir.run import artifact
-    from pipeline.training.config import config_from_options
+    from pipeline.training.config import config_from_flags
 
-    options["data"] = data_spec
-    if no_tensorboard:
-        options["tensorboard"] = False
-    if alpha is not None:
-        options["model_options"] = (("alpha", alpha),)
-    schedule = dict(start=lr_start, max=learning_rate, min=lr_min, warmup_epochs=warmup_epochs,
-                    sustain_epochs=sustain_epochs, decay=lr_decay)
-    config = config_from_options(options, schedule, config_file)
+    config = config_from_flags(given, config_file)
     out = train.train_model(config, run_dir)
     manifest, report = (out / artifact(key).name for key in ("manifest", "report"))
     if manifest.exists():  # a non-chief worker writes nothing
@@ -90,20 +90,24 @@ def train_command(data_spec, run_dir, config_file, alpha, learning_rate, lr_star
 
 @main.command("prepare")
 @click.argument("folder", type=click.Path())
+@click.option("--task", type=click.Choice(tasks.NAMES), default="classify", show_default=True,
+              help="classify: FOLDER of class folders; detect: FOLDER is a COCO annotations.json or a YOLO data.yaml")
 @click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
 @click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
 @click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
 @reports_errors
-def prepare_command(folder, out, seed, shard_mb, jpeg_quality):
-    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt."""
+def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality):
+    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with --task detect,
+    COCO or YOLO detection data as TFRecords in the TF Object Detection API's schema."""
     console.import_tensorflow()
     from pipeline import prepare
 
-    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out)
+    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
-    click.echo(f"train on them with: pipeline train --data '{prepare.join_path(out, '*' + prepare.SHARD_SUFFIX)}' --out RUN")
+    shown_task = "" if task == tasks.DEFAULT else f" --task {task}"
+    click.echo(f"train on them with: pipeline train{shown_task} --data '{result.pattern}' --out RUN")
 
 
 @main.command("export")
@@ -148,7 +152,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
 CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py), mediapipe "
                 "(ImageClassifier), all or none; every client is reported either way (default none)")
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
-                     "the most frequent held-out class)")
+                     "the most frequent held-out class); on a detection run, the least mAP@.5 (default: better than "
+                     "one box of the most frequent class per image)")
 
 
 @main.command("parity")
@@ -189,7 +194,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(summary_table(result.report))
+    click.echo(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
 
@@ -233,8 +238,9 @@ def _progressbar(total, label):
 
 
 @main.command("run")
+@click.option("--task", type=click.Choice(tasks.NAMES), help="classify (default) or detect; default: the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
-@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits, or the reused run's")
+@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits (shapes for detect), or the reused run's")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
@@ -246,14 +252,14 @@ def _progressbar(total, label):
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
+def run_command(task, run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
                 clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
-    config = end_to_end.RunConfig(data=data_spec, model=model, image_size=image_size, epochs=epochs,
+    config = end_to_end.RunConfig(task=task, data=data_spec, model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)

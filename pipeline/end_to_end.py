@@ -1,6 +1,7 @@
 """`pipeline run`: every stage, in order, on one run directory; by default on the built-in digits.
 
     pipeline run --out runs/digits
+    pipeline run --task detect --out runs/shapes      (a detector on the built-in shapes, through the same stages)
 
 train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_compiler is not
 installed, and it says so) -> parity. A run directory that already holds a trained model is
@@ -16,18 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from pipeline import tasks
 from pipeline.errors import ConfigError
 from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.run import Run, artifact
 
-DEFAULT_DATA = "digits"
 DEFAULT_MODEL = "small_cnn"
+
+
+def _task(config: RunConfig) -> tasks.Task:
+    return tasks.get(config.task or tasks.DEFAULT)
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = digits
+    task: Optional[str] = None  # classify | detect; None = classify (or, reusing a run, whichever it has)
+    data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = the task's built-in
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
@@ -44,16 +50,17 @@ class RunConfig:
 
 
 def default_run_dir(config: RunConfig) -> Path:
-    data, model = config.data or DEFAULT_DATA, config.model or DEFAULT_MODEL
-    name = "digits" if data == "digits" else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(data.rstrip("/*")).name) or "data"
+    data, model = config.data or _task(config).default_data, config.model or DEFAULT_MODEL
+    builtin = data == _task(config).default_data
+    name = data if builtin else re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(data.rstrip("/*")).name) or "data"
     return Path("runs") / f"{name}-{model}"
 
 
 def reuse_differences(config: RunConfig, run: Run) -> List[str]:
     """What was asked (options given, None = not given) that the trained `run` differs in."""
-    recorded = {"data": run.data.train_spec, "model": run.model.name, "image_size": run.model.image_size,
+    recorded = {"task": run.task, "data": run.data.train_spec, "model": run.model.name, "image_size": run.model.image_size,
                 "epochs": run.training.epochs}
-    asked = {"data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
+    asked = {"task": config.task, "data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
     return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
 
@@ -83,8 +90,10 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
                                                 clients=config.clients), run_dir)
-    say(summary_table(result.report))
-    for line in summary(Run.open(run_dir)):
+    say(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
+    lines = summary(Run.open(run_dir)) if "summary" not in result.report else trained_summary(Run.open(run_dir)) + [
+        f"gate               {'passed' if result.passed else 'FAILED: ' + '; '.join(result.failures)}"]
+    for line in lines:
         say(line)
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
@@ -97,8 +106,11 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     if not (run_dir / artifact("manifest").name).exists():
         say("== train")
         options = {"image_size": config.image_size, "epochs": config.epochs}
-        train.train_model(train.TrainConfig(data=config.data or DEFAULT_DATA, model=config.model or DEFAULT_MODEL,
-                                    **{k: v for k, v in options.items() if v is not None}), run_dir)
+        from pipeline.training.config import config_from_options
+
+        task = _task(config)
+        options.update(task=task.name, data=config.data or task.default_data, model=config.model or DEFAULT_MODEL)
+        train.train_model(config_from_options(options, schedule={}), run_dir)
         return
     trained = Run.open(run_dir)
     differences = reuse_differences(config, trained)
@@ -109,6 +121,25 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
         )
     say(f"== train: {run_dir} already holds a trained {trained.model.name} "
         f"({trained.model.image_size}px, {trained.training.epochs} epochs on {trained.data.train_spec}); reusing it")
+
+
+def trained_summary(run: Run) -> List[str]:
+    """The held-out scores training recorded, and where the run's files are."""
+    heldout = run.heldout_metrics
+    shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in heldout.items() if v is not None)
+    lines = ["", "== summary", f"held-out           {shown}"]
+    edgetpu = _edgetpu_mapping(run)
+    if edgetpu:
+        lines.append(f"edge tpu           {edgetpu}")
+    for key in ("saved_model", "heldout_detections", "model_float", "model_int8", "model_int8_edgetpu"):
+        if run.has(key):
+            path = run.path(key)
+            size = f"{path.stat().st_size / 1024:8.1f} KiB  " if path.is_file() else ""
+            lines.append(f"{key:<18} {size}{path}")
+    report = run.path("report")
+    if report.exists():
+        lines.append(f"report             {report} (open it in a browser)")
+    return lines
 
 
 def summary(run: Run) -> List[str]:

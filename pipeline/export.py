@@ -27,7 +27,7 @@ import numpy as np
 from edge import preprocess
 from edge.contract import PixelContract
 from edge.integrity import sidecar_path, sidecar_record
-from pipeline import metadata
+from pipeline import metadata, tasks
 from pipeline.errors import ConfigError
 from pipeline.gate import GATE, GateLimits
 from pipeline.quant import convention, report as quant_report, verify as quant_verify
@@ -122,6 +122,10 @@ def export_model(config: ExportConfig, run_dir: Path) -> ExportResult:
     """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
     with writing(run_dir, "pipeline export") as run:
+        own = tasks.of_run(run).export(config, run)  # a task with its own conversion (detection)
+        if own is not None:
+            write_report(run.dir)
+            return own
         outcome = _repair(config, run) if config.repair else None
         model = outcome.chosen.model if outcome else convert(config, run)
         report = _report(config, run, model) if config.mode is Mode.INT8 else None

@@ -32,7 +32,7 @@ from edge.contract import PixelContract
 from edge.integrity import sha256_bytes
 from edge.predictions import read_predictions
 from edge.runner import Runner
-from pipeline import gate
+from pipeline import gate, tasks
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import ConfigError, DataError
@@ -83,6 +83,10 @@ def check_parity(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
     limits = config.validate()
     with writing(run_dir, "pipeline parity") as run:
+        own = tasks.of_run(run).parity(config, run)  # a task with its own comparison (detection)
+        if own is not None:
+            write_report(run.dir)
+            return ParityResult(own.report_dir, own.report, not own.failures, list(own.failures))
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
         scores, device, (client_scores, refused) = _scores(config, run, heldout, images)

@@ -97,8 +97,13 @@ def _no_progress(total: int, label: str) -> ContextManager[Callable[[int], None]
 
 def predict_unlabeled(config: PredictConfig, run_dir: Path, say: Callable[[str], None] = print, progress: Progress = _no_progress) -> PredictResult:
     """Predict every input of config.data with the run's model and write config.out. Reads the run, changes nothing in it."""
+    from pipeline import tasks
+
     config = config.checked()
     run = Run.open(run_dir)
+    own = tasks.of_run(run).predict(config, run, say, progress)  # a task with its own answers (detection)
+    if own is not None:
+        return PredictResult(*own)
     model_path, chosen, batch = _plan(config, run, say)
     inputs = unlabeled.open_inputs(config.data)
     problems = dict(inputs.problems)

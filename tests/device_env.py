@@ -40,3 +40,23 @@ def make_device_env(venv: Path, timeout: float = 900) -> Path:
                           timeout=timeout)
     judge(made.returncode, made.stderr)
     return venv
+
+
+def start_build(script: str, venv: Path) -> subprocess.Popen:
+    """Start `.ci/SCRIPT --make VENV` in the background (several environments build while a model trains)."""
+    return subprocess.Popen(["bash", str(REPO / ".ci" / script), "--make", str(venv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish_build(script: str, proc: subprocess.Popen, timeout: float = 900) -> None:
+    """Wait for a build from `start_build`; skip or fail by its real cause."""
+    _, err = proc.communicate(timeout=timeout)
+    what = f".ci/{script}"
+    if script == "edge-env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
+        judge(proc.returncode, err, what)
+        return
+    if proc.returncode == 3:  # the other scripts exit 3 only for a missing python3.11
+        pytest.skip(f"{what}: {err.strip()}")
+    if proc.returncode != 0 and unreached(err):
+        pytest.skip(f"{what}: the package registry could not be reached ({unreached(err)})")
+    assert proc.returncode == 0, f"{what} failed:\n{err[-2000:]}"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.errors import DataError
 from tests.helpers import REPO, cli, quiet_env, tree_snapshot
 
 pytestmark = pytest.mark.host
@@ -85,6 +86,74 @@ def test_train_into_a_new_folder_leaves_no_folder(tmp_path):
     result = cli(["train", "--data", "digits", "--out", str(tmp_path / "new"), "--alpha", "0.5"])
     assert_refused(result, "does not take option 'alpha'")
     assert not (tmp_path / "new").exists()
+
+
+# --- pipeline train --task detect: bad detection data named by file and line or annotation id ------
+
+def _png(height: int = 40, width: int = 60) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((height, width, 3), np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _coco(tmp_path, images=None, annotations=None, image_bytes=None) -> Path:
+    """annotations.json with one 60x40 image (images/a.png) holding one 'cat'; parts replaced as given."""
+    (tmp_path / "images").mkdir(exist_ok=True)
+    (tmp_path / "images" / "a.png").write_bytes(_png() if image_bytes is None else image_bytes)
+    doc = {"images": images or [{"id": 1, "file_name": "images/a.png", "width": 60, "height": 40}],
+           "annotations": annotations or [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 5, 20, 10]}],
+           "categories": [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]}
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _yolo(tmp_path, line: str) -> Path:
+    for folder in ("images", "labels"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(_png())
+    (tmp_path / "labels" / "a.txt").write_text("0 0.5 0.5 0.2 0.2\n" + line + "\n")
+    (tmp_path / "data.yaml").write_text("names: [cat, dog]\n")
+    return tmp_path / "data.yaml"
+
+
+def _annotation(**changed) -> list:
+    return [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [10, 5, 20, 10], **changed}]
+
+
+DETECT_DATA_CASES = {  # name -> (data spec written under tmp_path, what the error must say)
+    "COCO box outside the image": (lambda t: _coco(t, annotations=_annotation(bbox=[50, 5, 20, 10])),
+                                   ["annotations.json: annotation 7 (image 1): box", "lies outside the image"]),
+    "COCO box of zero size": (lambda t: _coco(t, annotations=_annotation(bbox=[10, 5, 0, 10])),
+                              ["annotation 7 (image 1)", "has zero or negative size"]),
+    "COCO unknown category id": (lambda t: _coco(t, annotations=_annotation(category_id=9)),
+                                 ["annotation 7 has unknown category_id 9; expected one of [1, 2]"]),
+    "COCO annotation of a missing image": (lambda t: _coco(t, annotations=_annotation(image_id=5)),
+                                           ["annotation 7 refers to image 5, which is not in 'images'"]),
+    "COCO duplicate image ids": (lambda t: _coco(t, images=[{"id": 1, "file_name": "images/a.png", "width": 60, "height": 40}] * 2),
+                                 ["annotations.json: image id 1 appears twice"]),
+    "COCO empty image file": (lambda t: _coco(t, image_bytes=b""), ["a.png", "the image is empty (0 bytes)"]),
+    "COCO unreadable image file": (lambda t: _coco(t, image_bytes=b"not an image"), ["a.png", "the image cannot be decoded"]),
+    "YOLO line with 4 fields": (lambda t: _yolo(t, "1 0.5 0.5 0.2"),
+                                ["a.txt, line 2: 4 fields ('1 0.5 0.5 0.2'); expected 5: class cx cy w h"]),
+    "YOLO unknown class": (lambda t: _yolo(t, "2 0.5 0.5 0.2 0.2"), ["a.txt, line 2: unknown class 2; expected a class index 0..1"]),
+    "a folder instead of a detection spec": (lambda t: t, ["is a folder; expected its annotations.json (COCO), data.yaml (YOLO)"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DETECT_DATA_CASES))
+def test_train_detect_refuses_bad_data(case, tmp_path):
+    make, needles = DETECT_DATA_CASES[case]
+    data = tmp_path / "data"
+    data.mkdir()
+    result = cli(["train", "--task", "detect", "--data", str(make(data)), "--epochs", "1", "--out", str(tmp_path / "run")])
+    assert_refused(result, *needles)
+    assert result.returncode == DataError.exit_code, result.stderr[-500:]  # as for classification data
+    assert not (tmp_path / "run").exists()
 
 
 # --- later stages on an existing run: refused, and the run byte for byte unchanged ----------------

@@ -212,7 +212,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     # edge classify prints "<image>:" then one "  <score>  <label>  (id <id>)" line per class.
     lines = result.output.splitlines()
     top = lines[lines.index(f"{jpeg}:") + 1].split()
-    assert top[-1] == f"{expected})" and top[1] == manifest["labels"][expected], result.output
+    assert top[-1] == f"{expected})" and top[1] == Run.open(run_copy).labels[expected], result.output
 
 
 def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):

@@ -137,9 +137,10 @@ def test_labels_txt_names_the_classes(tmp_path):
 
 def test_a_failed_write_leaves_no_shards_and_no_folder(tmp_path, monkeypatch):
     from pipeline import prepare
+    from pipeline.tasks import class_shards  # the classification task's shard writer
 
     folder = write_class_folders(tmp_path / "pngs", per_class=3)
-    monkeypatch.setattr(prepare, "_check_written", lambda path, ids: (_ for _ in ()).throw(OSError("disk full")))
+    monkeypatch.setattr(class_shards, "_check_written", lambda path, ids: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError, match="disk full"):
         prepare.write_shards(prepare.PrepareConfig(), str(folder), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()

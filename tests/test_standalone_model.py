@@ -26,7 +26,6 @@ import pytest
 
 from tests import device_env
 from tests.helpers import REPO, cli, quiet_env, write_camera_jpegs
-from tests.registry import unreached
 
 pytestmark = pytest.mark.host
 
@@ -82,30 +81,15 @@ print(json.dumps(answers))
 """
 
 
-def _build(script: str, venv: Path) -> subprocess.Popen:
-    return subprocess.Popen(["bash", str(REPO / ".ci" / script), "--make", str(venv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def _finish(name: str, proc: subprocess.Popen) -> None:
-    _, err = proc.communicate(timeout=900)
-    if name == ".ci/device env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
-        device_env.judge(proc.returncode, err, name)
-        return
-    if proc.returncode == 3:  # the other two scripts exit 3 only for a missing python3.11
-        pytest.skip(f"{name}: {err.strip()}")
-    if proc.returncode != 0 and unreached(err):
-        pytest.skip(f"{name}: the package registry could not be reached ({unreached(err)})")
-    assert proc.returncode == 0, f"{name} failed:\n{err[-2000:]}"
-
 
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory):
     """The device env (Python 3.9) and MediaPipe's, built in parallel."""
     root = tmp_path_factory.mktemp("envs")
-    builds = {"edge-env": _build("edge-env", root / "device"), "mediapipe-env": _build("mediapipe-env", root / "mediapipe")}
-    for name, proc in builds.items():
-        _finish(f".ci/{name}", proc)
+    builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
+              "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
+    for script, proc in builds.items():
+        device_env.finish_build(script, proc)
     return SimpleNamespace(device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python", env=quiet_env())
 
 
@@ -113,7 +97,7 @@ def envs(tmp_path_factory):
 def tflite_support(tmp_path_factory) -> Path:
     """tflite-support 0.4.4's venv (.ci/tflite-support-env), for the Task Library's ImageClassifier."""
     venv = tmp_path_factory.mktemp("tflite-support")
-    _finish(".ci/tflite-support-env", _build("tflite-support-env", venv))
+    device_env.finish_build("tflite-support-env", device_env.start_build("tflite-support-env", venv))
     return venv / "bin" / "python"
 
 

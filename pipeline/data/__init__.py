@@ -13,11 +13,11 @@ batches for training and evaluation. Data to predict on, without labels, is read
 """
 from pipeline.data.decode import TRAINING_CONTRACT, training_pixels
 from pipeline.data.examples import SPLITS, Example, Source, Split, heldout_mask
-from pipeline.data.feed import DEFAULT_CACHE_MB, decoded_mb, eval_pipeline, to_numpy, training_pipeline
+from pipeline.data.feed import decoded_mb, eval_pipeline, to_numpy, training_pipeline
 from pipeline.data.identity import identity_record, load_split, recorded_split, resolve_split
 from pipeline.data.specs import open_source
 from pipeline.data.tfrecords import LABELS_NAME, TFRECORD_FEATURES, encode_record
 
-__all__ = ["DEFAULT_CACHE_MB", "TRAINING_CONTRACT", "Example", "LABELS_NAME", "SPLITS", "Source", "Split", "TFRECORD_FEATURES", "decoded_mb",
+__all__ = ["TRAINING_CONTRACT", "Example", "LABELS_NAME", "SPLITS", "Source", "Split", "TFRECORD_FEATURES", "decoded_mb",
            "encode_record", "eval_pipeline", "heldout_mask", "identity_record", "load_split", "open_source", "recorded_split", "resolve_split",
            "to_numpy", "training_pipeline", "training_pixels"]

@@ -7,7 +7,6 @@ import numpy as np
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
-DEFAULT_CACHE_MB = 2048  # decoded training sets up to this size are kept in memory after the first epoch
 
 
 def decoded_mb(count: int, image_size: int) -> float:

@@ -65,7 +65,7 @@ def letterbox(image, boxes, size: int):
     shape = tf.cast(tf.shape(image)[:2], tf.float32)
     scale = tf.minimum(size / shape[0], size / shape[1])
     new = tf.maximum(tf.cast(tf.round(shape * scale), tf.int32), 1)
-    resized = tf.image.resize(image, new, method="bilinear")
+    resized = _resize(image, new)
     placed = tf.image.pad_to_bounding_box(resized, 0, 0, size, size)
     share = tf.cast(new, tf.float32) / size
     return placed, boxes * tf.stack([share[0], share[1], share[0], share[1]])
@@ -73,22 +73,32 @@ def letterbox(image, boxes, size: int):
 
 def stretch(image, boxes, size: int):
     """Resize to the square whatever the aspect: normalized boxes do not change."""
-    return tf.image.resize(image, [size, size], method="bilinear"), boxes
+    return _resize(image, tf.constant([size, size])), boxes
 
 
-def dataset(examples: Sequence[DetExample], image_size: int, training: bool = False, seed: int = 0,
-            resize: str = "stretch", max_boxes: int = MAX_BOXES, min_crop: float = 0.6) -> tf.data.Dataset:
-    """Unbatched dicts: image uint8 [S, S, 3], boxes float32 [M, 4], classes int32 [M], mask bool [M].
-    Training adds a random horizontal flip and a random crop (each side >= `min_crop` of the image),
-    drawn from `seed` and the draw's position; training data is shuffled and repeats without end."""
+def decoded(examples: Sequence[DetExample], max_boxes: int = MAX_BOXES) -> tf.data.Dataset:
+    """Unbatched dicts in the examples' order: image uint8 [H, W, 3] at the image's own size, boxes float32
+    [M, 4], classes int32 [M], mask bool [M]. What can be cached: augmentation comes after."""
+    images, boxes, classes, mask = padded(examples, max_boxes)
+
+    def decode(encoded, boxes, classes, mask):
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+        return {"image": image, "boxes": boxes, "classes": classes, "mask": mask}
+
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(images), tf.string), boxes, classes, mask))
+    return ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def fitted(ds: tf.data.Dataset, image_size: int, training: bool = False, seed: int = 0, resize: str = "stretch",
+           min_crop: float = 0.6) -> tf.data.Dataset:
+    """`decoded` items fitted to the square input. Training adds a random horizontal flip and a random crop
+    (each side >= `min_crop` of the image), drawn from `seed` and the item's position in `ds`."""
     if resize not in RESIZES:
         raise ValueError(f"resize {resize!r}, expected one of {RESIZES}")
     fit = letterbox if resize == "letterbox" else stretch
-    images, boxes, classes, mask = padded(examples, max_boxes)
 
     def prepare(position, item):
-        encoded, boxes, classes, mask = item
-        image = tf.cast(tf.io.decode_image(encoded, channels=3, expand_animations=False), tf.float32)
+        image, boxes, mask = tf.cast(item["image"], tf.float32), item["boxes"], item["mask"]
         if training:
             draw = tf.random.stateless_uniform([5], seed=tf.stack([tf.cast(seed, tf.int64), position]))
             image, flipped = tf.cond(draw[0] < 0.5, lambda: flip_horizontal(image, boxes), lambda: (image, boxes))
@@ -101,13 +111,30 @@ def dataset(examples: Sequence[DetExample], image_size: int, training: bool = Fa
         image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
         image = tf.ensure_shape(image, [image_size, image_size, 3])
         boxes = tf.where(mask[:, None], boxes, 0.0)
-        return {"image": image, "boxes": boxes, "classes": tf.where(mask, classes, 0), "mask": mask}
+        return {"image": image, "boxes": boxes, "classes": tf.where(mask, item["classes"], 0), "mask": mask}
 
-    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(images), tf.string), boxes, classes, mask))
+    return ds.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _resize(image, size):
+    """Bilinear to `size` [h, w]; with antialiasing when it shrinks the image, as the pixel contract resizes
+    (TensorFlow's antialiased kernel also changes an enlarged image's pixels, which the contract's does not)."""
+    shrinks = tf.reduce_any(tf.shape(image)[:2] > tf.cast(size, tf.int32))
+    return tf.cond(shrinks, lambda: tf.image.resize(image, size, method="bilinear", antialias=True),
+                   lambda: tf.image.resize(image, size, method="bilinear"))
+
+
+def dataset(examples: Sequence[DetExample], image_size: int, training: bool = False, seed: int = 0,
+            resize: str = "stretch", max_boxes: int = MAX_BOXES, min_crop: float = 0.6) -> tf.data.Dataset:
+    """Unbatched dicts: image uint8 [S, S, 3], boxes float32 [M, 4], classes int32 [M], mask bool [M].
+    Training data is augmented (`fitted`), shuffled and repeats without end."""
+    if resize not in RESIZES:
+        raise ValueError(f"resize {resize!r}, expected one of {RESIZES}")
+    ds = decoded(examples, max_boxes)
     if training:
         # Shuffled and repeated before the draws are numbered: every epoch augments differently.
         ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
-    return ds.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return fitted(ds, image_size, training, seed, resize, min_crop)
 
 
 def with_targets(ds: tf.data.Dataset, anchor_boxes: np.ndarray) -> tf.data.Dataset:

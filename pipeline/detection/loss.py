@@ -6,15 +6,17 @@ import tensorflow as tf
 
 
 def detection_loss(box_targets, class_targets, box_codes, class_logits, alpha: float = 0.25, gamma: float = 2.0,
-                   delta: float = 1.0, box_weight: float = 1.0):
+                   delta: float = 1.0, box_weight: float = 1.0, normalizer=None):
     """Per-batch mean losses. box_targets [B, A, 4], class_targets [B, A] (0 background, c + 1, -1 ignored),
     box_codes [B, A, 4], class_logits [B, A, C + 1] (column 0 background, as the post-processing op
-    expects; not trained). Returns (total, class loss, box loss), float32 scalars."""
+    expects; not trained). `normalizer`: the positive anchors to divide by (training across replicas passes
+    the global batch's count); None = this batch's, at least 1. Returns (total, class loss, box loss)."""
     box_codes = tf.cast(box_codes, tf.float32)
     class_logits = tf.cast(class_logits, tf.float32)
     positive = tf.cast(class_targets > 0, tf.float32)
     counted = tf.cast(class_targets >= 0, tf.float32)
-    normalizer = tf.maximum(tf.reduce_sum(positive), 1.0)
+    if normalizer is None:
+        normalizer = tf.maximum(tf.reduce_sum(positive), 1.0)
 
     # Column 0 (background) is left out: the post-processing op skips it, and training it towards 1 on
     # every negative anchor would swamp the focal loss of the object columns.

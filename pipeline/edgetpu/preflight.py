@@ -20,6 +20,12 @@ QUANTIZE, decided here:
   follows; a DEQUANTIZE before an output gets "...unsupported data type". These two wrappers stay on
   the CPU without ending the Edge TPU segment. A DEQUANTIZE anywhere else ends it.
 
+A detector's post-processing tail, decided here: `TFLite_Detection_PostProcess` as the last op writing every
+output, with the DEQUANTIZE ops feeding it (pipeline.quant.verify.postprocess_tail), is what every Edge TPU
+detector ends in. The compiler has no such op and leaves it on the CPU (its log: CUSTOM "Operation is working
+on an unsupported data type"), after the one Edge TPU segment: it splits nothing. Those ops are predicted on
+the CPU as the `tail`, not as a fallback, and the share on the Edge TPU counts the other ops.
+
 Whole-model failures are reported as `fatal` (the compiler writes no model at all): an op version
 above what compiler 16 parses ("Model could not be parsed"), a dynamic-sized tensor ("Attempting to
 use a delegate that only supports static-sized tensors", google-coral/edgetpu #829/#831), and a
@@ -32,6 +38,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from edge.tflite_file import ModelInfo, OpInfo, constant_data, dynamic_tensors, ops_over_version, read_model
 from pipeline.edgetpu import rules
+from pipeline.quant.verify import postprocess_tail
 
 
 class OpPrediction(NamedTuple):
@@ -42,6 +49,7 @@ class OpPrediction(NamedTuple):
     reason: str  # why, in words naming the tensor or option
     on_edgetpu: bool
     custom: bool = False  # a custom op: `op` is its custom code
+    tail: bool = False  # part of a detector's post-processing, on the CPU after the Edge TPU segment by design
 
     @property
     def log_op(self) -> str:
@@ -60,19 +68,29 @@ class Preflight(NamedTuple):
         return sum(r.on_edgetpu for r in self.rows)
 
     @property
+    def ops_in_tail(self) -> int:
+        """Ops of a detector's post-processing tail: on the CPU at the end by design, not counted as falling back."""
+        return sum(r.tail for r in self.rows)
+
+    @property
     def ops_on_cpu(self) -> int:
-        return len(self.rows) - self.ops_on_edgetpu
+        return len(self.rows) - self.ops_on_edgetpu - self.ops_in_tail
 
     @property
     def percent_on_edgetpu(self) -> float:
-        return 100.0 * self.ops_on_edgetpu / len(self.rows) if self.rows else 0.0
+        """The share of the ops before the post-processing tail (all ops when there is none)."""
+        counted = len(self.rows) - self.ops_in_tail
+        return 100.0 * self.ops_on_edgetpu / counted if counted else 0.0
 
     @property
     def fully_mapped(self) -> bool:
         return self.fatal is None and self.ops_on_cpu == 0
 
     def headline(self) -> str:
-        text = f"pre-flight: {self.ops_on_edgetpu}/{len(self.rows)} ops predicted on the Edge TPU ({self.percent_on_edgetpu:.0f}%)"
+        counted = len(self.rows) - self.ops_in_tail
+        text = f"pre-flight: {self.ops_on_edgetpu}/{counted} ops predicted on the Edge TPU ({self.percent_on_edgetpu:.0f}%)"
+        if self.ops_in_tail:
+            text += f", then {self.ops_in_tail} post-processing op(s) on the CPU at the end, as every Edge TPU detector has"
         if self.fatal:
             return text + f"; the compiler is expected to refuse the model: {self.fatal}"
         if self.first_fallback:
@@ -85,6 +103,7 @@ class Preflight(NamedTuple):
             "ops_on_edgetpu": self.ops_on_edgetpu,
             "ops_on_cpu": self.ops_on_cpu,
             "total_ops": len(self.rows),
+            "ops_in_cpu_tail": self.ops_in_tail,
             "percent_on_edgetpu": round(self.percent_on_edgetpu, 2),
             "first_fallback": self.first_fallback._asdict() if self.first_fallback else None,
             "fatal": self.fatal,
@@ -103,7 +122,15 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
     after: Dict[int, bool] = {}
     rows: List[OpPrediction] = []
     first_fallback: Optional[OpPrediction] = None
+    tail = postprocess_tail(info)
     for op in info.ops:  # a .tflite file stores ops in execution order: producers come first
+        if op.index in tail:
+            status, reason = check_op(op, info, data, runtime) or (rules.UNSUPPORTED_DTYPE, "works on float")
+            rows.append(OpPrediction(op.index, op.name, op.version, status,
+                                     f"post-processing on the CPU after the Edge TPU segment ({reason})", False,
+                                     op.is_custom, tail=True))
+            mapped[op.index], after[op.index] = False, False
+            continue
         upstream = [producer[t] for t in op.inputs if t in producer]
         blocker = next((k for k in upstream if after.get(k)), None)
         problem = check_op(op, info, data, runtime)

@@ -31,7 +31,16 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
     keys = [key for key in DEVICE_MODELS if run.has(key)]
     if "model_int8" not in keys:
         run.artifact("model_int8")  # raises: run export first
-    heldout = heldout_examples(run, data)
+    if run.task == "detect":  # the recorded held-out images, unlabelled: their boxes stay here for the mAP
+        from pipeline.errors import ConfigError
+        from pipeline.detection.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
+        examples = [(e.id, None, e.image) for e in recorded_heldout(run)]
+    else:
+        heldout = heldout_examples(run, data)
+        examples = [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
     models = {}
     for key in keys:
         if key != "model_int8":
@@ -39,7 +48,6 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
         models[key] = ShippedModel(run.artifact(key), run.entry(key))
     # The compiled model is the int8 model's twin and takes what it takes.
     contract = run.contract_of("model_int8")
-    examples = ((e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals))
     with staged_path(bundle_dir) as staging:
         write_bundle_files(staging, run.labels, contract, examples, models)
     return bundle_dir

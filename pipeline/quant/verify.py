@@ -3,10 +3,16 @@
 `pipeline export --int8` runs `verify_int8` on the converted bytes before anything is written: a model
 that fails is refused with every offending op named (index, name, what is wrong). The model is read
 with `edge.tflite_file` (no TensorFlow), the same reader the device side uses.
+
+One float op is allowed, and only at the end: a detector's `TFLite_Detection_PostProcess` (anchor decoding
+and non-maximum suppression) writing the model's outputs, with the DEQUANTIZE ops that feed it. It is
+what every Edge TPU detector ends in (Google's SSD and EfficientDet-Lite models), the Edge TPU has no such
+operation, and it runs on the CPU after everything the Edge TPU runs, so it splits nothing; its outputs
+(boxes, class ids, scores, count) are float32 by the op's definition.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Set, Tuple
 
 from pipeline.edgetpu import rules as edgetpu_rules
 from pipeline.errors import PipelineError
@@ -14,6 +20,7 @@ from pipeline.errors import PipelineError
 # Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;
 # int16 is refused too: the Edge TPU has no 16-bit path, and 16x8 quantization is not what we asked for.
 INTEGER_DTYPES = ("int8", "uint8", "int32")
+POSTPROCESS_OP = "TFLite_Detection_PostProcess"  # the one float op allowed, at the end (see the docstring)
 
 
 class VerificationError(PipelineError):
@@ -25,11 +32,35 @@ def _tensor_label(info, index: int) -> str:
     return f"tensor {index} {tensor.name!r} ({tensor.dtype.lower()})"
 
 
+def postprocess_tail(info) -> Set[int]:
+    """Indices of the ops that form a detector's float tail: the post-processing op when it is the last op and
+    writes every model output, and the DEQUANTIZE ops whose only reader it is. Empty for any other model."""
+    if not info.ops:
+        return set()
+    last = info.ops[-1]
+    if last.name != POSTPROCESS_OP or not last.is_custom or sorted(last.outputs) != sorted(info.outputs):
+        return set()
+    readers: Dict[int, Set[int]] = {}
+    for op in info.ops:
+        for t in op.inputs:
+            readers.setdefault(t, set()).add(op.index)
+    tail = {last.index}
+    for op in info.ops[:-1]:
+        if (op.name == "DEQUANTIZE" and op.outputs and all(readers.get(t) == {last.index} for t in op.outputs)
+                and op.outputs[0] not in info.outputs):
+            tail.add(op.index)
+    return tail
+
+
 def integer_only_problems(info) -> List[str]:
-    """One line per offending op or tensor: float or int16 types, mid-graph (de)quantization, dynamic shapes, batch != 1."""
+    """One line per offending op or tensor: float or int16 types, mid-graph (de)quantization, dynamic shapes, batch != 1.
+    A detector's post-processing tail (postprocess_tail) is allowed."""
     problems: List[str] = []
     graph_inputs, graph_outputs = set(info.inputs), set(info.outputs)
+    tail = postprocess_tail(info)
     for op in info.ops:
+        if op.index in tail:
+            continue
         where = f"op {op.index} {op.name}"
         for role, indices in (("input", op.inputs), ("output", op.outputs)):
             for t in indices:
@@ -102,10 +133,12 @@ def verify_int8(model: bytes, io_dtype: str):
     problems = []
     if info.num_subgraphs != 1:
         problems.append(f"model has {info.num_subgraphs} subgraphs, expected 1")
+    tail = postprocess_tail(info)
     for role, indices in (("input", info.inputs), ("output", info.outputs)):
         for t in indices:
-            if info.tensors[t].dtype.lower() != io_dtype:
-                problems.append(f"model {role} {_tensor_label(info, t)} is {info.tensors[t].dtype.lower()}, expected {io_dtype}")
+            expected = "float32" if role == "output" and tail else io_dtype  # the post-processing op writes float
+            if info.tensors[t].dtype.lower() != expected:
+                problems.append(f"model {role} {_tensor_label(info, t)} is {info.tensors[t].dtype.lower()}, expected {expected}")
     problems += integer_only_problems(info)
     problems += edgetpu_version_problems(info)
     if problems:

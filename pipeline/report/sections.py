@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
-from pipeline.report import disagreements, latency, plots
+from pipeline.report import detection, disagreements, latency, plots
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
@@ -43,6 +43,7 @@ def gather(run: Run) -> Dict[str, Any]:
     sections = {
         "run": _guarded(run_section, run),
         "training": _guarded(training_section, run),
+        "detection": _guarded(detection.section, run),  # a detection run's own section
         "quantization": _guarded(quantization_section, run),
         "edgetpu": _guarded(edgetpu_section, run),
         "parity": _guarded(parity_section, run),
@@ -64,6 +65,9 @@ def glance(sections: Dict[str, dict]) -> List[dict]:
                 tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
         tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
                       "tone": "good" if parity["gate"]["passed"] else "bad"})
+    elif _usable(sections["detection"]):
+        tiles.append({"label": "held-out mAP@.5 after training", "value": _fixed(sections["detection"]["map50"])})
+        tiles.append({"label": "held-out mAP@[.5:.95]", "value": _fixed(sections["detection"]["map"])})
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):
@@ -226,6 +230,8 @@ def parity_section(run: Run) -> dict:
         return _not_run("parity")
     path = run.artifact("parity_report")
     report = json.loads(path.read_text())
+    if report.get("task", "classify") != "classify":  # another task's comparison is in that task's own section
+        return {"ran": False, "error": None, "elsewhere": f"The {report['task']} run's parity is in its own section above."}
     k, labels = report["top_k"], report["labels"]
     models = report["models"]
     # Numbers a newer parity adds (macro-F1, ...) get columns of their own, named by their keys.

@@ -119,6 +119,23 @@ class Run:
         return self.manifest.get("versions")
 
     @property
+    def task(self) -> str:
+        """The task the run was trained for (pipeline/tasks); runs from before tasks existed are classifiers."""
+        return self.manifest.get("task") or "classify"
+
+    @property
+    def detection(self) -> Dict[str, Any]:
+        """A detection run's anchor spec and post-processing record, what export and parity rebuild the detector's
+        decoding from; ManifestError naming it when the run has none."""
+        return self._fact("detection")
+
+    @property
+    def metrics(self) -> Dict[str, Any]:
+        """Train's held-out scores and the task's other entries (per class, the evaluator); {} when not recorded."""
+        metrics = self.manifest.get("metrics")
+        return metrics if isinstance(metrics, dict) else {}
+
+    @property
     def heldout_metrics(self) -> Dict[str, Any]:
         """Train's evaluation on the held-out split (loss, accuracy, macro-F1); {} when not recorded."""
         metrics = self.manifest.get("metrics")

@@ -5,49 +5,120 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
-import models
-from pipeline.data.feed import DEFAULT_CACHE_MB
 from pipeline.errors import ConfigError
-from pipeline.training import logs as train_logs
 from pipeline.training.schedule import WarmupSchedule
+
+
+class Flag(NamedTuple):
+    """How `pipeline train` offers a TrainConfig field (the field's metadata["flag"])."""
+    name: str  # the option, e.g. "--epochs"
+    help: str
+    type: Any = None  # click type, or a function returning one; None = the field's annotated type
+    to_config: Optional[Callable[[Any], Any]] = None  # the given value as the field's; None = as it is
+
+
+def option(default=MISSING, *, flag: Optional[Flag] = None, resume: bool = False, default_factory=MISSING):
+    """A TrainConfig field with what the rest of the code derives from it: `flag`, the command-line option (None:
+    a config file's key only); `resume`, whether a run may resume only with the value it started with (anything
+    that changes the model or the data)."""
+    return field(default=default, default_factory=default_factory, metadata={"flag": flag, "resume": resume})
+
+
+def _click():
+    import click  # the command line's: a config built in code needs none
+
+    return click
+
+
+def _task_choice():
+    from pipeline import tasks
+
+    return _click().Choice(tasks.NAMES)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str  # data spec: digits | TFRecord glob | folder of class folders
-    val_data: Optional[str] = None  # held-out data spec; None = a seeded split of `data`
-    model: str = "small_cnn"  # a name from models.MODEL_NAMES
-    image_size: Optional[int] = None  # square input size; None = the model's default
-    model_options: Tuple[Tuple[str, float], ...] = ()  # builder options, e.g. (("alpha", 0.35),)
-    weights: Optional[str] = None  # 'imagenet' (Keras' loader and cache) or a local weights file
-    frozen_epochs: int = 0  # first epochs train only the head on the frozen pretrained base (pipeline/training/transfer.py)
-    unfreeze_from: Optional[str] = None  # after them, unfreeze the base from this layer on; None = all of it
-    cache_mb: int = DEFAULT_CACHE_MB  # memory budget for keeping the decoded training set after epoch 1
-    fine_tune_learning_rate: float = 1e-5  # after them, a constant low rate, as Keras' transfer-learning guide uses
-    epochs: int = 10  # total epochs, resumed runs included
-    batch_size: int = 32  # global batch, split evenly across replicas
-    schedule: WarmupSchedule = field(default_factory=WarmupSchedule)  # learning rate per epoch
-    steps_per_execution: Optional[int] = None  # None = 8 on TPU, 1 elsewhere
-    tpu: Optional[str] = None  # TPU name, 'local' or grpc://host:port; None = TPU_NAME or no TPU
-    cpu_replicas: int = 1  # >1: MirroredStrategy over logical CPU devices (testing distribution)
-    seed: int = 1234  # seeds weights, shuffling and the held-out split
-    heldout_fraction: float = 0.2  # share held out when no val_data is given
-    resume: bool = False  # insist on resuming (a run with saved state resumes anyway)
-    tensorboard: bool = True  # TensorBoard event files in RUN/logs (the chief only)
-    client_fits: bool = False  # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
+    # data spec: digits | TFRecord glob | folder of class folders
+    data: str = option(resume=True, flag=Flag(
+        "--data", "classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders; "
+        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)"))
+    # held-out data spec; None = a seeded split of `data`
+    val_data: Optional[str] = option(None, resume=True, flag=Flag(
+        "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
+    # a name from models.MODEL_NAMES
+    model: str = option("small_cnn", resume=True, flag=Flag(
+        "--model", "small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception"))
+    # square input size; None = the model's default
+    image_size: Optional[int] = option(None, resume=True, flag=Flag("--image-size", "square input size; default: the model's"))
+    # builder options, e.g. (("alpha", 0.35),)
+    model_options: Tuple[Tuple[str, float], ...] = option((), resume=True, flag=Flag(
+        "--alpha", "MobileNetV2 width multiplier", float, lambda alpha: (("alpha", alpha),)))
+    # 'imagenet' (Keras' loader and cache) or a local weights file
+    weights: Optional[str] = option(None, resume=True, flag=Flag(
+        "--weights", "'imagenet' (Keras' loader, cache ~/.keras/models) or a local weights file",
+        lambda: _click().Path(dir_okay=False)))
+    # first epochs train only the head on the frozen pretrained base (pipeline/training/transfer.py)
+    frozen_epochs: int = option(0, resume=True, flag=Flag(
+        "--frozen-epochs", "first N epochs train only the head on the frozen pretrained base (default 0)"))
+    # after them, unfreeze the base from this layer on; None = all of it
+    unfreeze_from: Optional[str] = option(None, resume=True, flag=Flag(
+        "--unfreeze-from", "after the frozen epochs, unfreeze the base from this layer on (default: all of it)"))
+    # decoded training sets up to this many MB are kept in memory after the first epoch
+    cache_mb: int = option(2048, flag=Flag(
+        "--cache-mb", "keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)"))
+    # after them, a constant low rate, as Keras' transfer-learning guide uses
+    fine_tune_learning_rate: float = option(1e-5, resume=True, flag=Flag(
+        "--fine-tune-learning-rate", "learning rate after the frozen epochs (default 1e-5)"))
+    # total epochs, resumed runs included
+    epochs: int = option(10, flag=Flag("--epochs", "total epochs (default 10)"))
+    # global batch, split evenly across replicas
+    batch_size: int = option(32, resume=True, flag=Flag("--batch-size", "global batch, split across replicas (default 32)"))
+    # learning rate per epoch; its options are WarmupSchedule's fields'
+    schedule: WarmupSchedule = option(default_factory=WarmupSchedule)
+    # None = 8 on TPU, 1 elsewhere
+    steps_per_execution: Optional[int] = option(None, flag=Flag(
+        "--steps-per-execution", "steps per host round trip (default 8 on TPU, else 1)"))
+    # TPU name, 'local' or grpc://host:port; None = TPU_NAME or no TPU
+    tpu: Optional[str] = option(None, flag=Flag("--tpu", "TPU name, 'local' (TPU VM) or grpc://host:8470; default: $TPU_NAME"))
+    # >1: MirroredStrategy over logical CPU devices (testing distribution)
+    cpu_replicas: int = option(1, flag=Flag("--cpu-replicas", "split the CPU into N devices under MirroredStrategy (testing)"))
+    # seeds weights, shuffling and the held-out split
+    seed: int = option(1234, resume=True, flag=Flag("--seed", "seed for weights, shuffling and the held-out split"))
+    # share held out when no val_data is given (a config file's key only)
+    heldout_fraction: float = option(0.2, resume=True)
+    # insist on resuming (a run with saved state resumes anyway)
+    resume: bool = option(False, flag=Flag(
+        "--resume", "continue an interrupted run (a run with saved state resumes anyway)"))
+    # TensorBoard event files in RUN/logs (the chief only)
+    tensorboard: bool = option(True, flag=Flag(
+        "--no-tensorboard", "write no TensorBoard event files (default: RUN/logs)", to_config=lambda given: False))
+    # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
+    client_fits: bool = option(False, flag=Flag(
+        "--client-fits", "fit each training image to the input as one of the known clients would (stretch with other filters, "
+        "centre crop, letterbox) instead of by the pixel contract alone (default off)"))
+    # what the model learns: classify | detect (pipeline/tasks/)
+    task: str = option("classify", resume=True, flag=Flag(
+        "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
 
     def validate(self) -> "TrainConfig":
-        for name, kind in _FIELD_TYPES.items():
+        import models
+        from pipeline.training import logs as train_logs
+
+        for name, kind in field_kinds().items():
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
                 raise ConfigError(f"{name} {value!r}, expected {_KIND_NAMES[kind]}")
+        from pipeline import tasks
+
+        task = tasks.get(self.task)
         if self.model not in models.MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
-        size = self.image_size or models.default_image_size(self.model)
+        size = self.size
         if size < models.min_image_size(self.model):
             raise ConfigError(f"image size {size} is too small for {self.model}; expected at least {models.min_image_size(self.model)}")
         for name in ("epochs", "batch_size", "cpu_replicas"):
@@ -79,11 +150,14 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
+        task.check(self)
         return self
 
     @property
     def size(self) -> int:
-        return self.image_size or models.default_image_size(self.model)
+        from pipeline import tasks
+
+        return self.image_size or tasks.get(self.task).default_image_size(self.model)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -92,13 +166,35 @@ class TrainConfig:
         return d
 
 
-# What each field must hold: a config file can put any JSON value anywhere ("epochs": "ten").
-_FIELD_TYPES = {"data": str, "val_data": str, "model": str, "image_size": int, "weights": str, "epochs": int,
-                "batch_size": int, "steps_per_execution": int, "tpu": str, "cpu_replicas": int, "seed": int,
-                "heldout_fraction": (int, float), "resume": bool, "frozen_epochs": int, "unfreeze_from": str,
-                "fine_tune_learning_rate": (int, float), "cache_mb": int, "tensorboard": bool,
-                "client_fits": bool}
+RESUME_KEYS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resume"])  # must match for a run to resume
+FLAGS = {f.name: f.metadata["flag"] for f in fields(TrainConfig) if f.metadata["flag"]}  # field -> its option
+_KINDS = {str: str, int: int, float: (int, float), bool: bool}  # a whole number is a float's value too
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
+
+
+def field_kinds() -> Dict[str, Any]:
+    """What each plain field must hold, from its annotation: a config file can put any JSON value anywhere
+    ("epochs": "ten"). Fields of other types (model options, the schedule) are checked where they are built."""
+    kinds = {}
+    for name, annotation in typing.get_type_hints(TrainConfig).items():
+        if plain_type(annotation) in _KINDS:
+            kinds[name] = _KINDS[plain_type(annotation)]
+    return kinds
+
+
+def plain_type(annotation):
+    """Optional[X] as X; any other annotation as it is."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
+
+
+def config_from_flags(given: Dict, config_file: Optional[Path] = None) -> TrainConfig:
+    """The TrainConfig `pipeline train`'s options ask for: `given` holds each field's option's value under the field's
+    name and each schedule field's under schedule_FIELD (None = not given), as the command passes them."""
+    given = dict(given)
+    schedule = {k[len("schedule_"):]: given.pop(k) for k in list(given) if k.startswith("schedule_")}
+    options = {k: v if v is None or FLAGS[k].to_config is None else FLAGS[k].to_config(v) for k, v in given.items()}
+    return config_from_options(options, schedule, config_file)
 
 
 def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Path] = None) -> TrainConfig:
@@ -113,9 +209,23 @@ def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Pat
             return config
         if not options.get("data"):
             raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
-        return TrainConfig(**{k: v for k, v in options.items() if v is not None}, schedule=WarmupSchedule(**schedule))
+        given = {k: v for k, v in options.items() if v is not None}
+        defaults = dict(_task_defaults(given.get("task")))
+        schedule = {**defaults.pop("schedule", {}), **schedule}
+        return TrainConfig(**{**defaults, **given}, schedule=WarmupSchedule(**schedule))
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
+
+
+def _task_defaults(task: Optional[str]) -> Dict:
+    """The task's own defaults for options not given (none for classify: TrainConfig's are its)."""
+    from pipeline import tasks
+
+    if task is None:
+        return {}
+    if task not in tasks.NAMES:
+        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.NAMES)}")
+    return tasks.get(task).train_defaults
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
@@ -138,7 +248,11 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
         if set(values["schedule"]) - known_schedule:
             raise ConfigError(f"config {path}: schedule has unknown keys {sorted(set(values['schedule']) - known_schedule)}; "
                               f"expected some of {sorted(known_schedule)}")
-        values["schedule"] = WarmupSchedule(**values["schedule"])
+    task = overrides.get("task") or values.get("task")
+    defaults = dict(_task_defaults(task if isinstance(task, str) else None))
+    schedule_defaults = defaults.pop("schedule", {})
+    if "schedule" in values or schedule_defaults:
+        values["schedule"] = WarmupSchedule(**{**schedule_defaults, **values.get("schedule", {})})
     overrides = {k: v for k, v in overrides.items() if v is not None}
     # --alpha adds to the file's model options rather than replacing all of them.
     options = {**values.get("model_options", {}), **dict(overrides.pop("model_options", ()))}
@@ -147,4 +261,4 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
     values.update(overrides)
     if "data" not in values:
         raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
-    return TrainConfig(**values)
+    return TrainConfig(**{**defaults, **values})

@@ -14,8 +14,6 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-import models
-from pipeline import data as data_mod
 from pipeline.errors import ConfigError, DataError
 from pipeline.training import batchnorm, strategy as strategy_mod, transfer
 from pipeline.training import logs as train_logs
@@ -24,29 +22,28 @@ from pipeline.training import logs as train_logs
 TPU_STEPS_PER_EXECUTION = 8
 
 
-def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
+def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
     keras.utils.set_random_seed(config.seed)
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with chosen.strategy.scope():
         try:
-            built = models.build_recorded(config.model, num_classes, config.size,
-                                          weights=config.weights, **dict(config.model_options))
+            built = task.build(config, num_classes)
             model = built.model
         except ValueError as err:  # weights that do not fit the model; options were checked in validate()
             raise ConfigError(str(err)) from err
         if config.unfreeze_from:
             transfer.check_layer(built.base, config.unfreeze_from)
-        compile_model(model, config, chosen)
+        compile_model(model, config, chosen, task)
     if cache:
         # One in-memory copy for both readers: training fills it in its first epoch, and the BatchNorm
         # estimates then read the decoded examples from it instead of decoding them again every epoch.
         train_ds = train_ds.cache()
-    train = data_mod.training_pipeline(train_ds, config.batch_size, config.seed)
-    val = data_mod.eval_pipeline(heldout_ds, config.batch_size)
+    train = task.training_batches(train_ds, config, config.seed)
+    val = task.eval_batches(heldout_ds, config.batch_size)
     statistics = batchnorm.Statistics(model, chosen.strategy, config.weights, steps_per_epoch=steps_per_epoch,
                                       # a shuffle of its own, over the same (cached) examples
-                                      batches=lambda: data_mod.training_pipeline(train_ds, config.batch_size, config.seed + 1),
+                                      batches=lambda: task.training_batches(train_ds, config, config.seed + 1),
                                       global_batch=config.batch_size, last_epoch=config.epochs - 1)
     epoch_log = train_logs.EpochLog(state_dir / "history.json", config.epochs, write=chosen.is_chief)
     on_terminal = sys.stdout.isatty()
@@ -60,7 +57,7 @@ def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_pe
                   f"learning rate {config.fine_tune_learning_rate:g}", flush=True)
         if phase.name != "all":
             with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
-                compile_model(model, config, chosen, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
+                compile_model(model, config, chosen, task, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
             *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
@@ -84,13 +81,13 @@ def fit(config, chosen, num_classes, train_ds, cache: bool, heldout_ds, steps_pe
     return model, epoch_log.history(), built.weights, statistics.record()
 
 
-def compile_model(model, config, chosen, learning_rate: Optional[float] = None) -> None:
-    """A fresh Adam at `learning_rate` (None: the schedule's start, which the scheduler then sets)."""
+def compile_model(model, config, chosen, task, learning_rate: Optional[float] = None) -> None:
+    """A fresh Adam at `learning_rate` (None: the schedule's start, which the scheduler then sets), with the
+    task's loss and metrics."""
     model.compile(
         optimizer=keras.optimizers.Adam(config.schedule.start if learning_rate is None else learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=["accuracy"],
         steps_per_execution=steps_per_execution(config, chosen),
+        **task.compile_options(),
     )
 
 

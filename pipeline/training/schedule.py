@@ -5,17 +5,25 @@ freshly initialised weights diverges. Epoch-based so that a resumed run gets the
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+
+def _option(default, flag: str, help: str):
+    """A field with the `pipeline train` option that sets it (metadata: flag, help)."""
+    return field(default=default, metadata={"flag": flag, "help": help})
 
 
 @dataclass(frozen=True)
 class WarmupSchedule:
-    start: float = 1e-4  # rate at epoch 0
-    max: float = 4e-3  # rate reached after warm-up, held for `sustain_epochs`
-    min: float = 1e-5  # floor the decay approaches
-    warmup_epochs: int = 1  # epochs of linear ramp from `start` to `max`
-    sustain_epochs: int = 1  # epochs at `max` before decaying
-    decay: float = 0.8  # per-epoch factor applied to (rate - min) after sustain
+    start: float = _option(1e-4, "--lr-start", "learning rate at epoch 0")
+    # reached after warm-up, held for `sustain_epochs`
+    max: float = _option(4e-3, "--learning-rate", "peak learning rate after warm-up (default 4e-3)")
+    min: float = _option(1e-5, "--lr-min", "floor of the exponential decay")
+    # epochs of linear ramp from `start` to `max`
+    warmup_epochs: int = _option(1, "--warmup-epochs", "epochs of linear warm-up")
+    sustain_epochs: int = _option(1, "--sustain-epochs", "epochs at the peak rate before decay")
+    # applied to (rate - min) after sustain
+    decay: float = _option(0.8, "--lr-decay", "per-epoch decay factor after sustain")
 
     def __post_init__(self):
         if not (0 < self.start and 0 < self.min <= self.max and 0 < self.max):

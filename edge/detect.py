@@ -1,0 +1,246 @@
+"""Object detection on the device, TensorFlow-free: run a detector that ends in TFLite's post-processing op and
+read its four outputs, in pycoral's manner (free functions over an interpreter, NamedTuple results).
+
+    from edge.detect import open_detector, detect_file
+    detector = open_detector("model_int8.tflite")                       # checks, interpreter, contract, labels
+    for obj in detect_file(detector, "street.jpg", threshold=0.4):
+        print(obj.label, obj.score, obj.box)                             # box in the image's pixels
+
+The outputs are read as pycoral reads them: by the signature's names when the model has one (output_0 count,
+output_1 scores, output_2 class ids, output_3 boxes), else by position (boxes, class ids, scores, count), each
+checked against the op's shapes. Boxes come normalized to the input (ymin, xmin, ymax, xmax). The pixel contract
+stretches the whole image to the input (edge.contract's crop "stretch"), so a normalized box times the image's
+width and height is the box in the image's own pixels.
+"""
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from edge.classify import input_details, invoke, set_input
+from edge.errors import InputError, ModelCheckError
+from edge.integrity import check_agreement, metadata_record, recorded_labels
+from edge.interpreter import open_model
+from edge.labels import choose_labels, parse_labels
+from edge.model_metadata import read_metadata
+from edge.runner import Runner, Say, _checked_records, _contract, _quiet
+
+SIGNATURE_NAMES = ("output_3", "output_2", "output_1", "output_0")  # boxes, class ids, scores, count
+DEFAULT_THRESHOLD = 0.4  # pycoral's detect_image.py and Frigate's default
+
+
+class Box(NamedTuple):
+    """A box in pixels (or normalized, before scaling), pycoral's BBox order."""
+
+    xmin: float
+    ymin: float
+    xmax: float
+    ymax: float
+
+
+class Object(NamedTuple):
+    id: int  # 0-based class id
+    label: str  # the class name, or the id as text when the model names none
+    score: float
+    box: Box
+
+
+class Raw(NamedTuple):
+    """The post-processing op's outputs for one image, as the model wrote them."""
+
+    boxes: np.ndarray  # [N, 4] ymin, xmin, ymax, xmax normalized to the input
+    classes: np.ndarray  # [N] class ids (float, whole numbers)
+    scores: np.ndarray  # [N], highest first
+    count: int  # how many of the N positions hold an object
+
+
+def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
+    """Tensor indices of (boxes, class ids, scores, count): by the signature's names, else by position; checked by shape."""
+    indices = None
+    signatures = getattr(interpreter, "_get_full_signature_list", lambda: None)() or {}
+    if len(signatures) == 1:
+        outputs = next(iter(signatures.values())).get("outputs", {})
+        if all(name in outputs for name in SIGNATURE_NAMES):
+            indices = tuple(int(outputs[name]) for name in SIGNATURE_NAMES)
+    details = interpreter.get_output_details()
+    if indices is None:
+        if len(details) != 4:
+            raise ModelCheckError(f"the model has {len(details)} output(s); expected the detection post-processing op's 4 "
+                                  "(boxes, class ids, scores, count)")
+        indices = tuple(int(d["index"]) for d in details)
+    shapes = {int(d["index"]): [int(x) for x in d["shape"]] for d in details}
+    boxes, classes, scores, count = (shapes.get(i) for i in indices)
+    n = boxes[1] if boxes and len(boxes) == 3 else None
+    if n is None or boxes != [1, n, 4] or classes != [1, n] or scores != [1, n] or count != [1]:
+        raise ModelCheckError(f"the model's outputs have shapes {boxes}, {classes}, {scores}, {count}; expected a detector's "
+                              "[1, N, 4] boxes, [1, N] class ids, [1, N] scores and [1] count")
+    return indices  # type: ignore[return-value]
+
+
+def get_raw(interpreter: Any, indices: Optional[Tuple[int, int, int, int]] = None) -> Raw:
+    """The four outputs after invoke (copies: the next invoke overwrites the interpreter's buffers)."""
+    b, c, s, n = indices or output_indices(interpreter)
+    count = int(np.asarray(interpreter.get_tensor(n)).reshape(-1)[0])
+    boxes = np.array(interpreter.get_tensor(b)[0], np.float32)
+    count = max(0, min(count, len(boxes)))
+    return Raw(boxes[:count], np.array(interpreter.get_tensor(c)[0][:count]),
+               np.array(interpreter.get_tensor(s)[0][:count], np.float32), count)
+
+
+def objects(raw: Raw, size: Tuple[int, int], threshold: float = DEFAULT_THRESHOLD,
+            labels: Optional[Sequence[str]] = None) -> List[Object]:
+    """The detections scoring at least `threshold`, boxes clipped to the input and scaled to `size` (width, height)."""
+    width, height = size
+    found = []
+    for box, cls, score in zip(raw.boxes, raw.classes, raw.scores):
+        if score < threshold:
+            continue
+        ymin, xmin, ymax, xmax = (float(v) for v in np.clip(box, 0.0, 1.0))
+        class_id = int(round(float(cls)))
+        label = labels[class_id] if labels is not None and 0 <= class_id < len(labels) else str(class_id)
+        found.append(Object(class_id, label, float(score), Box(xmin * width, ymin * height, xmax * width, ymax * height)))
+    return found
+
+
+def image_size(source: Union[str, Path, bytes, np.ndarray], name: Optional[str] = None) -> Tuple[int, int]:
+    """(width, height) of an image as stored (what its boxes are measured in), from the header only."""
+    if isinstance(source, np.ndarray):
+        return int(source.shape[1]), int(source.shape[0])
+    from PIL import Image, UnidentifiedImageError
+
+    name = name or (str(source) if not isinstance(source, bytes) else "image bytes")
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            return image.size
+    except FileNotFoundError as err:
+        raise InputError(f"image {name} not found") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot read image {name}: {err}; expected a complete PNG, JPEG, BMP or GIF file") from err
+
+
+class Detector(NamedTuple):
+    runner: Runner  # the opened model: interpreter, pixel contract, labels, sha256
+    indices: Tuple[int, int, int, int]  # tensor indices of boxes, class ids, scores, count
+
+
+def open_detector(model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,
+                  backend: Optional[str] = None, verify_sha256: bool = True, labels_file: Optional[Union[str, Path]] = None,
+                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = _quiet) -> Detector:
+    """Open a detector by the device's policy (edge.runner): sha256, interpreter, pixel contract; labels from --labels,
+    the record, else the label file packed on the class-id output (TENSOR_VALUE_LABELS, as Google's detectors carry)."""
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(f"model {path} not found, expected a .tflite file")
+    data = path.read_bytes()
+    records, sha256 = _checked_records(path, data, verify_sha256, say)
+    loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
+    say(f"interpreter: {loaded.backend} ({loaded.why})")
+    indices = output_indices(loaded.interpreter)
+    meta = read_metadata(data, path.name)  # parsed once, for the record it carries and its normalization
+    embedded = metadata_record(path, data, meta)
+    check_agreement(records, embedded)
+    contract = _contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
+    labels, labels_from = choose_labels(labels_file, recorded_labels(records) or (embedded.labels if embedded else None))
+    if labels is None:
+        labels = value_labels(data, str(path))
+        if labels:
+            labels_from = "labels: the label file packed on the model's class-id output"
+    say(contract.describe(input_details(loaded.interpreter)))
+    say(labels_from)
+    return Detector(Runner(loaded, contract, labels, sha256), indices)
+
+
+def value_labels(data: bytes, name: str = "model") -> Optional[List[str]]:
+    """The class names of the first TENSOR_VALUE_LABELS file on any output, or None."""
+    from edge.model_metadata import associated_file, read_metadata
+
+    for tensor in read_metadata(data, name).outputs:
+        for f in tensor.associated_files:
+            if f.type == "TENSOR_VALUE_LABELS":
+                try:
+                    return parse_labels(associated_file(data, f.name, name), f"{f.name} packed in {name}")
+                except InputError as err:
+                    raise ModelCheckError(str(err)) from err
+    return None
+
+
+def detect_pixels(detector: Detector, pixels: np.ndarray, size: Tuple[int, int], threshold: float = DEFAULT_THRESHOLD,
+                  what: str = "an image") -> List[Object]:
+    """Objects in contract pixels already at the input size, boxes scaled to `size` (the image's width, height)."""
+    runner = detector.runner
+    set_input(runner.interpreter, pixels, runner.contract.norm)
+    invoke(runner.interpreter, what)
+    return objects(get_raw(runner.interpreter, detector.indices), size, threshold, runner.labels)
+
+
+def detect_file(detector: Detector, source: Union[str, Path, bytes], threshold: float = DEFAULT_THRESHOLD,
+                name: Optional[str] = None) -> List[Object]:
+    """Objects in one image file (or encoded bytes), boxes in that image's pixels."""
+    name = name or (str(source) if not isinstance(source, bytes) else "image bytes")
+    return detect_pixels(detector, detector.runner.pixels(source, name), image_size(source, name), threshold, name)
+
+
+def load(detector: Detector, source: Union[str, Path], name: Optional[str] = None) -> Tuple[np.ndarray, Tuple[int, int]]:
+    """(contract pixels at the input size, the image's (width, height)): the part a worker thread can do ahead."""
+    return detector.runner.pixels(source, name), image_size(source, name)
+
+
+def as_record(obj: Object) -> Dict[str, Any]:
+    """One object as the JSON the `edge detect --json` file holds."""
+    return {"label": obj.label, "id": obj.id, "score": round(obj.score, 6),
+            "box": {k: round(float(v), 2) for k, v in obj.box._asdict().items()}}
+
+
+def annotate(source: Union[str, Path], found: Sequence[Object], out: Path) -> None:
+    """The image with each object's box and "label score" drawn, written to `out` (PNG or JPEG by its suffix)."""
+    from PIL import Image, ImageDraw
+
+    with Image.open(source) as image:
+        canvas = image.convert("RGB")
+    draw = ImageDraw.Draw(canvas)
+    width = max(1, round(max(canvas.size) / 200))
+    for obj in found:
+        colour = _COLOURS[obj.id % len(_COLOURS)]
+        draw.rectangle(list(obj.box), outline=colour, width=width)
+        draw.text((obj.box.xmin + width + 1, obj.box.ymin + width), f"{obj.label} {obj.score:.2f}", fill=colour)
+    canvas.save(out)
+
+
+_COLOURS = ((255, 64, 64), (64, 200, 64), (64, 128, 255), (255, 200, 0), (200, 64, 255), (0, 200, 200))
+
+
+def is_detector(interpreter: Any) -> bool:
+    """Whether the model's outputs are the post-processing op's four (what `edge bench` times differently)."""
+    try:
+        output_indices(interpreter)
+    except ModelCheckError:
+        return False
+    return True
+
+
+def reading_seconds(detector: Detector, runs: int) -> List[float]:
+    """Seconds of each of `runs` readings of the outputs already computed (get_raw + objects at threshold 0): the
+    device's own post-processing after the invoke, which itself includes the model's post-processing op."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        objects(get_raw(detector.runner.interpreter, detector.indices), (640, 480), 0.0, detector.runner.labels)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def end_to_end_rate(detector: Detector, files: Sequence[Path]) -> float:
+    """Images per second through what `edge detect` does per image (decode and resize ahead on a worker, set_input,
+    invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
+    from edge.prefetch import prefetch
+
+    start = time.perf_counter()
+    for path, loaded, error in prefetch(files, lambda f: load(detector, f)):
+        if error is not None:
+            raise error
+        detect_pixels(detector, loaded[0], loaded[1], 0.0, str(path))
+    return len(files) / (time.perf_counter() - start)

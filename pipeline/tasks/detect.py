@@ -1,0 +1,275 @@
+"""Object detection: boxes and classes per image, an SSD-shaped detector (models/detector.py) over anchors,
+the focal + box loss (pipeline/detection/trainer.py), and COCO's own evaluator on the held-out split.
+
+The manifest's `detection` entry is what export needs to rebuild the anchors and the post-processing:
+the anchor spec, the box coder's scale factors, the input size and resize, the NMS settings.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import List, Sequence
+
+import numpy as np
+
+from pipeline.errors import ConfigError, DataError
+from pipeline.tasks import Evaluation, Plan, Task
+
+# The detector's defaults, chosen on `shapes` (bench/results/detect.md).
+IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
+DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what models/detector.py's backbones take
+RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
+# Training crops keep each side >= this share of the image: deeper crops enlarge every object, and the held-out
+# small ones were then the ones missed (shapes: mAP@.5 0.891 at 0.6, 0.936 at 0.85; bench/results/detect.md).
+MIN_CROP = 0.85
+
+
+def anchor_spec():
+    from pipeline.detection.anchors import AnchorSpec
+
+    return AnchorSpec()
+
+
+class Detect(Task):
+    name = "detect"
+    default_data = "shapes"
+    # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
+    # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
+    train_defaults = {"batch_size": 16, "epochs": 12,
+                      "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}}
+
+    def check(self, config) -> None:
+        from models.detector import BACKBONES
+
+        if config.model not in BACKBONES:
+            raise ConfigError(f"--task detect: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
+        takes = DETECTOR_OPTIONS[config.model]
+        unknown = sorted(set(dict(config.model_options)) - set(takes))
+        if unknown:
+            raise ConfigError(f"--task detect: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
+        if config.frozen_epochs or config.unfreeze_from:
+            raise ConfigError("--task detect trains the whole detector; --frozen-epochs and --unfreeze-from are for classify")
+        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
+            raise ConfigError(f"--task detect: --weights {config.weights} for {config.model}; expected 'imagenet' with "
+                              "mobilenet_v2, or no --weights")
+        if config.client_fits:
+            raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
+        stride = max(anchor_spec().strides)
+        if config.size % stride:
+            raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
+                              "coarsest feature stride)")
+
+    def default_image_size(self, model: str) -> int:
+        return IMAGE_SIZE.get(model, 128)
+
+    def plan(self, config, chosen) -> Plan:
+        from pipeline.data import Split
+        from pipeline.detection import augment
+        from pipeline.detection.specs import open_detection
+
+        source = open_detection(config.data)
+        val = open_detection(config.val_data, source.labels) if config.val_data else None
+        split = Split(config.heldout_fraction, config.seed)
+        train = _examples(source, "all" if val else "train", split)
+        heldout = val.examples if val else _examples(source, "heldout", split)
+        if not heldout:
+            raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
+                            "(more images, a larger --heldout-fraction, or --val-data)")
+        steps_per_epoch = len(train) // config.batch_size
+        if steps_per_epoch < 1:
+            raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
+        decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
+        feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
+                "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
+                "augmented": "after the cache: flip and crop drawn anew every epoch"}
+        heldout_ds = augment.with_targets(augment.fitted(augment.decoded(heldout), config.size, resize=RESIZE),
+                                          _anchors(config.size))
+        return Plan(source, val, split, augment.decoded(train), len(train), heldout_ds, len(heldout), feed, steps_per_epoch)
+
+    def build(self, config, num_classes: int):
+        import models
+        from models import pretrained
+        from models.detector import build_detector
+        from pipeline.detection.trainer import training_model
+
+        spec = anchor_spec()
+        imagenet = config.weights == models.IMAGENET
+        with pretrained.keras_downloads() as fetched:
+            detector = build_detector(config.model, config.size, num_classes, spec.per_location, strides=spec.strides,
+                                      imagenet=imagenet, **dict(config.model_options))
+        model = training_model(detector)
+        return models.Built(model, None, pretrained.record(config.weights, fetched) if imagenet else None)
+
+    def compile_options(self):
+        return {}  # the loss is the model's own train_step
+
+    def training_batches(self, train, config, seed: int):
+        import tensorflow as tf
+
+        from pipeline.data.feed import _with_options
+        from pipeline.detection import augment
+
+        # Shuffled and repeated before the augmentation draws are numbered: every epoch augments anew.
+        ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = augment.with_targets(augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP),
+                                  _anchors(config.size))
+        ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
+        return _with_options(ds).prefetch(tf.data.AUTOTUNE)
+
+    def eval_batches(self, heldout, batch_size: int):
+        import tensorflow as tf
+
+        from pipeline.data.feed import _with_options
+
+        return _with_options(heldout.batch(batch_size).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
+
+    def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
+        from pipeline.detection.evaluate import evaluate
+        from pipeline.detection.infer import Nms, predict
+        from pipeline.detection.samples import heldout_document
+
+        examples = _heldout(plan)
+        labels = plan.train_source.labels
+        nms = Nms()
+        predictions = predict(model, examples, _anchors(config.size), config.size, resize=RESIZE, nms=nms,
+                              batch_size=config.batch_size)
+        scores = evaluate(examples, predictions, labels)
+        final = history[-1] if history else {}
+        metrics = {"map": scores.map, "map50": scores.map50, "loss": final.get("val_loss"), "images": len(examples),
+                   "objects": int(sum(len(e.boxes) for e in examples))}
+        line = (f"held-out: mAP@[.5:.95] {scores.map:.4f}, mAP@.5 {scores.map50:.4f} ({len(examples)} images, "
+                f"{metrics['objects']} objects; COCOeval)\nper class AP@[.5:.95]: "
+                + ", ".join(f"{k} {'n/a' if v != v else format(v, '.3f')}" for k, v in scores.per_class.items()))
+        print(line, flush=True)
+        document = heldout_document(examples, predictions, labels)
+        record = {"heldout": metrics, "heldout_per_class": scores.as_dict()["per_class"],
+                  "evaluation": {"evaluator": "pycocotools COCOeval (bbox)", "nms": nms.as_dict(), "resize": RESIZE}}
+        return Evaluation(record, line, {"heldout_detections": json.dumps(document).encode("utf-8")})
+
+    def record(self, config, plan: Plan, model, weights):
+        from pipeline.data import TRAINING_CONTRACT
+        from pipeline.detection.anchors import SCALE_FACTORS, anchors
+        from pipeline.detection.augment import MAX_BOXES
+
+        spec = anchor_spec()
+        train, val = plan.train_source, plan.val_source
+        return {
+            "model": {
+                "name": config.model,
+                "architecture": "ssd",
+                "image_size": config.size,
+                "num_classes": len(train.labels),
+                "options": dict(config.model_options),
+                "parameters": int(model.count_params()),
+                "weights": weights,
+                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
+                "outputs": {"box_codes": "[B, A, 4] center-size codes (ty, tx, th, tw) against the anchors",
+                            "class_logits": "[B, A, C + 1] logits, column 0 the background (untrained)"},
+            },
+            "detection": {
+                "anchors": {k: list(v) for k, v in spec._asdict().items()},  # AnchorSpec(**{k: tuple(v)}) rebuilds it
+                "anchor_count": int(len(anchors(config.size, spec))),
+                "scale_factors": list(SCALE_FACTORS),  # y, x, h, w: TFLite_Detection_PostProcess's attributes
+                "resize": RESIZE,
+                "max_boxes": MAX_BOXES,
+            },
+            # The device stretches the whole image to the input by the pixel contract, as training does (with
+            # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
+            "preprocessing": TRAINING_CONTRACT.as_record(),
+            "labels": list(train.labels),
+            "data": {
+                "train": _describe(config.data, train),
+                "val": _describe(config.val_data, val) if val else None,
+                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
+                "identity": _identity(plan),
+            },
+        }
+
+    def saved(self, model):
+        from pipeline.detection.trainer import plain
+
+        return plain(model)
+
+    def export(self, config, run):
+        from pipeline.tasks import detect_export
+
+        return detect_export.export(config, run)
+
+    def parity(self, config, run):
+        from pipeline.tasks import detect_parity
+
+        outcome = detect_parity.parity(config, run)
+        outcome.report["summary"] = detect_parity.summary_table(outcome.report)
+        return outcome
+
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks import detect_predict
+
+        return detect_predict.predict(config, run, say, progress)
+
+    def prepare(self, config, source: str, out: str):
+        from pipeline.detection.specs import open_detection
+        from pipeline.detection.tfrecords import write_tfrecords
+        from pipeline.tasks.class_shards import PrepareResult, join_path
+
+        import tensorflow as tf
+
+        data = open_detection(source)  # every image and box checked before anything is written
+        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
+        if existing:
+            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
+        total = sum(len(e.image) for e in data.examples)
+        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
+        paths = write_tfrecords(data, out, shards)
+        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def _as_model_input(images, targets):
+    import tensorflow as tf
+
+    return tf.cast(images, tf.float32), targets
+
+
+def _anchors(size: int) -> np.ndarray:
+    from pipeline.detection.anchors import anchors
+
+    return anchors(size, anchor_spec())
+
+
+def _examples(source, split: str, holdout) -> list:
+    return [source.examples[i] for i in source.indices(split, holdout)]
+
+
+def _heldout(plan: Plan) -> list:
+    return plan.val_source.examples if plan.val_source else _examples(plan.train_source, "heldout", plan.split)
+
+
+def _describe(spec: str, source) -> dict:
+    return {"spec": spec, "kind": source.kind, "resolved": source.spec, "num_examples": len(source.examples),
+            "num_classes": len(source.labels), "num_objects": int(sum(len(e.boxes) for e in source.examples))}
+
+
+def _identity(plan: Plan) -> dict:
+    """Class names, a summary of the training images and the held-out images one by one (id, digest), as
+    classification records them, so a later stage can name what changed."""
+    train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
+    heldout = _heldout(plan)
+
+    def summary(examples: Sequence) -> dict:
+        listing = json.dumps([[e.id, e.digest, np.round(e.boxes, 5).tolist(), e.classes.tolist()] for e in examples],
+                             separators=(",", ":")).encode("utf-8")
+        per_class = np.bincount(np.concatenate([e.classes for e in examples]) if examples else np.zeros(0, int),
+                                minlength=len(plan.train_source.labels)).tolist()
+        return {"count": len(examples), "objects_per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
+
+    return {"classes": list(plan.train_source.labels), "train": summary(train),
+            "heldout": {**summary(heldout), "examples": [[e.id, e.digest] for e in heldout]}}
+
+
+TASK = Detect()

@@ -1,0 +1,117 @@
+"""`pipeline predict` of a detection run: every object the exported detector finds in unlabeled images, written as
+COCO's results format (a JSON list, one row per object: image_id, file_name, category_id, category, bbox
+[x, y, width, height] in the image's pixels, score), the form COCOeval's loadRes and COCO tooling read.
+
+--model float runs the float TFLite twin (the SavedModel with the same post-processing op, so the same boxes),
+int8 and edgetpu the exported int8 files: each through the device's own reading (edge.detect), one image at a
+time. Every detection the op keeps is written, whatever its score: an mAP needs the low-scoring ones too, and a
+reader can drop them by score. image_id is the input's position; category_id is the class's index + 1, as this
+project writes COCO categories (COCO reserves 0).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, List, NamedTuple
+
+import numpy as np
+
+from pipeline.errors import ConfigError, DataError
+
+MODELS = {"float": "model_float", "int8": "model_int8", "edgetpu": "model_int8_edgetpu"}  # --model -> artifact key
+SHOWN = 10  # refused inputs named in the error; the count says how many more
+
+
+class Predicted(NamedTuple):
+    """The stage's result fields (pipeline.predict.PredictResult, in its order)."""
+
+    out: Path
+    format: str
+    written: int
+    skipped: List[str]
+    load_seconds: float
+    seconds: float
+    what: str
+
+
+def predict(config, run, say, progress):
+    """Detect in every input of config.data with the run's exported detector and write config.out (COCO results)."""
+    from edge.detect import detect_pixels, load, open_detector
+    from edge.prefetch import prefetch
+    from pipeline.data import unlabeled
+    from pipeline.rundir.files import write_json_atomic
+
+    _check(config)
+    key = MODELS[config.model]
+    if not run.has(key):
+        step = "pipeline compile RUN" if config.model == "edgetpu" else ("pipeline export RUN --int8" if config.model == "int8"
+                                                                         else "pipeline export RUN")
+        raise ConfigError(f"{run.dir} has no {key}; run `{step}` first (a detection run predicts with its exported detector)")
+    if config.model == "edgetpu":
+        run.check_compiled_is_current(key)
+    path = run.artifact(key)  # checks its sha256
+    inputs = unlabeled.open_inputs(config.data)
+    problems: Dict[int, str] = dict(inputs.problems)
+    _refuse_unless_skipping(config, inputs, problems)
+    started = time.perf_counter()
+    detector = open_detector(path, edgetpu=config.model == "edgetpu", threads=config.threads)
+    loaded = time.perf_counter()
+    rows: List[dict] = []
+    found_in = set()
+    keep = _kept(len(inputs.items), problems)
+    elements = inputs.encoded(keep)  # (position, encoded bytes), decoded ahead on a worker as the device does
+    with progress(int(keep.sum()), "detecting") as update:
+        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], _name(inputs.items[e[0]]))):
+            item = inputs.items[position]
+            if error is not None:
+                problems[position] = str(error)
+            else:
+                pixels, size = loaded_image
+                found_in.add(position)
+                for o in detect_pixels(detector, pixels, size, threshold=0.0, what=_name(item)):
+                    b = o.box
+                    rows.append({"image_id": position, "file_name": item.id, "category_id": o.id + 1, "category": o.label,
+                                 "bbox": [round(float(b.xmin), 2), round(float(b.ymin), 2), round(float(b.xmax - b.xmin), 2),
+                                          round(float(b.ymax - b.ymin), 2)], "score": round(float(o.score), 6)})
+            update(1)
+    _refuse_unless_skipping(config, inputs, problems)
+    if not found_in:
+        raise DataError(f"every one of the {len(inputs.items)} inputs was left out (--skip-bad); nothing to write")
+    seconds = time.perf_counter() - loaded
+    out = Path(config.out)
+    write_json_atomic(out, rows, indent=1)
+    skipped = [problems[i] for i in sorted(problems)]
+    return Predicted(out, "coco results json", len(found_in), skipped, loaded - started, seconds,
+                     f"{path.name} ({config.model}), one image at a time, {len(rows)} objects; "
+                     "images decoded by the pixel contract (edge.preprocess), as the device decodes")
+
+
+def _check(config) -> None:
+    if config.top_k is not None:
+        raise ConfigError("--top-k applies to classification runs; a detection run writes every object found")
+    if config.out_format != "json":
+        raise ConfigError(f"--out {config.out}" + (f" --format {config.format}" if config.format else "")
+                          + ": a detection run writes COCO results JSON; expected a .json file (no CSV)")
+    wrong = [f"--{n.replace('_', '-')}" for n in ("batch_size", "tpu", "cpu_replicas") if getattr(config, n) is not None]
+    if wrong:
+        raise ConfigError(f"{', '.join(wrong)} apply to a classification run's SavedModel; a detection run predicts with "
+                          "its exported TFLite detector one image at a time")
+
+
+def _kept(total: int, problems: Dict[int, str]) -> np.ndarray:
+    keep = np.ones(total, bool)
+    keep[list(problems)] = False
+    return keep
+
+
+def _refuse_unless_skipping(config, inputs, problems: Dict[int, str]) -> None:
+    if not problems or config.skip_bad:
+        return
+    named = [problems[i] for i in sorted(problems)[:SHOWN]]
+    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+    raise DataError(f"{len(problems)} of {len(inputs.items)} inputs cannot be predicted, nothing was written: "
+                    f"{'; '.join(named)}{more}. Fix them, or give --skip-bad to predict the others and list these")
+
+
+def _name(item) -> str:
+    return item.where if item.record is None else f"{item.where} (id {item.id!r})"

@@ -1,0 +1,206 @@
+"""The int8 detector file alone, in other people's programs: do they find what `edge detect` finds?
+
+A detector trained for a minute on `shapes` (tests/detect_trained.py) is exported to int8 and copied alone into
+an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
+size, so every client's resize leaves the pixels as they are and only the reading of the outputs differs):
+  - `edge detect --json` in the Python 3.9 device environment (.ci/edge-env) is the reference;
+  - pycoral's own examples/detect_image.py (../shared/reference/pycoral), run as a program in the device
+    environment with its defaults (threshold 0.4), reading the outputs by the model's signature names;
+  - Frigate's Edge TPU plugin's SSD reading (model_type ssd), reproduced with its index logic in
+    edge.clients.frigate_ssd_read (by shape at start-up, then by position), on tflite_runtime as Frigate runs it;
+  - MediaPipe's ObjectDetector (PyPI mediapipe 1.2.2, .ci/mediapipe-env), which needs the metadata's four
+    output descriptions and names the classes from the packed label file.
+Each must find the same objects: same class, IoU >= 0.9. Objects scoring within MARGIN of the 0.4 threshold
+may be on either side of it for one runtime and not another, so each side's objects are matched only when they
+score at least 0.4 + MARGIN. pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate,
+MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
+20-pixel object truncation alone moves the IoU below 0.9.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import device_env
+from tests.detect_trained import train_and_export
+from tests.helpers import REPO, quiet_env
+
+pytestmark = pytest.mark.host
+
+PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
+THRESHOLD = 0.4  # pycoral's detect_image.py default and Frigate's fixed min_score
+MARGIN = 0.05
+MIN_IOU = 0.9
+
+# pycoral's detect_image.py run as a program (runpy, as `python detect_image.py -m MODEL -i IMAGE` does), once per
+# image; its RESULTS section prints, per object, the id (no labels file), "  id: ", "  score: ", "  bbox: BBox(...)".
+_PYCORAL_DRIVER = r"""
+import contextlib, io, json, re, runpy, sys
+script, model, images = sys.argv[1], sys.argv[2], sys.argv[3:]
+answers = []
+for image in images:
+    sys.argv = [script, "-m", model, "-i", image, "-c", "1"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(script, run_name="__main__")
+    text = out.getvalue().split("-------RESULTS--------", 1)[1]
+    found = []
+    for cls, score, box in re.findall(r"id:\s+(\d+)\s+score:\s+([0-9.eE+-]+)\s+bbox:\s+BBox\(([^)]*)\)", text):
+        b = dict(kv.split("=") for kv in box.replace(" ", "").split(","))
+        found.append({"id": int(cls), "score": float(score), "box": [float(b[k]) for k in ("xmin", "ymin", "xmax", "ymax")]})
+    answers.append(found)
+print(json.dumps(answers))
+"""
+
+# Frigate's reading on tflite_runtime (the interpreter its plugin imports first), fed as its SSD path feeds a
+# square region (edge.clients.frigate_detect; the region is the whole square image here).
+_FRIGATE_DRIVER = r"""
+import json, sys
+from PIL import Image
+from tflite_runtime.interpreter import Interpreter
+from edge import clients
+interpreter = Interpreter(model_path=sys.argv[1])
+interpreter.allocate_tensors()
+details = interpreter.get_input_details()[0]
+answers = []
+for path in sys.argv[2:]:
+    width, height = Image.open(path).size
+    x1, y1, x2, y2 = clients.frigate_region(width, height)
+    interpreter.set_tensor(details["index"], clients.frigate_detect(path, details))
+    interpreter.invoke()
+    side = y2 - y1
+    found = [{"id": int(r[0]), "score": float(r[1]),
+              "box": [x1 + r[3] * side, y1 + r[2] * side, x1 + r[5] * side, y1 + r[4] * side]}
+             for r in clients.frigate_ssd_read(interpreter) if r[1] > 0]
+    answers.append(found)
+print(json.dumps(answers))
+"""
+
+_MEDIAPIPE_DRIVER = r"""
+import json, sys
+import mediapipe as mp
+from mediapipe.tasks.python import vision
+from mediapipe.tasks.python.core.base_options import BaseOptions
+options = vision.ObjectDetectorOptions(base_options=BaseOptions(model_asset_path=sys.argv[1]), score_threshold=float(sys.argv[2]))
+answers = []
+with vision.ObjectDetector.create_from_options(options) as detector:
+    for path in sys.argv[3:]:
+        found = []
+        for d in detector.detect(mp.Image.create_from_file(path)).detections:
+            b, c = d.bounding_box, d.categories[0]
+            found.append({"id": c.index, "label": c.category_name, "score": c.score,
+                          "box": [b.origin_x, b.origin_y, b.origin_x + b.width, b.origin_y + b.height]})
+        answers.append(found)
+print(json.dumps(answers))
+"""
+
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The two environments built in parallel with the training; the int8 file alone in an empty folder."""
+    root = tmp_path_factory.mktemp("clients")
+    builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
+              "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
+    trained = train_and_export(root / "trained")
+    for script, proc in builds.items():
+        device_env.finish_build(script, proc)
+    alone = root / "alone"
+    alone.mkdir()
+    model = alone / "detector_int8.tflite"
+    shutil.copy(trained.int8, model)
+    assert sorted(p.name for p in alone.iterdir()) == ["detector_int8.tflite"]
+    return SimpleNamespace(model=model, files=[str(f) for f in trained.files], labels=trained.labels, root=root,
+                           device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python")
+
+
+def _run(args, cwd: Path) -> str:
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900, cwd=cwd, env=quiet_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def reference(setup):
+    """`edge detect --json` in the device environment: the objects of each held-out image, in pixels."""
+    out = setup.root / "edge.json"
+    _run([setup.device / "edge", "detect", setup.model, *setup.files, "--threshold", str(THRESHOLD), "--json", out], setup.model.parent)
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == [] and len(doc["images"]) == len(setup.files)
+    found = [[{"id": o["id"], "label": o["label"], "score": o["score"],
+               "box": [o["box"][k] for k in ("xmin", "ymin", "xmax", "ymax")]} for o in image["objects"]]
+             for image in doc["images"]]
+    assert sum(len(f) for f in found) >= 5, "the trained detector finds too few objects for the comparison to mean anything"
+    return found
+
+
+def _iou(a, b) -> float:
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _pycoral_pixels(box):
+    return [int(v) for v in box]  # BBox(...).scale(sx, sy).map(int)
+
+
+def _mediapipe_pixels(box):
+    x, y = int(box[0]), int(box[1])  # origin_x, origin_y, width, height, each truncated
+    return [x, y, x + int(box[2] - box[0]), y + int(box[3] - box[1])]
+
+
+def _same_objects(name: str, reference, answers, rounding=None) -> int:
+    """Every object scoring >= THRESHOLD + MARGIN on one side has one on the other: same class, IoU >= MIN_IOU
+    (`edge detect`'s boxes first rounded as the client rounds its own)."""
+    assert len(answers) == len(reference), f"{name}: {len(answers)} answers for {len(reference)} images"
+    if rounding is not None:
+        reference = [[{**o, "box": rounding(o["box"])} for o in image] for image in reference]
+    matched = 0
+    for n, (ours, theirs) in enumerate(zip(reference, answers)):
+        for side, wanted, among in (("edge detect", ours, theirs), (name, theirs, ours)):
+            for obj in (o for o in wanted if o["score"] >= THRESHOLD + MARGIN):
+                best = max((_iou(obj["box"], o["box"]) for o in among if o["id"] == obj["id"]), default=0.0)
+                assert best >= MIN_IOU, (f"image {n}: {side} finds class {obj['id']} at {obj['box']} (score {obj['score']:.3f}); "
+                                         f"the other finds {among} (best IoU {best:.3f})")
+                matched += side == "edge detect"
+    return matched
+
+
+def test_pycoral_detect_image_finds_what_edge_detect_finds(setup, reference):
+    driver = setup.root / "pycoral_driver.py"
+    driver.write_text(_PYCORAL_DRIVER)
+    env_python = setup.device / "python"
+    done = subprocess.run([str(env_python), str(driver), str(PYCORAL / "detect_image.py"), str(setup.model), *setup.files],
+                          capture_output=True, text=True, timeout=900, cwd=setup.model.parent,
+                          env=quiet_env(PYTHONPATH=str(PYCORAL)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    matched = _same_objects("pycoral detect_image.py", reference, answers, _pycoral_pixels)
+    assert matched >= 5
+
+
+def test_frigate_ssd_reading_finds_what_edge_detect_finds(setup, reference):
+    driver = setup.root / "frigate_driver.py"
+    driver.write_text(_FRIGATE_DRIVER)
+    answers = json.loads(_run([setup.device / "python", driver, setup.model, *setup.files], setup.model.parent).strip().splitlines()[-1])
+    assert _same_objects("Frigate (edgetpu plugin, ssd)", reference, answers) >= 5
+
+
+def test_mediapipe_object_detector_finds_and_names_what_edge_detect_finds(setup, reference):
+    driver = setup.root / "mediapipe_driver.py"
+    driver.write_text(_MEDIAPIPE_DRIVER)
+    answers = json.loads(_run([setup.mediapipe, driver, setup.model, THRESHOLD, *setup.files], setup.model.parent).strip().splitlines()[-1])
+    names = {o["label"] for image in answers for o in image}
+    assert names and names <= set(setup.labels), names  # class names from the packed label file
+    for image in answers:
+        for o in image:  # MediaPipe gives the name (its index is None when a label file names the class)
+            assert o["id"] is None or o["label"] == setup.labels[o["id"]]
+            o["id"] = setup.labels.index(o["label"])
+    assert _same_objects("MediaPipe ObjectDetector", reference, answers, _mediapipe_pixels) >= 5

@@ -1,0 +1,355 @@
+"""`--task detect` through the stages: `pipeline train` trains the detector with the same machinery as a
+classifier and records what later stages need; `pipeline prepare` writes detection TFRecords training reads
+back; the loss is normalized by the whole global batch's positive anchors across replicas."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("pycocotools")
+
+from tests.helpers import cli  # noqa: E402
+
+pytestmark = pytest.mark.host
+
+DATA = "shapes?count=320&size=128&seed=1"
+SIZE = 128
+
+
+@pytest.fixture(scope="module")
+def detect_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("detect") / "run"
+    result = cli(["train", "--task", "detect", "--data", DATA, "--image-size", str(SIZE), "--epochs", "12", "--batch-size", "16",
+                  "--out", str(run_dir)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return run_dir, result
+
+
+def test_train_records_the_task_the_anchors_and_coco_scores(detect_run):
+    run_dir, result = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["task"] == "detect"
+    assert manifest["labels"] == ["square", "circle", "triangle", "cross"]
+    anchors = manifest["detection"]["anchors"]
+    assert set(anchors) == {"strides", "base_sizes", "scales", "aspect_ratios"}
+    from pipeline.detection.anchors import AnchorSpec, anchors as make_anchors
+
+    spec = AnchorSpec(**{k: tuple(v) for k, v in anchors.items()})
+    assert len(make_anchors(SIZE, spec)) == manifest["detection"]["anchor_count"]
+    heldout = manifest["metrics"]["heldout"]
+    assert 0 <= heldout["map"] <= heldout["map50"] <= 1
+    assert f"mAP@.5 {heldout['map50']:.4f}" in result.stdout  # printed as recorded
+    assert set(manifest["metrics"]["heldout_per_class"]) == set(manifest["labels"])
+    assert manifest["training"]["steps_per_epoch"] == manifest["data"]["split"]["train_examples"] // 16
+
+
+def test_heldout_split_is_recorded_by_identity(detect_run):
+    from pipeline.data import Split
+    from pipeline.detection.specs import open_detection
+
+    run_dir, _ = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    source = open_detection(DATA)
+    expected = [[source.examples[i].id, source.examples[i].digest] for i in source.indices("heldout", Split(0.2, 1234))]
+    assert manifest["data"]["identity"]["heldout"]["examples"] == expected
+    detections = json.loads((run_dir / "heldout_detections.json").read_text())
+    assert [image["id"] for image in detections["images"]] == [ident for ident, _ in expected]
+
+
+def test_training_beats_the_untrained_detector(detect_run):
+    """The trained detector's held-out mAP@.5 against the same detector untrained, scored the same way."""
+    import tf_keras as keras
+
+    from models.detector import build_detector
+    from pipeline.data import Split
+    from pipeline.detection.anchors import AnchorSpec, anchors
+    from pipeline.detection.evaluate import evaluate
+    from pipeline.detection.infer import predict
+    from pipeline.detection.specs import open_detection
+
+    run_dir, _ = detect_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    source = open_detection(DATA)
+    heldout = [source.examples[i] for i in source.indices("heldout", Split(0.2, 1234))]
+    spec = AnchorSpec()
+    keras.utils.set_random_seed(1234)
+    untrained = build_detector("small_cnn", SIZE, len(source.labels), spec.per_location, strides=spec.strides)
+    before = evaluate(heldout, predict(untrained, heldout, anchors(SIZE, spec), SIZE), source.labels)
+    trained = keras.models.load_model(str(run_dir / "saved_model"), compile=False)
+    after = evaluate(heldout, predict(trained, heldout, anchors(SIZE, spec), SIZE), source.labels)
+    assert after.map50 == pytest.approx(manifest["metrics"]["heldout"]["map50"], abs=0.005)  # the saved model is the scored one
+    assert after.map50 > before.map50 + 0.15, (before, after)
+
+
+def test_report_has_the_detection_section(detect_run):
+    run_dir, _ = detect_run
+    html = (run_dir / "report.html").read_text()
+    assert 'id="detection"' in html
+    assert html.count("data:image/png;base64,") >= 8  # sample held-out images with their boxes
+
+
+def test_run_refuses_to_reuse_a_detection_run_as_a_classifier(detect_run):
+    run_dir, _ = detect_run
+    result = cli(["run", "--task", "classify", "--out", str(run_dir)])
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "--task classify (the run has detect)" in result.stderr
+
+
+def test_loss_normalized_by_the_global_batch_adds_up_across_replicas():
+    """Two halves of a batch, each divided by the whole batch's positive count, sum to the whole batch's loss:
+    what every replica computes under a strategy, summed by the optimizer."""
+    import tensorflow as tf
+
+    from pipeline.detection.loss import detection_loss
+
+    rng = np.random.default_rng(0)
+    b, a, c = 6, 50, 4
+    class_targets = rng.choice([-1, 0, 0, 0, 1, 2, 3, 4], size=(b, a)).astype(np.int32)
+    box_targets = rng.normal(size=(b, a, 4)).astype(np.float32) * (class_targets > 0)[..., None]
+    codes = rng.normal(size=(b, a, 4)).astype(np.float32)
+    logits = rng.normal(size=(b, a, c + 1)).astype(np.float32)
+    whole = detection_loss(*map(tf.constant, (box_targets, class_targets, codes, logits)))
+    positives = float((class_targets > 0).sum())
+    halves = [detection_loss(*map(tf.constant, (box_targets[s], class_targets[s], codes[s], logits[s])), normalizer=positives)
+              for s in (slice(0, 2), slice(2, 6))]
+    for k in range(3):
+        assert float(halves[0][k] + halves[1][k]) == pytest.approx(float(whole[k]), rel=1e-5)
+    # Without the global count each replica divides by its own positives, and the sum is another number.
+    own = [detection_loss(*map(tf.constant, (box_targets[s], class_targets[s], codes[s], logits[s]))) for s in (slice(0, 2), slice(2, 6))]
+    assert float(own[0][0] + own[1][0]) != pytest.approx(float(whole[0]), rel=1e-3)
+
+
+def test_detect_trains_under_mirrored_strategy(tmp_path):
+    run_dir = tmp_path / "run"
+    result = cli(["train", "--task", "detect", "--data", "shapes?count=80&size=32", "--image-size", "32", "--epochs", "1",
+                  "--batch-size", "16", "--cpu-replicas", "2", "--no-tensorboard", "--out", str(run_dir)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["training"]["strategy"], manifest["training"]["replicas"]) == ("mirrored", 2)
+    assert np.isfinite(manifest["metrics"]["final_epoch"]["loss"])
+
+
+def test_prepare_detect_writes_records_that_read_back_as_the_coco_data(tmp_path):
+    from pipeline.detection.coco import read_coco, write_coco
+    from pipeline.detection.shapes import shapes
+    from pipeline.detection.tfrecords import read_tfrecords
+
+    write_coco(shapes(12, size=48, seed=5), tmp_path / "coco" / "annotations.json")
+    out = tmp_path / "records"
+    result = cli(["prepare", "--task", "detect", str(tmp_path / "coco" / "annotations.json"), "--out", str(out)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "pipeline train --task detect --data" in result.stdout
+    coco, records = read_coco(tmp_path / "coco" / "annotations.json"), read_tfrecords(str(out / "*.tfrecord"))
+    assert records.labels == coco.labels
+    assert [(e.id, e.digest) for e in records.examples] == [(e.id, e.digest) for e in coco.examples]
+    for x, y in zip(records.examples, coco.examples):
+        np.testing.assert_allclose(x.boxes, y.boxes, atol=1e-5)
+        np.testing.assert_array_equal(x.classes, y.classes)
+
+
+@pytest.fixture(scope="module")
+def exported_run(detect_run, tmp_path_factory):
+    """A copy of the trained run, exported float and int8 (what parity and predict read)."""
+    import shutil
+
+    run_dir = tmp_path_factory.mktemp("exported") / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    for args in ([], ["--int8", "--calibration-samples", "32"]):
+        result = cli(["export", str(run_dir), *args], timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run):
+    from edge.tflite_file import read_model
+
+    run_dir = exported_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert {"model_float", "model_int8"} <= set(manifest["artifacts"])
+    assert manifest["artifacts"]["model_int8"]["calibration"]["samples"] == 32
+    ops = [op.name for op in read_model((run_dir / "model_int8.tflite").read_bytes()).ops]
+    assert ops[-1] == "TFLite_Detection_PostProcess"
+    result = cli(["compile", str(run_dir), "--check-only"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ops predicted on the Edge TPU (100%), then 3 post-processing op(s) on the CPU at the end" in result.stderr
+    result = cli(["parity", str(run_dir)], timeout=600)
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    models = report["models"]
+    assert set(models) == {"float_savedmodel", "float_tflite_cpu", "int8_cpu"}
+    # The float TFLite model is the SavedModel with the same post-processing: the same boxes, so the same scores.
+    assert models["float_tflite_cpu"]["map50"] == pytest.approx(models["float_savedmodel"]["map50"], abs=0.01)
+    assert models["float_tflite_cpu"]["agreement"] >= 0.95
+    drop = (models["float_savedmodel"]["map50"] - models["int8_cpu"]["map50"]) * 100
+    assert report["gate"]["passed"] == (drop <= 1.0) and result.returncode == (0 if drop <= 1.0 else 1), result.stderr[-2000:]
+    assert "int8_cpu" in result.stdout and "gate (mAP@.5 drop <= 1 pp for int8_cpu)" in result.stdout
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["parity"]["passed"] == report["gate"]["passed"]
+
+
+def test_export_refuses_what_a_detection_run_does_not_take(detect_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    before = (run_dir / "manifest.json").read_bytes()
+    for args, needle in ((["--float16"], "--float16 on a detection run; expected float32 (no flag) or --int8"),
+                         (["--int8", "--per-tensor"], "--per-tensor apply to classification runs")):
+        result = cli(["export", str(run_dir), *args])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert needle in result.stderr
+    assert (run_dir / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--model", "xception"], "--task detect: model 'xception' has no detector; expected one of small_cnn, mobilenet_v2"),
+    (["--weights", "imagenet"], "--task detect: --weights imagenet for small_cnn; expected 'imagenet' with mobilenet_v2"),
+    (["--image-size", "100"], "--task detect: image size 100; expected a multiple of 16"),
+    (["--frozen-epochs", "1", "--model", "mobilenet_v2", "--weights", "imagenet"], "--task detect trains the whole detector"),
+])
+def test_train_detect_refuses_options_it_cannot_honour(args, needle, tmp_path):
+    result = cli(["train", "--task", "detect", "--data", "shapes?count=20", *args, "--out", str(tmp_path / "run")])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert needle in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def heldout_as_coco(folder):
+    """The held-out images as a COCO folder (annotations.json, category ids from 1) and their files."""
+    from pipeline.data import Split
+    from pipeline.detection.coco import write_coco
+    from pipeline.detection.examples import DetSource
+    from pipeline.detection.specs import open_detection
+
+    source = open_detection(DATA)
+    # shapes' ids have no suffix; as files a user hands to predict, they are PNGs
+    heldout = [source.examples[i]._replace(id=source.examples[i].id + ".png") for i in source.indices("heldout", Split(0.2, 1234))]
+    write_coco(DetSource("heldout", "shapes", source.labels, heldout), folder / "annotations.json")
+    return heldout, source.labels, [folder / e.id for e in heldout]
+
+
+@pytest.mark.parametrize("model", ["float", "int8"])
+def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_them(exported_run, tmp_path, model):
+    """`pipeline predict` on unlabeled held-out images: COCOeval, given the ground truth written as COCO with its
+    own ids, scores the file as the same detector's objects read on the device and scored in memory."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from edge.detect import detect_file, open_detector
+    from pipeline.detection.evaluate import Detections, evaluate
+
+    heldout, labels, files = heldout_as_coco(tmp_path / "coco")
+    before = (exported_run / "manifest.json").read_bytes()
+    out = tmp_path / "results.json"
+    result = cli(["predict", str(exported_run), "--data", str(tmp_path / "coco" / "shapes"), "--out", str(out), "--model", model])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"wrote {out}: {len(files)} predictions (coco results json)" in result.stdout
+    rows = json.loads(out.read_text())
+    assert rows and set(rows[0]) == {"image_id", "file_name", "category_id", "category", "bbox", "score"}
+    assert (exported_run / "manifest.json").read_bytes() == before  # predict only reads the run
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(tmp_path / "coco" / "annotations.json"))
+        ids = {img["file_name"]: img["id"] for img in gt.dataset["images"]}
+        names = {c["id"]: c["name"] for c in gt.dataset["categories"]}
+        assert all(names[r["category_id"]] == r["category"] for r in rows)
+        # The folder was given: the ids are paths inside it, COCO's file names less the folder's own name.
+        dt = gt.loadRes([{**r, "image_id": ids[next(k for k in ids if k.endswith("/" + r["file_name"]))]} for r in rows])
+        scored = COCOeval(gt, dt, "bbox")
+        scored.evaluate()
+        scored.accumulate()
+        scored.summarize()
+    detector = open_detector(exported_run / ("model_float.tflite" if model == "float" else "model_int8.tflite"))
+    found = []
+    for e, path in zip(heldout, files):
+        objects = detect_file(detector, path, threshold=0.0)
+        found.append(Detections(np.array([[o.box.ymin / e.height, o.box.xmin / e.width, o.box.ymax / e.height,
+                                           o.box.xmax / e.width] for o in objects], np.float32).reshape(-1, 4),
+                                np.array([o.id for o in objects]), np.array([o.score for o in objects], np.float32)))
+    expected = evaluate(heldout, found, labels)
+    assert scored.stats[1] == pytest.approx(expected.map50, abs=0.002) and scored.stats[0] == pytest.approx(expected.map, abs=0.002)
+    assert expected.map50 > 0.3  # a trained detector: the comparison is of found objects, not of two empty lists
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--top-k", "3"], "--top-k applies to classification runs"),
+    (["--format", "csv"], "a detection run writes COCO results JSON; expected a .json file"),
+    (["--batch-size", "8"], "--batch-size apply to a classification run's SavedModel"),
+    (["--model", "edgetpu"], "has no model_int8_edgetpu; run `pipeline compile RUN` first"),
+])
+def test_predict_refuses_what_a_detection_run_does_not_take(exported_run, tmp_path, args, needle):
+    _, _, files = heldout_as_coco(tmp_path / "coco")
+    out = tmp_path / "results.json"
+    result = cli(["predict", str(exported_run), "--data", str(files[0]), "--out", str(out), *args])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert needle in result.stderr and not out.exists()
+
+
+def test_predict_names_an_image_it_cannot_read_and_skips_it_when_asked(exported_run, tmp_path):
+    _, _, files = heldout_as_coco(tmp_path / "coco")
+    bad = tmp_path / "coco" / "broken.png"
+    bad.write_bytes(b"not an image")
+    out = tmp_path / "results.json"
+    args = ["predict", str(exported_run), "--data", str(files[0]), "--data", str(bad), "--out", str(out)]
+    result = cli(args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "broken.png" in result.stderr, result.stderr[-2000:]
+    assert not out.exists()
+    result = cli([*args, "--skip-bad"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "skipped:" in result.stderr and "broken.png" in result.stderr
+    assert {r["image_id"] for r in json.loads(out.read_text())} == {0}
+
+
+def test_bundle_edge_evaluate_and_parity_device_results_of_a_detection_run(exported_run, tmp_path):
+    """Bundle -> `edge evaluate` of the int8 detector (CPU here; the Edge TPU on a board) -> parity --device-results:
+    the device's objects are scored by the same COCOeval and gated like the int8 model's."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from edge.cli import main as edge_main
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    bundle = tmp_path / "bundle"
+    result = cli(["parity", str(run_dir), "--bundle", str(bundle)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = json.loads((bundle / "bundle.json").read_text())["images"]
+    recorded = json.loads((run_dir / "manifest.json").read_text())["data"]["identity"]["heldout"]["examples"]
+    assert [e["id"] for e in entries] == [r[0] for r in recorded] and {e["label"] for e in entries} == {None}
+    predictions = tmp_path / "predictions.json"
+    out = CliRunner().invoke(edge_main, ["evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle), "--out", str(predictions)])
+    assert out.exit_code == 0, out.output
+    assert f"{len(entries)} images" in out.output
+    result = cli(["parity", str(run_dir), "--device-results", str(predictions)], timeout=600)
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    models = report["models"]
+    # The device decoded the same originals by the same contract through the same model: the same objects.
+    assert models["device_cpu"]["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=1e-4)
+    assert models["device_cpu"]["agreement"] == pytest.approx(models["int8_cpu"]["agreement"], abs=1e-9)
+    assert models["device_cpu"]["device"]["model"] == "model_int8"
+    assert report["gate"]["applies_to"] == ["int8_cpu", "device_cpu"]
+    assert result.returncode == (0 if report["gate"]["passed"] else 1), result.stderr[-2000:]
+    assert "device_cpu" in result.stdout
+    assert report["gate"]["floor"]["no_skill"]["map50"] < models["float_savedmodel"]["map50"]
+    html = (run_dir / "report.html").read_text()
+    assert 'alt="precision-recall curves at IoU 0.5, one per model"' in html
+    assert len(models["int8_cpu"]["precision_at_recall_50"]) == 101
+    # The thumbnails are the images where a model and float differ, by the agreement's own rule.
+    shown = {d["model"] for d in report["disagreements"]}
+    assert shown <= {"int8_cpu", "device_cpu"}
+    assert models["int8_cpu"]["agreement"] == 1 or "int8_cpu" in shown  # a float detection int8 missed is drawn
+
+    document = json.loads(predictions.read_text())
+    for change, needle in ((dict(document, predictions=document["predictions"][::-1]), "the device evaluated other images"),
+                           (dict(document, model_sha256="0" * 64), "not this run's model_int8 or model_int8_edgetpu"),
+                           ({k: v for k, v in document.items() if k != "task"}, "has scores None")):
+        predictions.write_text(json.dumps(change))
+        result = cli(["parity", str(run_dir), "--device-results", str(predictions)])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert needle in result.stderr
