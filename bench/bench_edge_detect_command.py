@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import resource
 import statistics
 import subprocess
@@ -66,7 +67,7 @@ def make(out: Path, epochs: int, heldout: int) -> int:
         done = subprocess.run([sys.executable, "-m", "pipeline", *step], capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"pipeline {' '.join(step)} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-        made.append({"command": "pipeline " + " ".join(step), "seconds": round(time.perf_counter() - start, 1)})
+        made.append({"command": shlex.join(["pipeline", *step]), "seconds": round(time.perf_counter() - start, 1)})
         print(f"{made[-1]['command']}: {made[-1]['seconds']} s", flush=True)
     manifest = json.loads((run / "manifest.json").read_text())
     model = manifest.get("model") or {}
