@@ -189,11 +189,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
             tally.add(sample.label, scores)
     write_json_atomic(Path(out), predictions_document(Path(model), runner, labels, predictions, tally, errors), indent=1)
     click.echo(f"{len(predictions)} images, {tally.summary()}; wrote {out}")
-    if errors:
-        for entry in errors:
-            click.echo(f"error: {entry['error']}", err=True)
-        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
-                         "the others are scored")
+    _refuse_unreadable(errors, len(samples), out, "scored")
 
 
 def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> None:
@@ -214,11 +210,17 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> Non
     write_json_atomic(Path(out), detections_document(model, detector, labels, entries, errors), indent=1)
     found = sum(len(e["objects"]) for e in entries)
     click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
-    if errors:
-        for entry in errors:
-            click.echo(f"error: {entry['error']}", err=True)
-        raise InputError(f"{len(errors)} of {len(samples)} images could not be read (each named above, and under \"errors\" in {out}); "
-                         "the others are evaluated")
+    _refuse_unreadable(errors, len(samples), out, "evaluated")
+
+
+def _refuse_unreadable(errors, total: int, out: str, done: str) -> None:
+    """Name each image that could not be read, then exit 1 with the count: the others' results are in `out`."""
+    if not errors:
+        return
+    for entry in errors:
+        click.echo(f"error: {entry['error']}", err=True)
+    raise InputError(f"{len(errors)} of {total} images could not be read (each named above, and under \"errors\" in {out}); "
+                     f"the others are {done}")
 
 
 @main.command()

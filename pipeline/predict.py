@@ -32,7 +32,6 @@ MODELS = {"float": "saved_model", "int8": "model_int8", "edgetpu": "model_int8_e
 # The float model's global batch when --batch-size is not given: 16 per core on a v3-8 TPU. On a 2-core CPU
 # neither 32 nor 128 wins for every model (bench/results/predict.md), so one default serves everywhere.
 DEFAULT_BATCH = 128
-SHOWN = 10  # refused inputs named in the error; the count says how many more
 
 
 @dataclass(frozen=True)
@@ -107,16 +106,16 @@ def predict_unlabeled(config: PredictConfig, run_dir: Path, say: Callable[[str],
     model_path, chosen, batch = _plan(config, run, say)
     inputs = unlabeled.open_inputs(config.data)
     problems = dict(inputs.problems)
-    _refuse_unless_skipping(config, inputs, problems)
+    inputs.refuse_unless_skipping(problems, config.skip_bad)
     scored = _score(config, run, model_path, chosen, batch, inputs, problems, progress)
-    keep = _kept(len(inputs.items), problems)
+    keep = inputs.kept(problems)
     kept = np.flatnonzero(keep)
     if not len(kept):
         raise DataError(f"every one of the {len(inputs.items)} inputs was left out (--skip-bad); nothing to write")
     wrong = np.flatnonzero(scored.times != keep)  # every kept input exactly once, no other: the padding dropped, nothing lost
     if len(wrong):
         raise PipelineError(f"internal error: {len(wrong)} inputs were scored other than once if kept, never if left out "
-                            f"(the first, {_name(inputs.items[wrong[0]])}, {int(scored.times[wrong[0]])} times)")
+                            f"(the first, {inputs.items[wrong[0]].name}, {int(scored.times[wrong[0]])} times)")
     skipped = [problems[i] for i in sorted(problems)]
     out = _write(config, run, [inputs.items[i].id for i in kept], scored.scores[kept], skipped, scored.decoded_by)
     return PredictResult(out, config.out_format, len(kept), skipped, scored.load_s, scored.seconds,
@@ -160,16 +159,16 @@ def _score(config: PredictConfig, run: Run, model_path: Path, chosen, batch, inp
            problems: Dict[int, str], progress: Progress) -> _Scored:
     """Every kept input scored once; inputs that cannot be decoded are added to `problems` (refused, or with
     --skip-bad left out)."""
-    total, size = len(inputs.items), run.image_size
+    size = run.image_size
     if config.model == "float":
-        problems.update(_undecodable(inputs, _kept(total, problems), size, progress))
-        _refuse_unless_skipping(config, inputs, problems)
-        scores, scored, load_s, seconds = _float_scores(chosen, batch, model_path, inputs, _kept(total, problems), size, progress)
+        problems.update(_undecodable(inputs, inputs.kept(problems), size, progress))
+        inputs.refuse_unless_skipping(problems, config.skip_bad)
+        scores, scored, load_s, seconds = _float_scores(chosen, batch, model_path, inputs, inputs.kept(problems), size, progress)
         return _Scored(scores, scored, load_s, seconds, f"float SavedModel, global batch {batch}, {chosen.description}",
                        "training's input pipeline (pipeline/data/decode.py)")
-    scores, scored, load_s, seconds, bad = _tflite_scores(config, run, model_path, inputs, _kept(total, problems), size, progress)
+    scores, scored, load_s, seconds, bad = _tflite_scores(config, run, model_path, inputs, inputs.kept(problems), size, progress)
     problems.update(bad)
-    _refuse_unless_skipping(config, inputs, problems)
+    inputs.refuse_unless_skipping(problems, config.skip_bad)
     return _Scored(scores, scored, load_s, seconds, f"{model_path.name} ({config.model}), one image at a time",
                    "the pixel contract (edge.preprocess), as the device decodes")
 
@@ -185,23 +184,7 @@ def _write(config: PredictConfig, run: Run, ids: List[str], scores: np.ndarray, 
     return out
 
 
-def _kept(total: int, problems: Dict[int, str]) -> np.ndarray:
-    keep = np.ones(total, bool)
-    keep[list(problems)] = False
-    return keep
 
-
-def _refuse_unless_skipping(config: PredictConfig, inputs: unlabeled.Inputs, problems: Dict[int, str]) -> None:
-    if not problems or config.skip_bad:
-        return
-    named = [problems[i] for i in sorted(problems)[:SHOWN]]
-    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-    raise DataError(f"{len(problems)} of {len(inputs.items)} inputs cannot be predicted, nothing was written: "
-                    f"{'; '.join(named)}{more}. Fix them, or give --skip-bad to predict the others and list these")
-
-
-def _name(item: unlabeled.Item) -> str:
-    return item.where if item.record is None else f"{item.where} (id {item.id!r})"
 
 
 def _undecodable(inputs: unlabeled.Inputs, keep: np.ndarray, size: int, progress: Progress) -> Dict[int, str]:
@@ -209,7 +192,7 @@ def _undecodable(inputs: unlabeled.Inputs, keep: np.ndarray, size: int, progress
     checked before the batched pipeline, which cannot leave an image out once it runs."""
     def check(element):
         position, data = element
-        preprocess.load_image(data, _name(inputs.items[position]), (size, size))  # at the contract's reduced JPEG scale
+        preprocess.load_image(data, inputs.items[position].name, (size, size))  # at the contract's reduced JPEG scale
 
     bad = {}
     with progress(int(keep.sum()), "checking images") as update:
@@ -248,7 +231,7 @@ def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: un
     bad: Dict[int, str] = {}
     with progress(int(keep.sum()), "predicting") as update:
         elements = runner.score_files(inputs.encoded(keep), path_of=lambda element: element[1],
-                                      name_of=lambda element: _name(inputs.items[element[0]]))
+                                      name_of=lambda element: inputs.items[element[0]].name)
         for (position, _), row, error in elements:
             if error is not None:
                 bad[position] = str(error)

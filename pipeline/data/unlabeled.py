@@ -26,6 +26,7 @@ from pipeline.data.tfrecords import identified_records, positioned_images
 from pipeline.errors import DataError
 
 TFRECORD_SUFFIXES = (".tfrec", ".tfrecord", ".tfrecords")
+SHOWN = 10  # refused inputs named in the error; the count says how many more
 
 
 class Item(NamedTuple):
@@ -33,6 +34,11 @@ class Item(NamedTuple):
     where: str  # for messages: "shard.tfrec record 3", or the image file's path
     path: str  # the file that holds it: a shard or an image file
     record: Optional[int]  # index of the record in its shard; None for an image file
+
+    @property
+    def name(self) -> str:
+        """The input as messages name it: where it is, and its id when it is a record."""
+        return self.where if self.record is None else f"{self.where} (id {self.id!r})"
 
 
 class _Shards(NamedTuple):
@@ -52,6 +58,21 @@ class Inputs:
         self.items = items
         self.problems = problems
         self._parts = parts  # _Shards and _Images, in input order
+
+    def kept(self, problems: Dict[int, str]) -> np.ndarray:
+        """A mask of the inputs to score: all but the positions in `problems`."""
+        keep = np.ones(len(self.items), bool)
+        keep[list(problems)] = False
+        return keep
+
+    def refuse_unless_skipping(self, problems: Dict[int, str], skip_bad: bool) -> None:
+        """DataError naming the inputs in `problems` (the first SHOWN of them), unless --skip-bad was given."""
+        if not problems or skip_bad:
+            return
+        named = [problems[i] for i in sorted(problems)[:SHOWN]]
+        more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+        raise DataError(f"{len(problems)} of {len(self.items)} inputs cannot be predicted, nothing was written: "
+                        f"{'; '.join(named)}{more}. Fix them, or give --skip-bad to predict the others and list these")
 
     def encoded(self, keep: np.ndarray) -> Iterator[Tuple[int, bytes]]:
         """(position, encoded image bytes) of the kept inputs, in order; shards are read once, front to back."""

@@ -14,12 +14,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, NamedTuple
 
-import numpy as np
-
 from pipeline.errors import ConfigError, DataError
 
 MODELS = {"float": "model_float", "int8": "model_int8", "edgetpu": "model_int8_edgetpu"}  # --model -> artifact key
-SHOWN = 10  # refused inputs named in the error; the count says how many more
 
 
 class Predicted(NamedTuple):
@@ -52,29 +49,29 @@ def predict(config, run, say, progress):
     path = run.artifact(key)  # checks its sha256
     inputs = unlabeled.open_inputs(config.data)
     problems: Dict[int, str] = dict(inputs.problems)
-    _refuse_unless_skipping(config, inputs, problems)
+    inputs.refuse_unless_skipping(problems, config.skip_bad)
     started = time.perf_counter()
     detector = open_detector(path, edgetpu=config.model == "edgetpu", threads=config.threads)
     loaded = time.perf_counter()
     rows: List[dict] = []
     found_in = set()
-    keep = _kept(len(inputs.items), problems)
+    keep = inputs.kept(problems)
     elements = inputs.encoded(keep)  # (position, encoded bytes), decoded ahead on a worker as the device does
     with progress(int(keep.sum()), "detecting") as update:
-        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], _name(inputs.items[e[0]]))):
+        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], inputs.items[e[0]].name)):
             item = inputs.items[position]
             if error is not None:
                 problems[position] = str(error)
             else:
                 pixels, size = loaded_image
                 found_in.add(position)
-                for o in detect_pixels(detector, pixels, size, threshold=0.0, what=_name(item)):
+                for o in detect_pixels(detector, pixels, size, threshold=0.0, what=item.name):
                     b = o.box
                     rows.append({"image_id": position, "file_name": item.id, "category_id": o.id + 1, "category": o.label,
                                  "bbox": [round(float(b.xmin), 2), round(float(b.ymin), 2), round(float(b.xmax - b.xmin), 2),
                                           round(float(b.ymax - b.ymin), 2)], "score": round(float(o.score), 6)})
             update(1)
-    _refuse_unless_skipping(config, inputs, problems)
+    inputs.refuse_unless_skipping(problems, config.skip_bad)
     if not found_in:
         raise DataError(f"every one of the {len(inputs.items)} inputs was left out (--skip-bad); nothing to write")
     seconds = time.perf_counter() - loaded
@@ -96,22 +93,3 @@ def _check(config) -> None:
     if wrong:
         raise ConfigError(f"{', '.join(wrong)} apply to a classification run's SavedModel; a detection run predicts with "
                           "its exported TFLite detector one image at a time")
-
-
-def _kept(total: int, problems: Dict[int, str]) -> np.ndarray:
-    keep = np.ones(total, bool)
-    keep[list(problems)] = False
-    return keep
-
-
-def _refuse_unless_skipping(config, inputs, problems: Dict[int, str]) -> None:
-    if not problems or config.skip_bad:
-        return
-    named = [problems[i] for i in sorted(problems)[:SHOWN]]
-    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-    raise DataError(f"{len(problems)} of {len(inputs.items)} inputs cannot be predicted, nothing was written: "
-                    f"{'; '.join(named)}{more}. Fix them, or give --skip-bad to predict the others and list these")
-
-
-def _name(item) -> str:
-    return item.where if item.record is None else f"{item.where} (id {item.id!r})"
