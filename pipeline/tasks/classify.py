@@ -106,6 +106,18 @@ class Classify(Task):
             },
         }
 
+    def end_summary(self, run, result):
+        from pipeline.inference.parity_report import summary_table
+        from pipeline.report import summary
+
+        return [summary_table(result.report), *summary.parity(run)]
+
+    def bundle_examples(self, run, data):
+        from pipeline.data.heldout import heldout_examples
+
+        heldout = heldout_examples(run, data)
+        return [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
+
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks import class_shards
 

@@ -213,6 +213,19 @@ class Detect(Task):
 
         return detect_predict.predict(config, run, say, progress)
 
+    def end_summary(self, run, result):
+        from pipeline.report import summary
+
+        return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
+
+    def bundle_examples(self, run, data):
+        """The recorded held-out images, unlabelled: their boxes stay in the run for the mAP."""
+        from pipeline.detection.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
+        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import open_detection
         from pipeline.detection.tfrecords import write_tfrecords
