@@ -110,7 +110,7 @@ class Task:
         return None
 
     def end_summary(self, run, result) -> List[str]:
-        """The lines `pipeline run` ends with, after parity's `result` (pipeline/report/summary.py)."""
+        """The lines `pipeline run` ends with, after parity's `result` (pipeline/inference/summary.py)."""
         raise NotImplementedError
 
     def bundle_examples(self, run, data):

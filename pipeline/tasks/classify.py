@@ -108,7 +108,7 @@ class Classify(Task):
 
     def end_summary(self, run, result):
         from pipeline.inference.parity_report import summary_table
-        from pipeline.report import summary
+        from pipeline.inference import summary
 
         return [summary_table(result.report), *summary.parity(run)]
 

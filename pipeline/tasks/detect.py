@@ -214,7 +214,7 @@ class Detect(Task):
         return detect_predict.predict(config, run, say, progress)
 
     def end_summary(self, run, result):
-        from pipeline.report import summary
+        from pipeline.inference import summary
 
         return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
 
