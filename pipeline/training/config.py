@@ -98,9 +98,10 @@ class TrainConfig:
     tensorboard: bool = option(True, flag=Flag(
         "--no-tensorboard", "write no TensorBoard event files (default: RUN/logs)", to_config=lambda given: False))
     # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
-    client_fits: bool = option(False, flag=Flag(
-        "--client-fits", "fit each training image to the input as one of the known clients would (stretch with other filters, "
-        "centre crop, letterbox) instead of by the pixel contract alone (default off)"))
+    # None = decided from the data: on when the training images are enlarged to the input (client_fits.decide)
+    client_fits: Optional[bool] = option(None, flag=Flag(
+        "--client-fits/--no-client-fits", "fit each training image to the input as one of the known clients would (their "
+        "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: classify | detect (pipeline/tasks/)
     task: str = option("classify", resume=True, flag=Flag(
         "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
