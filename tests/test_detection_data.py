@@ -74,7 +74,7 @@ def test_coco_images_dir_and_shapes_round_trip(tmp_path):
     doc = json.loads((tmp_path / "a" / "annotations.json").read_text())
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "annotations.json").write_text(json.dumps(doc))
-    read = read_coco(tmp_path / "b" / "annotations.json", images_dir=str(tmp_path / "a"))
+    read = read_coco(tmp_path / "b" / "annotations.json", images=[str(tmp_path / "a")])
     _same(source, read)
 
 
