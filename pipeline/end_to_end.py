@@ -34,6 +34,7 @@ def _task(config: RunConfig) -> tasks.Task:
 class RunConfig:
     task: Optional[str] = None  # classify | detect; None = classify (or, reusing a run, whichever it has)
     data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = the task's built-in
+    images: Tuple[str, ...] = ()  # detect, COCO data: folders its file names are also looked for in (train's --images)
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
@@ -58,11 +59,17 @@ def default_run_dir(config: RunConfig) -> Path:
 
 def reuse_differences(config: RunConfig, run: Run) -> List[str]:
     """What was asked (options given, None = not given) that the trained `run` differs in."""
-    recorded = {"task": run.task, "data": run.data.train_spec, "model": run.model.name, "image_size": run.model.image_size,
-                "epochs": run.training.epochs}
-    asked = {"task": config.task, "data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
-    return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
+    recorded = {"task": run.task, "data": run.data.train_spec, "images": run.data.images, "model": run.model.name,
+                "image_size": run.model.image_size, "epochs": run.training.epochs}
+    asked = {"task": config.task, "data": config.data, "images": tuple(config.images) or None, "model": config.model,
+             "image_size": config.image_size, "epochs": config.epochs}
+    return [f"--{key.replace('_', '-')} {_shown(asked[key])} (the run has {_shown(recorded[key])})"
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
+
+
+def _shown(value) -> str:
+    """An option's value as a user types it: a repeated option's values separated by spaces, 'none' for none."""
+    return (" ".join(value) or "none") if isinstance(value, tuple) else str(value)
 
 
 def run_all(config: RunConfig, run_dir: Path, say=print):
@@ -101,7 +108,7 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
 
     if not (run_dir / artifact("manifest").name).exists():
         say("== train")
-        options = {"image_size": config.image_size, "epochs": config.epochs}
+        options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None}
         from pipeline.training.config import config_from_options
 
         task = _task(config)

@@ -14,7 +14,7 @@ import tf_keras as keras
 import models
 from pipeline import data as data_mod
 from pipeline.data import client_fits
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 from pipeline.inference import class_metrics
 from pipeline.tasks import Evaluation, Plan, Task
 from pipeline.training import chance, fit
@@ -122,10 +122,20 @@ class Classify(Task):
         heldout = heldout_examples(run, data)
         return [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
 
+    def check(self, config) -> None:
+        _refuse_images(config.images)
+
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks import class_shards
 
+        _refuse_images(config.images)
         return class_shards.write(config, source, out)
+
+
+def _refuse_images(images) -> None:
+    if images:
+        raise ConfigError(f"--images {images[0]}: folders of a detector's COCO images (--task detect); a classifier's data "
+                          "holds its own images (class folders, digits or TFRecords); expected no --images")
 
 
 TASK = Classify()

@@ -93,7 +93,7 @@ def _training_images(run, size: int, wanted: int, seed: int) -> np.ndarray:
     from pipeline.data.identity import recorded_split
     from pipeline.detection.specs import open_detection
 
-    source = open_detection(run.data.train_spec)
+    source = open_detection(run.data.train_spec, images=run.data.images)
     positions = source.indices("all" if run.data.val_spec else "train", recorded_split(run))
     chosen = np.sort(np.random.default_rng(seed).permutation(positions)[:wanted])
     images = []
