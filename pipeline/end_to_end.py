@@ -77,8 +77,11 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
     .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
     from pipeline import export, parity
+
     run_dir = Path(run_dir)
     limits = config.limits.validate()  # before minutes of training, not after
+    if not (run_dir / artifact("manifest").name).exists():
+        _train_config(config).validate()  # refused options leave no run folder behind (its lock file would stay)
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
@@ -103,17 +106,22 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
     return result
 
 
+def _train_config(config: RunConfig):
+    """What `pipeline train` is asked when `pipeline run` trains."""
+    from pipeline.training.config import config_from_options
+
+    task = _task(config)
+    options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None,
+               "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL}
+    return config_from_options(options, schedule={})
+
+
 def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
     from pipeline import train
 
     if not (run_dir / artifact("manifest").name).exists():
         say("== train")
-        options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None}
-        from pipeline.training.config import config_from_options
-
-        task = _task(config)
-        options.update(task=task.name, data=config.data or task.default_data, model=config.model or DEFAULT_MODEL)
-        train.train_model(config_from_options(options, schedule={}), run_dir)
+        train.train_model(_train_config(config), run_dir)
         return
     trained = Run.open(run_dir)
     differences = reuse_differences(config, trained)
