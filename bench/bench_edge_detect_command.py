@@ -13,6 +13,7 @@ The measurement imports no TensorFlow. It opens the bundle's int8 detector as th
             images / wall time of the pass (what the ratios use) and as 1 / median image (load filtered out)
   in-process  what the command does after its model is open, in this process: list and check the bundle,
             edge.evaluation.evaluate_detections (decoding ahead on a worker), the predictions document written
+            (edge.predictions.write_detections)
   command   `edge evaluate MODEL --data BUNDLE --out p.json --threads 1` as a subprocess (`python -m edge.cli`,
             what the `edge` script runs, this tree first on PYTHONPATH), over the whole bundle and over a bundle of
             its first image; (N - 1) / (time(N) - time(1)) takes away process start, imports, the model's load and
@@ -135,13 +136,13 @@ def bare_pass(detector, pixels, with_objects: bool = False):
 
 def in_process(model: Path, detector, bundle: Path, out: Path):
     """(images/s, CPU seconds per wall second) of the command's work after the model is open, in this process."""
-    from edge.atomic import write_json_atomic
     from edge.evaluation import detection_samples, detections_document, evaluate_detections
+    from edge.predictions import write_detections
 
     cpu, start = _cpu_seconds(), time.perf_counter()
     samples, labels = detection_samples(bundle, detector.runner.labels)
     entries, errors = evaluate_detections(detector, samples)
-    write_json_atomic(out, detections_document(model, detector, labels, entries, errors), indent=1)
+    write_detections(out, detections_document(model, detector, labels, entries, errors))
     wall = time.perf_counter() - start
     return len(samples) / wall, (_cpu_seconds() - cpu) / wall
 
@@ -176,14 +177,13 @@ def breakdown(model: Path, detector, bundle: Path, samples, out: Path):
     """Milliseconds per image of each step of the command, each alone in this process, one after another."""
     from edge import detect as det
     from edge import predictions as predictions_doc
-    from edge.atomic import write_json_atomic
     from edge.classify import set_input
     from edge.evaluation import detection_samples, detections_document
 
     runner, n = detector.runner, len(samples)
     steps = {"list the bundle, read and hash every image (sha256 check)": [], "decode to the input (contract pixels)": [],
              "set the input and invoke (the post-processing op inside)": [], "read the four outputs": [],
-             "objects at threshold 0 and the prediction entry": []}
+             "the detections at threshold 0 as the prediction entry": []}
     names = list(steps)
     start = time.perf_counter()
     detection_samples(bundle, runner.labels)
@@ -198,17 +198,16 @@ def breakdown(model: Path, detector, bundle: Path, samples, out: Path):
         t2 = time.perf_counter()
         raw = det.get_raw(runner.interpreter, detector.indices)
         t3 = time.perf_counter()
-        found = det.objects(raw, (1, 1), 0.0, runner.labels)
-        entries.append(predictions_doc.detection(s.rel, s.id, s.sha256, found))
+        entries.append(predictions_doc.detection(s.rel, s.id, s.sha256, *det.kept(raw, 0.0)))
         t4 = time.perf_counter()
         for name, seconds in zip(names[1:], (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             steps[name].append(seconds)
     start = time.perf_counter()
-    write_json_atomic(out, detections_document(model, detector, runner.labels, entries, []), indent=1)
+    predictions_doc.write_detections(out, detections_document(model, detector, runner.labels, entries, []))
     writing = (time.perf_counter() - start) / n
     result = {names[0]: listing * 1000}
     result.update({name: statistics.median(steps[name]) * 1000 for name in names[1:]})
-    result["write the predictions JSON (indent 1, fsync)"] = writing * 1000
+    result["write the predictions JSON (compact, atomic, fsync)"] = writing * 1000
     objects = sum(len(e["objects"]) for e in entries)
     return result, objects / n, out.stat().st_size
 
@@ -328,7 +327,7 @@ def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes
         "The command decodes on a worker thread while the main thread invokes (its CPU / wall above 1 shows the overlap), so"
         f" its per-image time should come near the other steps' sum, {serial:.2f} ms, against {command_ms:.2f} ms measured;"
         f" of that, {serial - steps[names_invoke_read[0]] - steps[names_invoke_read[1]]:.2f} ms is work the bare path does"
-        " not do (listing and hashing, objects and entries, the JSON).",
+        " not do (listing and hashing, the entries, the JSON).",
         "",
     ]
     return "\n".join(lines)
