@@ -78,7 +78,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
         if error is not None:
             errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
             continue
-        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch makes the input it).
+        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
         found = det.kept(det.detect_raw(detector, pixels, str(sample.path)), 0.0)
         entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, *found))
     return entries, errors

