@@ -195,6 +195,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
 def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> None:
     from edge import detect as det
     from edge.evaluation import detection_samples, detections_document, evaluate_detections
+    from edge.predictions import write_detections
 
     detector = det.Detector(runner, det.output_indices(runner.interpreter))
     samples, labels = detection_samples(data, runner.labels)
@@ -207,7 +208,7 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> Non
                 bar.update(1)
 
     entries, errors = evaluate_detections(detector, samples, progress)
-    write_json_atomic(Path(out), detections_document(model, detector, labels, entries, errors), indent=1)
+    write_detections(Path(out), detections_document(model, detector, labels, entries, errors))
     found = sum(len(e["objects"]) for e in entries)
     click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
     _refuse_unreadable(errors, len(samples), out, "evaluated")

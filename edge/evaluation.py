@@ -78,8 +78,9 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
         if error is not None:
             errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
             continue
-        found = det.detect_pixels(detector, pixels, (1, 1), threshold=0.0, what=str(sample.path))
-        entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, found))
+        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
+        found = det.kept(det.detect_raw(detector, pixels, str(sample.path)), 0.0)
+        entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, *found))
     return entries, errors
 
 

@@ -12,13 +12,18 @@
 A detector's document (`edge evaluate` of a model ending in the post-processing op) says "task": "detect" and
 each prediction holds "objects" in place of "scores": every detection the op kept, whatever its score, as
 {"id": class id, "score": s, "box": [ymin, xmin, ymax, xmax] normalized to the image}; the accuracy fields are
-null (mAP needs the ground truth, which is the host's). A document with no "task" is a classifier's.
+null (mAP needs the ground truth, which is the host's). A document with no "task" is a classifier's. A classifier's
+is written indented; a detector's, which holds every detection, as compact JSON on one line (`write_detections`).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
+import numpy as np
+
+from edge.atomic import write_bytes_atomic
 from edge.documents import load
 from edge.errors import InputError
 
@@ -52,12 +57,16 @@ def prediction(file: str, example_id: Optional[str], label: Optional[int], sha25
     return {"file": file, "id": example_id, "label": label, "sha256": sha256, "scores": scores.tolist()}
 
 
-def detection(file: str, example_id: Optional[str], sha256: Optional[str], objects: Any) -> Dict[str, Any]:
-    """One entry of a detector's predictions list: the image, its identity, every object (edge.detect Objects whose
-    boxes are normalized to the image)."""
+def detection(file: str, example_id: Optional[str], sha256: Optional[str], ids: Any, scores: Any, boxes: Any) -> Dict[str, Any]:
+    """One entry of a detector's predictions list: the image, its identity, every object from arrays of class ids
+    [K], scores [K] and boxes [K, 4] (ymin, xmin, ymax, xmax normalized to the image; edge.detect.kept), each number
+    rounded to 6 decimals."""
+    # Whole arrays rounded at once. For float32 values this is exactly Python's round(float(v), 6): v * 1e6 needs
+    # at most 38 bits, so it is exact in float64, and rint then decides halves on the exact value, to even.
+    scores = np.round(np.asarray(scores, np.float64), 6).tolist()
+    boxes = np.round(np.asarray(boxes, np.float64).reshape(-1, 4), 6).tolist()
     return {"file": file, "id": example_id, "label": None, "sha256": sha256,
-            "objects": [{"id": o.id, "score": round(float(o.score), 6),
-                         "box": [round(float(v), 6) for v in (o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax)]} for o in objects]}
+            "objects": [{"id": i, "score": s, "box": b} for i, s, b in zip(np.asarray(ids).tolist(), scores, boxes)]}
 
 
 def predictions_document(model_name: str, model_sha256: str, backend: str, edgetpu: bool, labels: Optional[List[str]],
@@ -82,6 +91,13 @@ def predictions_document(model_name: str, model_sha256: str, backend: str, edget
     if errors:
         result["errors"] = errors
     return result
+
+
+def write_detections(path: Path, document: Dict[str, Any]) -> Path:
+    """Write a detector's document to `path` atomically (edge.atomic) as compact JSON on one line, UTF-8, with a final
+    newline. It holds every detection at threshold 0, tens per image: json's C encoder (which indenting turns off)
+    writes it in a quarter of the time, at half the size."""
+    return write_bytes_atomic(Path(path), (json.dumps(document, separators=(",", ":")) + "\n").encode("utf-8"))
 
 
 def read_predictions(path: Path) -> Predictions:

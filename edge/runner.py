@@ -18,6 +18,8 @@ Opening a model (`Runner.open`) is the device's policy, in this order:
              with JPEGs decoded at full size (edge.contract.PixelContract.unrecorded).
   labels     edge.labels.choose_labels: a labels file, else the recorded labels, else the ones packed in the model.
 Each choice is said through `say` (the CLI prints it on stderr): a wrong guess is the usual cause of noise.
+The sha256 and contract steps (`checked_records`, `choose_contract`) and the silent default `say` (`quiet`) are
+public: edge.detect.open_detector opens a detector by the same policy with them.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ FLOAT_UNRECORDED = normalization(0.0, 1.0, "raw pixels 0..255: a float input wit
 Say = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
     """The library's default: it says nothing; the CLI passes a function that prints on stderr."""
 
 
@@ -73,14 +75,14 @@ class Runner:
     @classmethod
     def open(cls, model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,
              backend: Optional[str] = None, verify_sha256: bool = True, labels_file: Optional[Union[str, Path]] = None,
-             mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = _quiet) -> "Runner":
+             mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = quiet) -> "Runner":
         """Open `model` by the device's policy (module docstring). edgetpu=True requires the Edge TPU; None lets a
         compiled model go to it. mean/std (pycoral's --input-mean/--input-std) only for a model with no record."""
         path = Path(model)
         if not path.is_file():
             raise InputError(f"model {path} not found, expected a .tflite file")
         data = path.read_bytes()
-        records, sha256 = _checked_records(path, data, verify_sha256, say)
+        records, sha256 = checked_records(path, data, verify_sha256, say)
         loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)  # checks the file first
         say(f"interpreter: {loaded.backend} ({loaded.why})")
         # The model's metadata, parsed once: its own record (pipeline exports carry one) gives the contract when no
@@ -89,7 +91,7 @@ class Runner:
         meta = read_metadata(data, path.name)
         embedded = metadata_record(path, data, meta)
         check_agreement(records, embedded)
-        contract = _contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
+        contract = choose_contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
         labels, labels_from = choose_labels(labels_file, recorded_labels(records), data, meta)  # else the packed label file
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
@@ -139,7 +141,7 @@ class Runner:
         return np.stack([self.scores(pixels, f"image {i}") for i, pixels in enumerate(images)]).astype(np.float32)
 
 
-def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> Tuple[List[ModelRecord], str]:
+def checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> Tuple[List[ModelRecord], str]:
     """(the sidecar and manifest records of the model, its sha256), after checking the bytes against them."""
     if not verify_sha256:
         say(f"WARNING: --no-verify: the sha256 of {path} is NOT checked; this device may run a model that did not pass parity")
@@ -153,7 +155,7 @@ def _checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> 
     return records, verify(path, data, records)
 
 
-def _contract(records: List[ModelRecord], embedded: Optional[ModelRecord], meta: ModelMetadata, mean: Optional[Sequence[float]],
+def choose_contract(records: List[ModelRecord], embedded: Optional[ModelRecord], meta: ModelMetadata, mean: Optional[Sequence[float]],
               std: Optional[Sequence[float]], details: Dict[str, Any]) -> PixelContract:
     """The recorded contract (sidecar or manifest, else the one the model carries), else mean/std (the other one
     pycoral's 128 when only one is given), else the model's TFLite metadata normalization, else what the input

@@ -80,6 +80,33 @@ def test_threshold_and_clipping():
     assert tuple(found[0].box) == pytest.approx((40.0, 0.0, 200.0, 50.0))
 
 
+def _one_at_a_time(raw: Raw, size, threshold, labels):
+    """The reference: each detection on its own, in Python floats (clip, round the class id, scale)."""
+    width, height = size
+    found = []
+    for box, cls, score in zip(raw.boxes, raw.classes, raw.scores):
+        if score >= threshold:
+            ymin, xmin, ymax, xmax = (min(max(float(v), 0.0), 1.0) for v in box)
+            i = round(float(cls))
+            found.append((i, labels[i] if 0 <= i < len(labels) else str(i), float(score),
+                          (xmin * width, ymin * height, xmax * width, ymax * height)))
+    return found
+
+
+def test_objects_are_the_same_numbers_as_each_detection_read_alone():
+    rng = np.random.default_rng(11)
+    n = 300
+    boxes = rng.uniform(-0.2, 1.2, (n, 4)).astype(np.float32)
+    classes = np.concatenate([[0.5, 1.5, 2.5, 3.0], rng.integers(0, 5, n - 4)]).astype(np.float32)  # halves, unknown id 4
+    raw = Raw(boxes, classes, np.sort(rng.uniform(0, 1, n).astype(np.float32))[::-1], n)
+    for threshold in (0.0, 0.37):
+        found = objects(raw, (641, 479), threshold, ["a", "b", "c", "d"])
+        expected = _one_at_a_time(raw, (641, 479), threshold, ["a", "b", "c", "d"])
+        assert 0 < len(found) == len(expected)
+        assert [(o.id, o.label, o.score, tuple(o.box)) for o in found] == expected  # exactly, not approximately
+        assert all(type(o.id) is int and type(o.score) is float for o in found)
+
+
 def test_edge_detect_prints_writes_json_and_annotated_images(detector_copy, wide_image, tmp_path):
     out, report = tmp_path / "annotated", tmp_path / "objects.json"
     result = run_edge("detect", detector_copy, wide_image, IMAGES / "red.png", "--threshold", "0", "--out", out, "--json", report)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from edge.errors import InputError
 from edge.interpreter import make_interpreter
-from edge.predictions import read_predictions
+from edge.predictions import detection, read_predictions
 from edge_paths import FIXTURES, run_edge
 
 DETECTOR = FIXTURES / "tiny_detector_int8.tflite"
@@ -52,7 +52,9 @@ def test_evaluate_writes_every_images_objects_as_a_bare_interpreter_reads_them(t
     result = run_edge("evaluate", str(model), "--data", str(images), "--out", str(out))
     assert result.exit_code == 0, result.output + result.stderr
     assert "3 images" in result.output and f"wrote {out}" in result.output
-    document = json.loads(out.read_text())
+    text = out.read_text()
+    assert text.endswith("}\n") and text.count("\n") == 1  # compact: the whole document on one line
+    document = json.loads(text)
     assert document["task"] == "detect" and document["top1_accuracy"] is None
     assert [p["file"] for p in document["predictions"]] == ["a.png", "b.png", "more/c.png"]
     read = read_predictions(out)
@@ -93,3 +95,21 @@ def test_a_document_of_an_unknown_task_is_refused(tmp_path):
     path.write_text(json.dumps({"schema_version": 1, "task": "segment", "predictions": []}))
     with pytest.raises(InputError, match="for task 'segment'; expected one of classify, detect"):
         read_predictions(path)
+
+
+def test_an_entry_rounds_every_number_as_pythons_round_does():
+    rng = np.random.default_rng(2)
+    # float32 values as the op writes them, and exact halves at the 6th decimal (k / 128), the case rounding decides
+    values = np.concatenate([rng.uniform(0, 1, 4000), np.arange(129) / 128, [0.0, 1.0, 1e-7, 0.9999996]]).astype(np.float32)
+    boxes, scores = values[: len(values) // 4 * 4].reshape(-1, 4), values[: len(values) // 4]
+    ids = np.arange(len(scores), dtype=np.int64) % 3
+    entry = detection("a.png", "a", None, ids, scores, boxes)
+    assert len(entry["objects"]) == len(scores)
+    for o, i, s, b in zip(entry["objects"], ids, scores, boxes):
+        assert o == {"id": int(i), "score": round(float(s), 6), "box": [round(float(v), 6) for v in b]}
+        assert type(o["id"]) is int
+
+
+def test_an_entry_of_no_objects():
+    entry = detection("a.png", None, None, np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, 4), np.float32))
+    assert entry["objects"] == [] and entry["label"] is None
