@@ -5,7 +5,7 @@ named in its manifest entry and its metadata.
 
 The failure is real: calibrating on black images collapses the activation ranges, so the int8 detector parts
 from the float one on about a fifth of its detections; calibrating again on training images (the ladder's first
-rung) repairs it. On this small detector (a few epochs, mAP@.5 about 0.4) that shows in agreement, which a
+rung, or bias correction on top of it) repairs it. On this small detector (a few epochs, mAP@.5 about 0.4) that shows in agreement, which a
 detection gate limits when --min-agreement is given (as here: 0.9), more than in the mAP@.5 drop; on the `shapes`
 detector trained with defaults the same calibration drops mAP@.5 by 2.44 pp (bench/results/remedy.md).
 """
@@ -67,9 +67,13 @@ def test_a_failing_detection_export_is_repaired_and_every_attempt_recorded(run_c
     assert first["remedy"] == "none" and not first["passed"], first
     assert any("agreement" in line and "beyond chance" in line for line in first["failures"]), first["failures"]
     assert set(first["tuning"]) == {"map50", "map", "agreement"}
-    assert remedy["chosen"] == "calibration" and attempts[-1]["remedy"] == "calibration" and attempts[-1]["passed"]
-    assert attempts[-1]["tuning"]["map50"] > first["tuning"]["map50"] and attempts[-1]["tuning"]["agreement"] > first["tuning"]["agreement"]
-    assert remedy["passed"] and not result.failures
+    # The rungs that apply to a detector, in the ladder's order, up to the first that passes: the calibration rung,
+    # then bias correction on the same calibration images (on this small detector either may be the one).
+    tried = [a["remedy"] for a in attempts]
+    assert tried in (["none", "calibration"], ["none", "calibration", "bias"]), result.table
+    chosen = attempts[-1]
+    assert remedy["chosen"] == chosen["remedy"] and chosen["passed"] and remedy["passed"] and not result.failures
+    assert chosen["tuning"]["agreement"] > first["tuning"]["agreement"]
     for a in attempts:  # the pre-flight saw each model, the post-processing op at its end allowed
         assert a["edgetpu"]["ops_on_edgetpu"] > 0 and not a["edgetpu"]["lowered"] and a["size_bytes"] > 0
     split = remedy["tuning_split"]
@@ -77,13 +81,13 @@ def test_a_failing_detection_export_is_repaired_and_every_attempt_recorded(run_c
     manifest = _manifest(run_copy)
     assert manifest["remedy"] == remedy
     entry = manifest["artifacts"]["model_int8"]
-    assert entry["remedy"] == "calibration"
+    assert entry["remedy"] == chosen["remedy"]
     # The chosen rung calibrated on the training split without the tuning images.
     assert entry["calibration"]["excluded"] == split["images"]
     assert entry["calibration"]["samples"] == manifest["data"]["split"]["train_examples"] - split["images"]
     model = (run_copy / entry["path"]).read_bytes()
-    assert embedded_record(model)["provenance"]["export"]["remedy"] == "calibration"
-    assert "chosen: calibration" in result.table and "tuning mAP@.5" in result.table
+    assert embedded_record(model)["provenance"]["export"]["remedy"] == chosen["remedy"]
+    assert f"chosen: {chosen['remedy']}" in result.table and "tuning mAP@.5" in result.table
     html = (run_copy / "report.html").read_text()
     assert "Remedy ladder" in html and html.count('class="remedy-attempt"') == len(attempts)
 
