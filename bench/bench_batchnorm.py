@@ -86,7 +86,7 @@ def write(results) -> None:
              f"Python {platform.python_version()}", "",
              "Data: 4 classes (half of one of scikit-learn's two photos), 240 training and 80 held-out 640x480 JPEGs "
              "(`write_camera_jpegs(halves=True)`, seeds 0 and 1), from scratch, global batch 32 (7 steps an epoch), "
-             "default schedule. \"without\": Keras' moving averages (the code before issue 20); \"with\": statistics "
+             "default schedule. \"without\": Keras' moving averages (the code before BatchNorm re-estimation); \"with\": statistics "
              "re-estimated before every epoch's validation. Training is the same in both (same seed and batches); "
              "the held-out figures differ only by the BatchNorm statistics.", ""]
     for row in results:

@@ -109,7 +109,7 @@ def write(histories, noise) -> None:
     lines = ["# BatchNorm statistics: spread between seeds, data forms and estimates", "",
              "Command: `.venv/bin/python bench/bench_batchnorm_seeds.py`  ",
              f"Machine: {cpu}, {os.cpu_count()} CPUs shared with other jobs, Python {platform.python_version()}", "",
-             f"Photo folders of issue 20 (4 classes, 240 training and 80 held-out 640x480 JPEGs) and their TFRecords; "
+             f"Photo folders (4 classes, 240 training and 80 held-out 640x480 JPEGs) and their TFRecords; "
              f"96 px, {EPOCHS} epochs from scratch, statistics re-estimated before every validation. Held-out accuracy "
              "per epoch (80 images: 0.0125 is one image).", ""]
     for model, _ in MODELS:

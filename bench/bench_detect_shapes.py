@@ -4,10 +4,10 @@
 
 1. `pipeline train --task detect --data shapes` with defaults, as a subprocess (TensorFlow's import, drawing
    the data, training, COCOeval on the held-out split, the run's files and report): wall time and CPU time, and
-   the manifest's mAP@.5 and mAP@[.5:.95]. Targets (issue 28): mAP@.5 >= 0.90 and mAP@[.5:.95] >= 0.60 for the
+   the manifest's mAP@.5 and mAP@[.5:.95]. Targets: mAP@.5 >= 0.90 and mAP@[.5:.95] >= 0.60 for the
    float model, under 4 minutes on a 2-core machine. Options after `--` are added (tuning). Then `pipeline run
    --task detect` on that run (it reuses the training: export float and int8, compile pre-flight, parity),
-   timed too: issue 29's whole run.
+   timed too: the whole detection run.
 2. Training steps per second fed two ways, interleaved over ROUNDS rounds on the same model, medians:
    - tfrecord: what `pipeline train --task detect` builds from shards in the TF Object Detection API's schema
      (read and checked once, decoded images kept in memory, flip/crop/resize and anchor targets every step);

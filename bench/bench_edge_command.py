@@ -19,7 +19,7 @@ an order that alternates so drift in machine load hits each alike:
             model's load and its first invoke, and leaves what the command does per image.
   baseline  with --baseline TREE (e.g. `git worktree add /tmp/before HEAD~3`): the same command from that
             source tree, in the same rounds, so a change is measured side by side with what it replaced.
-Target: command / bare >= 0.75 (issue 15) with a free second core, which this machine shares: the
+Target: command / bare >= 0.75 with a free second core, which this machine shares: the
 report gives every round, the CPU the command's process used per wall second, and the load average.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_pipeline_run.py        writes bench/results/pipeline_run.md
 
-Targets (issue 5): under 3 minutes on a 2-core CPU, TensorFlow's import included; int8 held-out
+Targets: under 3 minutes on a 2-core CPU, TensorFlow's import included; int8 held-out
 accuracy within 1 percentage point of the float model. Each run is a fresh subprocess into a new
 run directory, so nothing is reused.
 """

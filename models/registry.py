@@ -4,7 +4,7 @@ Every model starts with `Rescaling(1/127.5, offset=-1)`, so it takes raw pixels 
 export wraps it to take Coral's input grid, scale 1/128 and zero point 128: the device feeds camera
 pixels as they are). Every model ends in a float32 softmax, so bfloat16 mixed precision on a TPU still
 gives float32 scores. Built with tf-keras (Keras 2 API): Keras 3 cannot train under
-MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (DESIGN.md).
+MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (measured).
 """
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def main(verbose):
 
 # `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
 # pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
-_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "model", "image_size", "model_options", "weights", "epochs",
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "weights", "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
                      "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
@@ -58,6 +58,8 @@ def _train_options(command):
         kind = flag.type() if callable(flag.type) and not isinstance(flag.type, type) else flag.type
         kind = plain_type(hints[name]) if kind is None else kind
         flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
+        if kind == typing.Tuple[str, ...]:  # a tuple of strings: the option is given once per value
+            flag_kwargs = dict(multiple=True)
         made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
     for f in fields(WarmupSchedule):
         made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
@@ -96,14 +98,17 @@ def train_command(run_dir, config_file, **given):
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
 @click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
 @click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
+@click.option("--images", multiple=True, help="detect, COCO: a folder the annotations' file_names are relative to, searched "
+              "after the JSON's own; repeat for more, searched in order")
 @reports_errors
-def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality):
+def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
     """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with --task detect,
     COCO or YOLO detection data as TFRecords in the TF Object Detection API's schema."""
     console.import_tensorflow()
     from pipeline import prepare
 
-    result = prepare.write_shards(prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality), folder, out, task)
+    config = prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality, images=tuple(images))
+    result = prepare.write_shards(config, folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
     shown_task = "" if task == tasks.DEFAULT else f" --task {task}"
@@ -241,6 +246,7 @@ def _progressbar(total, label):
 @click.option("--task", type=click.Choice(tasks.NAMES), help="classify (default) or detect; default: the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
 @click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits (shapes for detect), or the reused run's")
+@click.option("--images", multiple=True, help="detect, COCO --data: a folder its file_names are relative to (see `pipeline train --help`)")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
@@ -252,14 +258,14 @@ def _progressbar(total, label):
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(task, run_dir, data_spec, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy, remedy,
-                clients):
+def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
+                remedy, clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
-    config = end_to_end.RunConfig(task=task, data=data_spec, model=model, image_size=image_size, epochs=epochs,
+    config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)

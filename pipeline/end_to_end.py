@@ -19,7 +19,7 @@ from typing import List, Optional, Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError
-from pipeline.gate import GATE, GATED, REFERENCE, GateLimits
+from pipeline.gate import GATE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.run import Run, artifact
 
@@ -34,6 +34,7 @@ def _task(config: RunConfig) -> tasks.Task:
 class RunConfig:
     task: Optional[str] = None  # classify | detect; None = classify (or, reusing a run, whichever it has)
     data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = the task's built-in
+    images: Tuple[str, ...] = ()  # detect, COCO data: folders its file names are also looked for in (train's --images)
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
     image_size: Optional[int] = None  # None = the model's default
     epochs: Optional[int] = None  # None = train's default
@@ -58,11 +59,17 @@ def default_run_dir(config: RunConfig) -> Path:
 
 def reuse_differences(config: RunConfig, run: Run) -> List[str]:
     """What was asked (options given, None = not given) that the trained `run` differs in."""
-    recorded = {"task": run.task, "data": run.data.train_spec, "model": run.model.name, "image_size": run.model.image_size,
-                "epochs": run.training.epochs}
-    asked = {"task": config.task, "data": config.data, "model": config.model, "image_size": config.image_size, "epochs": config.epochs}
-    return [f"--{key.replace('_', '-')} {asked[key]} (the run has {recorded[key]})"
+    recorded = {"task": run.task, "data": run.data.train_spec, "images": run.data.images, "model": run.model.name,
+                "image_size": run.model.image_size, "epochs": run.training.epochs}
+    asked = {"task": config.task, "data": config.data, "images": tuple(config.images) or None, "model": config.model,
+             "image_size": config.image_size, "epochs": config.epochs}
+    return [f"--{key.replace('_', '-')} {_shown(asked[key])} (the run has {_shown(recorded[key])})"
             for key in asked if asked[key] is not None and asked[key] != recorded[key]]
+
+
+def _shown(value) -> str:
+    """An option's value as a user types it: a repeated option's values separated by spaces, 'none' for none."""
+    return (" ".join(value) or "none") if isinstance(value, tuple) else str(value)
 
 
 def run_all(config: RunConfig, run_dir: Path, say=print):
@@ -70,10 +77,11 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
     .passed tells whether the gate held)."""
     from pipeline import compile as compile_mod
     from pipeline import export, parity
-    from pipeline.inference.parity_report import summary_table
 
     run_dir = Path(run_dir)
     limits = config.limits.validate()  # before minutes of training, not after
+    if not (run_dir / artifact("manifest").name).exists():
+        _train_config(config).validate()  # refused options leave no run folder behind (its lock file would stay)
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")
@@ -90,14 +98,22 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
                                                 clients=config.clients), run_dir)
-    say(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
-    lines = summary(Run.open(run_dir)) if "summary" not in result.report else trained_summary(Run.open(run_dir)) + [
-        f"gate               {'passed' if result.passed else 'FAILED: ' + '; '.join(result.failures)}"]
-    for line in lines:
+    run = Run.open(run_dir)
+    for line in tasks.of_run(run).end_summary(run, result):
         say(line)
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
     return result
+
+
+def _train_config(config: RunConfig):
+    """What `pipeline train` is asked when `pipeline run` trains."""
+    from pipeline.training.config import config_from_options
+
+    task = _task(config)
+    options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None,
+               "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL}
+    return config_from_options(options, schedule={})
 
 
 def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
@@ -105,12 +121,7 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
 
     if not (run_dir / artifact("manifest").name).exists():
         say("== train")
-        options = {"image_size": config.image_size, "epochs": config.epochs}
-        from pipeline.training.config import config_from_options
-
-        task = _task(config)
-        options.update(task=task.name, data=config.data or task.default_data, model=config.model or DEFAULT_MODEL)
-        train.train_model(config_from_options(options, schedule={}), run_dir)
+        train.train_model(_train_config(config), run_dir)
         return
     trained = Run.open(run_dir)
     differences = reuse_differences(config, trained)
@@ -121,74 +132,3 @@ def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
         )
     say(f"== train: {run_dir} already holds a trained {trained.model.name} "
         f"({trained.model.image_size}px, {trained.training.epochs} epochs on {trained.data.train_spec}); reusing it")
-
-
-def trained_summary(run: Run) -> List[str]:
-    """The held-out scores training recorded, and where the run's files are."""
-    heldout = run.heldout_metrics
-    shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in heldout.items() if v is not None)
-    lines = ["", "== summary", f"held-out           {shown}"]
-    edgetpu = _edgetpu_mapping(run)
-    if edgetpu:
-        lines.append(f"edge tpu           {edgetpu}")
-    for key in ("saved_model", "heldout_detections", "model_float", "model_int8", "model_int8_edgetpu"):
-        if run.has(key):
-            path = run.path(key)
-            size = f"{path.stat().st_size / 1024:8.1f} KiB  " if path.is_file() else ""
-            lines.append(f"{key:<18} {size}{path}")
-    report = run.path("report")
-    if report.exists():
-        lines.append(f"report             {report} (open it in a browser)")
-    return lines
-
-
-def summary(run: Run) -> List[str]:
-    """What a user wants at the end: accuracies, agreement, Edge TPU mapping, sizes, where things are."""
-    models = run.parity
-    lines = ["", "== summary"]
-    for name in (REFERENCE, *GATED):
-        if name in models:
-            lines.append(f"{name:<18} top-1 {models[name]['top1']:.4f}  macro-F1 {models[name]['macro_f1']:.4f}  "
-                         f"agreement with float {models[name]['agreement']:.4f}")
-    from pipeline.inference.parity_report import worst_client
-
-    for name, c in models.get("clients", {}).items():
-        if "refused" in c:
-            lines.append(f"{'int8 as ' + name:<18} cannot feed the model: {c['refused']}")
-        else:
-            lines.append(f"{'int8 as ' + name:<18} top-1 {c['top1']:.4f}  macro-F1 {c['macro_f1']:.4f}  "
-                         f"agreement with float {c['agreement']:.4f}{'  (gated)' if c['gated'] else ''}")
-    worst = worst_client(models.get("clients", {}))
-    if worst:
-        lines.append(worst)
-    edgetpu = _edgetpu_mapping(run)
-    if edgetpu:
-        lines.append(f"edge tpu           {edgetpu}")
-    for key in ("model_float", "model_int8", "model_int8_edgetpu"):
-        if run.has(key):
-            path = run.artifact(key)
-            lines.append(f"{key:<18} {path.stat().st_size / 1024:8.1f} KiB  {path}")
-    remedy = run.remedy
-    if remedy:
-        lines.append(f"remedy             {remedy['chosen']} ("
-                     + ("passed" if remedy["passed"] else "best of those tried; none passed") + " on the tuning split; tried "
-                     + ", ".join(a["remedy"] for a in remedy["attempts"]) + ")")
-    lines.append(f"parity report      {run.dir / 'parity' / 'report.md'}")
-    lines.append(f"gate               {'passed' if models.get('passed') else 'FAILED: ' + '; '.join(models.get('failures', []))}")
-    if run.path("report").exists():
-        lines.append(f"report             {run.path('report')} (one page with all of the above; open it in a browser)")
-    return lines
-
-
-def _edgetpu_mapping(run: Run) -> Optional[str]:
-    import json
-
-    if not run.has("edgetpu_report"):
-        return None
-    report = json.loads(run.artifact("edgetpu_report").read_text())
-    pre = report.get("preflight", {})
-    text = f"pre-flight: {pre.get('ops_on_edgetpu')}/{pre.get('total_ops')} ops predicted on the Edge TPU"
-    if report.get("compiler"):
-        c = report["compiler"]
-        text += f"; compiler: {c.get('ops_on_edgetpu')} on the Edge TPU, {c.get('ops_on_cpu')} on the CPU"
-    return text

@@ -4,6 +4,7 @@ TFRecord shards a TPU can read. The writing is the task's (pipeline/tasks/).
     pipeline prepare data/flowers --out gs://my-bucket/flowers   (or a local folder)
     pipeline train --data 'gs://my-bucket/flowers/*.tfrec' --out runs/flowers
     pipeline prepare --task detect data/annotations.json --out data/detect-records
+    pipeline prepare --task detect coco/annotations/instances_val2017.json --images coco/val2017 --out coco/val-records
 
 Shards follow the Kaggle TPU flowers schema (`image` JPEG bytes, `class` int64, `id` bytes); each
 record's id is the image's path relative to FOLDER, so the held-out split (a hash of the id) and
@@ -15,6 +16,7 @@ bytes are stored, so the device must be fed the same re-encoded images to match 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError
@@ -27,6 +29,7 @@ class PrepareConfig:
     shard_mb: float = 100.0  # target shard size; TPU guides advise ~100 MB so reads stream in parallel
     jpeg_quality: int = 95  # for images that are not JPEG already (JPEGs are copied as they are)
     prefix: str = "train"  # shard names: PREFIX-KK-COUNT.tfrec, as Kaggle's flowers shards are named
+    images: Tuple[str, ...] = ()  # detect, COCO: folders its file names are also looked for in, in order (--images)
 
     def validate(self) -> "PrepareConfig":
         if not self.shard_mb > 0:

@@ -156,6 +156,48 @@ def test_train_detect_refuses_bad_data(case, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def _images_in_two_folders(tmp_path) -> list:
+    """images/a.png beside the JSON and another, different images/a.png under other/: which one is meant?"""
+    spec = _coco(tmp_path)
+    (tmp_path / "other" / "images").mkdir(parents=True)
+    (tmp_path / "other" / "images" / "a.png").write_bytes(_png(40, 61))
+    return ["train", "--task", "detect", "--data", spec, "--images", tmp_path / "other"]
+
+
+IMAGES_CASES = {  # name -> (the command, given tmp_path, whose data is written there; what the error must say)
+    "--images that is a file": (lambda t: ["train", "--task", "detect", "--data", _coco(t), "--images", t / "annotations.json"],
+                                ["annotations.json is not a folder; expected a local folder holding the images"]),
+    "--images that does not exist": (lambda t: ["train", "--task", "detect", "--data", _coco(t), "--images", t / "nowhere"],
+                                     ["--images", "nowhere does not exist; expected a local folder"]),
+    "--images with YOLO data": (lambda t: ["train", "--task", "detect", "--data", _yolo(t, "0 0.5 0.5 0.1 0.1"), "--images", t],
+                                ["data.yaml' is not COCO; expected --data or --val-data PATH/annotations.json, or no --images"]),
+    "--images with --task classify": (lambda t: ["train", "--data", "digits", "--images", t],
+                                      ["folders of a detector's COCO images (--task detect)", "expected no --images"]),
+    "--images in a config file as one string": (
+        lambda t: ["train", "--task", "detect", "--config", _config(t, data=str(_coco(t)), images=str(t))],
+        ["images '", "expected a list of one or more folders"]),
+    "a file_name in two folders, different files": (
+        _images_in_two_folders, ["file 'images/a.png' is in both", "other/images/a.png, and they differ; expected one file per file_name"]),
+    "prepare --task detect --images that is a file": (
+        lambda t: ["prepare", "--task", "detect", _coco(t), "--images", t / "annotations.json"], ["annotations.json is not a folder"]),
+    "prepare of class folders with --images": (lambda t: ["prepare", t, "--images", t], ["expected no --images"]),
+    "run --task detect on shapes with --images": (lambda t: ["run", "--task", "detect", "--images", t],
+                                                  ["'shapes' is not COCO; expected --data or --val-data PATH/annotations.json"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMAGES_CASES))
+def test_images_folders_are_refused_when_they_cannot_be_meant(case, tmp_path):
+    make, needles = IMAGES_CASES[case]
+    data = tmp_path / "data"
+    data.mkdir()
+    args = [str(a) for a in make(data)]
+    out = tmp_path / "out"
+    result = cli([*args, "--out", str(out), *(["--epochs", "1"] if args[0] == "train" else [])])
+    assert_refused(result, *needles)
+    assert not out.exists()
+
+
 # --- later stages on an existing run: refused, and the run byte for byte unchanged ----------------
 
 EXPORT_CASES = {
@@ -200,7 +242,8 @@ def test_qat_refuses_a_manifest_without_the_global_batch(exported_copy):
 @pytest.mark.parametrize("args, needles", [
     (["--model", "mobilenet_v2"], ["--model mobilenet_v2 (the run has small_cnn)", "choose a new --out"]),
     (["--epochs", "7", "--image-size", "32"], ["--image-size 32 (the run has 16)", "--epochs 7 (the run has 4)"]),
-], ids=["other model", "other size and epochs"])
+    (["--images", "photos", "--images", "more"], ["--images photos more (the run has none)"]),
+], ids=["other model", "other size and epochs", "images folders"])
 def test_run_refuses_a_trained_run_that_differs_from_what_was_asked(exported_copy, args, needles):
     before = tree_snapshot(exported_copy)
     assert_refused(cli(["run", "--out", str(exported_copy), *args]), *needles)

@@ -1,4 +1,4 @@
-"""BatchNorm statistics that fit the run, and a gate that refuses a model no better than chance (issue 20).
+"""BatchNorm statistics that fit the run, and a gate that refuses a model no better than chance.
 
 The cheap tests train MobileNetV2 at 32 px on a few shapes; the photo tests at the end are the
 issue's own case (MobileNetV2 0.35 and MobileNetV3 Small at 96 px from scratch on camera-size JPEGs

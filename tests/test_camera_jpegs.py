@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.device_env import make_device_env
-from tests.helpers import REPO, cli, write_camera_jpegs
+from tests.helpers import cli, write_camera_jpegs
 
 pytestmark = pytest.mark.host
 

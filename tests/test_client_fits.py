@@ -79,7 +79,32 @@ def test_the_option_reaches_the_config_and_is_checked():
     from pipeline.errors import ConfigError
     from pipeline.training.config import TrainConfig
 
-    assert TrainConfig(data="digits").client_fits is False
+    assert TrainConfig(data="digits").client_fits is None  # decided from the data (client_fits.decide)
     assert TrainConfig(data="digits", client_fits=True).validate().client_fits is True
+    assert TrainConfig(data="digits", client_fits=False).validate().client_fits is False
     with pytest.raises(ConfigError, match="client_fits"):
         TrainConfig(data="digits", client_fits="yes").validate()
+
+
+@pytest.mark.parametrize("size, on", [(32, False), (96, False), (640, True)])
+def test_by_default_the_fits_follow_whether_training_images_are_enlarged_or_shrunk(tmp_path, size, on):
+    """640x480 camera JPEGs: shrunk to 32 or 96 (fits off), enlarged to 640 (on); the digits (8x8) are enlarged."""
+    from pipeline.data import open_source
+    from pipeline.data.client_fits import decide
+    from tests.helpers import write_camera_jpegs
+
+    source = open_source(str(write_camera_jpegs(tmp_path, per_class=4)))
+    decision = decide(None, source, source.indices("all"), size)
+    assert decision.on is on and decision.why.startswith("default: ") and f"{size}x{size}" in decision.why
+    digits = open_source("digits")
+    assert decide(None, digits, digits.indices("train"), size).on
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_asked_fits_are_kept_whatever_the_sizes(asked):
+    from pipeline.data import open_source
+    from pipeline.data.client_fits import decide
+
+    digits = open_source("digits")
+    decision = decide(asked, digits, digits.indices("train"), 32)
+    assert decision == (asked, "--client-fits" if asked else "--no-client-fits")

@@ -4,6 +4,11 @@ back; the loss is normalized by the whole global batch's positive anchors across
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -11,7 +16,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 
-from tests.helpers import cli  # noqa: E402
+from tests.helpers import REPO, cli, quiet_env  # noqa: E402
 
 pytestmark = pytest.mark.host
 
@@ -353,3 +358,152 @@ def test_bundle_edge_evaluate_and_parity_device_results_of_a_detection_run(expor
         result = cli(["parity", str(run_dir), "--device-results", str(predictions)])
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert needle in result.stderr
+
+
+# --- COCO whose images live in other folders (--images) -------------------------------------------
+
+def _coco_elsewhere(root):
+    """COCO 2017's layout from `shapes`: annotations/instances_{train,val}.json, the images in train/ and val/ beside
+    them, each file_name relative to its image folder, not to the JSON's."""
+    from pipeline.detection.coco import write_coco
+    from pipeline.detection.examples import DetSource
+    from pipeline.detection.shapes import shapes
+
+    source = shapes(60, size=48, seed=7)
+    (root / "annotations").mkdir(parents=True)
+    for name, part in (("train", source.examples[12:]), ("val", source.examples[:12])):
+        write_coco(DetSource(name, "coco", source.labels, part), root / name / "annotations.json")
+        (root / name / "annotations.json").rename(root / "annotations" / f"instances_{name}.json")
+    return root / "annotations" / "instances_train.json", root / "annotations" / "instances_val.json"
+
+
+def test_train_export_and_prepare_from_coco_whose_images_live_elsewhere(tmp_path):
+    from pipeline.detection.heldout import recorded_heldout
+    from pipeline.detection.coco import read_coco
+    from pipeline.detection.tfrecords import read_tfrecords
+    from pipeline.rundir.run import Run
+
+    train_json, val_json = _coco_elsewhere(tmp_path / "coco")
+    images = ["--images", str(tmp_path / "coco" / "train"), "--images", str(tmp_path / "coco" / "val")]
+    without = cli(["train", "--task", "detect", "--data", str(train_json), "--epochs", "1", "--out", str(tmp_path / "refused")])
+    assert without.returncode == 1 and "not found in" in without.stderr and "an --images folder" in without.stderr
+    assert not (tmp_path / "refused").exists()
+
+    run_dir = tmp_path / "run"
+    result = cli(["train", "--task", "detect", "--data", str(train_json), "--val-data", str(val_json), *images, "--image-size", "32",
+                  "--epochs", "1", "--batch-size", "16", "--no-tensorboard", "--out", str(run_dir)], timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    run = Run.open(run_dir)
+    assert run.data.images == (str(tmp_path / "coco" / "train"), str(tmp_path / "coco" / "val"))
+    assert run.training.config["images"] == list(run.data.images)
+    assert (run.data.split["train_examples"], run.data.split["heldout_examples"]) == (48, 12)
+    # Later stages read the data again through the recorded folders: the held-out images, checked by identity...
+    assert [e.id for e in recorded_heldout(run)] == [e for e, _ in run.data.identity["heldout"]["examples"]]
+    # ... and int8 calibration on training images.
+    exported = cli(["export", str(run_dir), "--int8", "--calibration-samples", "8"], timeout=600)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert json.loads((run_dir / "manifest.json").read_text())["artifacts"]["model_int8"]["calibration"]["samples"] == 8
+
+    out = tmp_path / "records"
+    prepared = cli(["prepare", "--task", "detect", str(val_json), *images, "--out", str(out)])
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    coco = read_coco(val_json, images=[str(tmp_path / "coco" / "val")])
+    records = read_tfrecords(str(out / "*.tfrecord"))
+    assert sorted((e.id, e.digest) for e in records.examples) == sorted((e.id, e.digest) for e in coco.examples)
+
+
+def test_resume_refuses_other_images_folders(tmp_path):
+    from pipeline.training.config import TrainConfig
+
+    train_json, _ = _coco_elsewhere(tmp_path / "coco")
+    state = tmp_path / "run" / ".train_state"
+    state.mkdir(parents=True)
+    started = TrainConfig(data=str(train_json), task="detect", images=(str(tmp_path / "coco" / "train"),), image_size=32)
+    (state / "config.json").write_text(json.dumps(started.as_dict()))  # what train saved when it started
+    (state / "history.json").write_text(json.dumps([{"epoch": 1, "loss": 1.0}]))  # and an epoch it completed
+    (tmp_path / "elsewhere").mkdir()
+    result = cli(["train", "--task", "detect", "--data", str(train_json), "--images", str(tmp_path / "elsewhere"),
+                  "--images", str(tmp_path / "coco" / "train"), "--image-size", "32", "--out", str(tmp_path / "run")])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "cannot resume" in result.stderr and "images: saved [" in result.stderr
+    assert json.loads((state / "config.json").read_text()) == started.as_dict()  # the state to resume from is kept
+
+
+# --- resume after an interruption ----------------------------------------------------------------
+
+# The child: `pipeline ARGS`, printing a digest of the model's weights and the optimizer's step count after each
+# epoch's checkpoint is saved and when training begins (after a resumed run restored its checkpoint).
+RESUME_CHILD = textwrap.dedent("""
+    import hashlib, os, sys
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import numpy as np
+    import tf_keras as keras
+
+    def state(model):
+        weights = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in model.get_weights())).hexdigest()[:16]
+        return f"weights {weights} step {int(model.optimizer.iterations)}"
+
+    Callback = keras.callbacks.BackupAndRestore
+    backup, begin = Callback._backup, Callback.on_train_begin
+
+    def saved(self, epoch, batch=0):
+        backup(self, epoch, batch)
+        print(f"checkpoint of epoch {epoch + 1}: {state(self.model)}", flush=True)
+
+    def began(self, logs=None):
+        begin(self, logs)
+        print(f"training begins: {state(self.model)}", flush=True)
+
+    Callback._backup, Callback.on_train_begin = saved, began
+    sys.argv = ["pipeline", *sys.argv[1:]]
+    from pipeline.__main__ import main
+    main()
+""")
+
+
+def _train_child(args, stop=None):
+    """Run the child; with `stop`, send it that signal once it prints "epoch 1/..." (in the second epoch's training)."""
+    proc = subprocess.Popen([sys.executable, "-c", RESUME_CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=quiet_env())
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if stop and line.startswith("epoch 1/"):
+                os.kill(proc.pid, stop)
+                break
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    return proc.returncode, "".join(lines) + out, err
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_an_interrupted_detection_run_resumes_from_its_last_epoch(tmp_path, stop):
+    from pipeline.rundir.run import Run
+
+    run_dir = tmp_path / "run"
+    args = ["train", "--task", "detect", "--data", "shapes?count=96&size=64", "--image-size", "64", "--epochs", "3",
+            "--batch-size", "16", "--out", str(run_dir)]
+    code, out, err = _train_child(args, stop)
+    assert code == (-signal.SIGKILL if stop == signal.SIGKILL else 143), err[-2000:]
+    if stop == signal.SIGTERM:
+        assert "terminated (SIGTERM)" in err and "Traceback" not in err, err[-2000:]
+    assert not (run_dir / "manifest.json").exists()
+    first = json.loads((run_dir / ".train_state" / "history.json").read_text())
+    assert [e["epoch"] for e in first] == [1]
+    saved = next(line for line in out.splitlines() if line.startswith("checkpoint of epoch 1: "))
+
+    code, out, err = _train_child(args)
+    assert code == 0, out[-2000:] + err[-3000:]
+    assert "resuming from epoch 1 of 3" in out and "epoch 1/3" not in out
+    # Training went on from the weights and the optimizer step of epoch 1's checkpoint, not from new ones.
+    began = next(line for line in out.splitlines() if line.startswith("training begins: "))
+    assert began.split(": ", 1)[1] == saved.split(": ", 1)[1]
+    run = Run.open(run_dir)
+    assert began.endswith(f" step {run.training.get('steps_per_epoch')}")
+    history = json.loads(run.artifact("history").read_text())
+    assert [e["epoch"] for e in history] == [1, 2, 3] and history[0] == first[0]
+    assert [bool(e.get("resumed")) for e in history] == [False, True, False]
+    assert run.heldout_metrics["map50"] is not None and run.has("heldout_detections")
+    assert not (run_dir / ".train_state").exists()

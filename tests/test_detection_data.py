@@ -74,8 +74,65 @@ def test_coco_images_dir_and_shapes_round_trip(tmp_path):
     doc = json.loads((tmp_path / "a" / "annotations.json").read_text())
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "annotations.json").write_text(json.dumps(doc))
-    read = read_coco(tmp_path / "b" / "annotations.json", images_dir=str(tmp_path / "a"))
+    read = read_coco(tmp_path / "b" / "annotations.json", images=[str(tmp_path / "a")])
     _same(source, read)
+
+
+def _split_coco(root, source, val_count):
+    """COCO 2017's layout: annotations/ holds one JSON per split, the images are in train/ and val/ beside it."""
+    for name, part in (("train", source.examples[val_count:]), ("val", source.examples[:val_count])):
+        write_coco(DetSource(name, source.kind, source.labels, part), root / name / "annotations.json")
+        (root / "annotations").mkdir(exist_ok=True)
+        (root / name / "annotations.json").rename(root / "annotations" / f"instances_{name}.json")
+    return root / "annotations" / "instances_train.json", root / "annotations" / "instances_val.json"
+
+
+def test_coco_2017_layout_finds_each_split_in_its_own_folder(tmp_path):
+    source = shapes(10, size=48, seed=4)
+    train_json, val_json = _split_coco(tmp_path, source, 3)
+    folders = [str(tmp_path / "train"), str(tmp_path / "val")]
+    train, val = read_coco(train_json, images=folders), read_coco(val_json, images=folders)
+    _same(DetSource("", "", source.labels, source.examples[3:]), train)
+    _same(DetSource("", "", source.labels, source.examples[:3]), val)
+    with pytest.raises(DataError, match="not found in .*annotations or .*train; expected file_name relative to the JSON's folder"):
+        read_coco(val_json, images=folders[:1])
+
+
+def test_a_file_name_in_two_folders_is_refused_unless_it_is_the_same_file(tmp_path):
+    source = shapes(4, size=48, seed=2)
+    write_coco(source, tmp_path / "a" / "annotations.json")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "annotations.json").write_text((tmp_path / "a" / "annotations.json").read_text())
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for e in source.examples:  # an identical copy of every image, and the JSON's own folder: one file each
+        (copy / e.id).parent.mkdir(parents=True, exist_ok=True)
+        (copy / e.id).write_bytes(e.image)
+    _same(source, read_coco(tmp_path / "a" / "annotations.json", images=[str(copy), str(tmp_path / "a")]))
+    other = source.examples[1]
+    (copy / other.id).write_bytes(source.examples[2].image)  # same name, another picture
+    with pytest.raises(DataError) as err:
+        read_coco(tmp_path / "b" / "annotations.json", images=[str(tmp_path / "a"), str(copy)])
+    assert f"file {other.id!r} is in both {tmp_path / 'a' / other.id} and {copy / other.id}, and they differ" in str(err.value)
+
+
+@pytest.mark.parametrize("images, specs, message", [
+    (["FILE"], ["DIR/annotations.json"], "--images FILE is not a folder; expected a local folder"),
+    (["DIR/nowhere"], ["DIR/annotations.json"], "--images DIR/nowhere does not exist; expected a local folder"),
+    (["DIR"], ["DIR/data.yaml"], "are relative to, but 'DIR/data.yaml' is not COCO; expected --data or --val-data PATH/annotations.json"),
+    (["DIR"], ["shapes", "DIR/data.yaml"], "'shapes' and 'DIR/data.yaml' are not COCO"),
+])
+def test_images_folders_are_checked_before_anything_is_read(tmp_path, images, specs, message):
+    from pipeline.detection.specs import check_images
+    from pipeline.errors import ConfigError
+
+    (tmp_path / "FILE").write_text("")
+    where = lambda value: value.replace("DIR", str(tmp_path)).replace("FILE", str(tmp_path / "FILE"))  # noqa: E731
+    with pytest.raises(ConfigError) as err:
+        check_images([where(i) for i in images], [where(s) for s in specs])
+    assert where(message) in str(err.value)
+    check_images([str(tmp_path)], [where("DIR/data.yaml"), where("DIR/val.json")])  # one COCO spec of two: accepted
+    check_images([], ["shapes"])  # no folders, nothing to check
 
 
 def _coco(tmp_path, doc):

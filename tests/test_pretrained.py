@@ -95,7 +95,7 @@ def test_frozen_epochs_then_fine_tune_keeps_batchnorm_and_records_the_file(folde
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["model"]["weights"]["source"] == "file"
     assert manifest["model"]["weights"]["sha256"] == hashlib.sha256(base_weights.read_bytes()).hexdigest()
-    assert manifest["training"]["batchnorm"]["method"] == "pretrained"  # not re-estimated (issue 20)
+    assert manifest["training"]["batchnorm"]["method"] == "pretrained"  # not re-estimated
     assert [e["epoch"] for e in json.loads((run_dir / "history.json").read_text())] == [1, 2]
     tuned = {w.name: w.numpy() for w in _base_after(run_dir).weights}
     changed = {w.name for w in original.weights if not (w.numpy() == tuned[w.name]).all()}

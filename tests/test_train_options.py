@@ -22,13 +22,14 @@ def test_options_not_given_leave_the_defaults():
 
 
 def test_each_option_reaches_its_field():
-    config = _parsed("--data", "digits", "--task", "detect", "--val-data", "v", "--model", "mobilenet_v2", "--image-size", "96",
+    config = _parsed("--data", "digits", "--task", "detect", "--val-data", "v", "--images", "b", "--images", "a", "--model", "mobilenet_v2", "--image-size", "96",
                      "--alpha", "0.35", "--weights", "imagenet", "--epochs", "4", "--frozen-epochs", "2",
                      "--unfreeze-from", "block_9", "--fine-tune-learning-rate", "2e-5", "--batch-size", "16",
                      "--learning-rate", "0.01", "--lr-start", "0.001", "--lr-min", "0.0001", "--warmup-epochs", "2",
                      "--sustain-epochs", "0", "--lr-decay", "0.5", "--cache-mb", "0", "--steps-per-execution", "4",
                      "--tpu", "local", "--cpu-replicas", "2", "--seed", "7", "--resume", "--no-tensorboard", "--client-fits")
     assert (config.task, config.data, config.val_data, config.model, config.image_size) == ("detect", "digits", "v", "mobilenet_v2", 96)
+    assert config.images == ("b", "a")  # repeated, kept in the order given
     assert config.model_options == (("alpha", 0.35),) and config.weights == "imagenet"
     assert (config.epochs, config.frozen_epochs, config.unfreeze_from, config.fine_tune_learning_rate) == (4, 2, "block_9", 2e-5)
     assert (config.batch_size, config.cache_mb, config.steps_per_execution, config.tpu, config.cpu_replicas, config.seed) == \
@@ -56,5 +57,5 @@ def test_a_config_file_value_of_the_wrong_type_is_named(tmp_path, key, value, ex
 
 
 def test_resume_keys_are_the_options_that_change_the_model_or_the_data():
-    assert {"data", "val_data", "model", "image_size", "model_options", "weights", "batch_size", "seed", "task"} <= set(RESUME_KEYS)
+    assert {"data", "val_data", "images", "model", "image_size", "model_options", "weights", "batch_size", "seed", "task"} <= set(RESUME_KEYS)
     assert not {"epochs", "resume", "tensorboard", "tpu", "cpu_replicas", "cache_mb", "steps_per_execution"} & set(RESUME_KEYS)

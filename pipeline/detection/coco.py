@@ -1,19 +1,23 @@
 """COCO detection annotations (`annotations.json`, as Roboflow, CVAT and Label Studio export them).
 
-Each image's `file_name` is found relative to the JSON's folder, else to `images_dir`. Class indices
-follow the categories sorted by id; boxes are COCO's [x, y, width, height] in pixels.
+Each image's `file_name` is looked for relative to the JSON's folder, then to each of `images` (`--images`,
+in order). A name found in two folders must be the same file there: two different files are refused, not
+chosen between. Class indices follow the categories sorted by id; boxes are COCO's [x, y, width, height]
+in pixels.
 """
 from __future__ import annotations
 
+import filecmp
 import json
+import os
 from pathlib import Path
-from typing import Optional
+from typing import List, Sequence
 
 from pipeline.detection.examples import DetSource, check_unique, image_size, make_example
 from pipeline.errors import DataError
 
 
-def read_coco(path, images_dir: Optional[str] = None) -> DetSource:
+def read_coco(path, images: Sequence[str] = ()) -> DetSource:
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -31,17 +35,17 @@ def read_coco(path, images_dir: Optional[str] = None) -> DetSource:
         raise DataError(f"{path}: a category id appears twice; expected each category once")
     index = {cid: i for i, cid in enumerate(categories)}
 
-    images = {}
+    listed = {}
     for im in doc["images"]:
         iid = _field(im, "id", (int, str), path, "image")
-        if iid in images:
+        if iid in listed:
             raise DataError(f"{path}: image id {iid!r} appears twice; expected each image id once")
-        images[iid] = im
-    objects = {iid: [] for iid in images}
+        listed[iid] = im
+    objects = {iid: [] for iid in listed}
     for ann in doc["annotations"]:
         aid = ann.get("id", "?") if isinstance(ann, dict) else "?"
         iid = _field(ann, "image_id", (int, str), path, f"annotation {aid}")
-        if iid not in images:
+        if iid not in listed:
             raise DataError(f"{path}: annotation {aid} refers to image {iid!r}, which is not in 'images'; "
                             "expected every annotation's image to be listed")
         cid = _field(ann, "category_id", int, path, f"annotation {aid}")
@@ -52,14 +56,11 @@ def read_coco(path, images_dir: Optional[str] = None) -> DetSource:
             raise DataError(f"{path}: annotation {aid} has bbox {bbox!r}; expected [x, y, width, height] in pixels")
         objects[iid].append((aid, bbox, index[cid]))
 
-    folders = [path.parent] + ([Path(images_dir)] if images_dir else [])
+    folders = [path.parent, *map(Path, images)]
     examples = []
-    for iid, im in images.items():
+    for iid, im in listed.items():
         file_name = str(_field(im, "file_name", str, path, f"image {iid!r}"))
-        found = next((f / file_name for f in folders if (f / file_name).is_file()), None)
-        if found is None:
-            raise DataError(f"{path}: image {iid!r} file {file_name!r} not found in {' or '.join(map(str, folders))}; "
-                            "expected file_name relative to the JSON's folder or to --images")
+        found = _find(file_name, folders, f"{path}: image {iid!r} file {file_name!r}")
         data = found.read_bytes()
         real = image_size(data, str(found))
         height, width = im.get("height", real[0]), im.get("width", real[1])
@@ -89,6 +90,20 @@ def write_coco(source: DetSource, path) -> None:
                                 "area": (xmax - xmin) * e.width * (ymax - ymin) * e.height, "iscrowd": 0})
     categories = [{"id": i + 1, "name": name} for i, name in enumerate(source.labels)]
     path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}), encoding="utf-8")
+
+
+def _find(file_name: str, folders: List[Path], what: str) -> Path:
+    """The one file `file_name` names in `folders`; the same file found twice (a folder given twice, a link, an
+    identical copy) is one file, two different ones are refused."""
+    hits = [folder / file_name for folder in folders if (folder / file_name).is_file()]
+    if not hits:
+        raise DataError(f"{what} not found in {' or '.join(map(str, folders))}; expected file_name relative to the "
+                        "JSON's folder or to an --images folder")
+    for other in hits[1:]:
+        if not (os.path.samefile(hits[0], other) or filecmp.cmp(hits[0], other, shallow=False)):
+            raise DataError(f"{what} is in both {hits[0]} and {other}, and they differ; expected one file per file_name "
+                            "(remove one, or leave out the --images folder that holds the wrong one)")
+    return hits[0]
 
 
 def _field(item, key, kind, path, what):

@@ -14,10 +14,11 @@ def recorded_heldout(run) -> list:
     if recorded is None:
         raise ManifestError(f"{run.dir}'s manifest records no held-out images (data.identity.heldout.examples); "
                             "expected the manifest written by `pipeline train --task detect`")
+    images = run.data.images  # the folders training found COCO file names in
     if run.data.val_spec:
-        examples = open_detection(run.data.val_spec, run.labels).examples
+        examples = open_detection(run.data.val_spec, run.labels, images).examples
     else:
-        source = open_detection(run.data.train_spec)
+        source = open_detection(run.data.train_spec, images=images)
         examples = [source.examples[i] for i in source.indices("heldout", recorded_split(run))]
     got = [[e.id, e.digest] for e in examples]
     if got != recorded:

@@ -1,11 +1,11 @@
 """Check what edgetpu_compiler wrote before the compile stage installs it.
 
 A compiler that exits 0 is not trusted on its word: each output must be a real Edge TPU model
-(it holds `edgetpu-custom-op` carrying a readable DarwiNN package, EDGETPU.md section 5, that
+(it holds `edgetpu-custom-op` carrying a readable DarwiNN package that
 needs no newer Edge TPU runtime than was asked for with -m), the first one must take the source model's
 inputs and the outputs must give its outputs (dtype, shape, quantization), and segments made with
 `-n` must chain: every input of a segment is an input of the source model or an output of an
-earlier segment (google-coral's two SSD segments in shared/reference/coral/ chain this way).
+earlier segment (Google's two-segment SSD reference pair chains this way).
 The ops a compiled file keeps outside the custom op are what runs on the CPU: that list comes from
 the file itself, not from the compiler's log.
 """

@@ -1,6 +1,6 @@
 """Parse what edgetpu_compiler prints and the operation log it writes.
 
-Layouts from Coral's documentation and public issue reports (shared/EDGETPU.md section 6):
+Layouts from Coral's documentation and public compiler logs (docs/edgetpu-sources.md):
 compilers 2.0 to 16, sizes in B/KiB/MiB, an operator table that can list one operator on several
 rows with different statuses, and the fatal messages that end a compile.
 """
@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Optional
 _UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
 _SIZE = r"([0-9.]+)\s*(B|KiB|MiB|GiB)"
 
-# Messages that end a compile without a model, most specific first (EDGETPU.md section 6).
+# Messages that end a compile without a model, most specific first, worded as the compiler prints them.
 _FATAL = [
     (re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)' version '(\d+)'"),
      lambda m: f"op {m.group(1)} version {m.group(2)} is too new for this compiler (Model could not be parsed)"),

@@ -5,18 +5,18 @@
 Follows Coral's model requirements and supported-ops table (pipeline/edgetpu/rules.py): 8-bit
 tensors, sizes fixed at compile time, constant weights, at most 3 non-unit innermost dimensions,
 each op's own limits, and op versions the compiler can parse. The mapping follows the graph: the
-compiler builds one Edge TPU segment (EDGETPU.md section 1), so an op that reads a CPU op's output
+compiler builds one Edge TPU segment, so an op that reads a CPU op's output
 after that segment stays on the CPU ("More than one subgraph is not supported") while ops on other
-paths still map. The prediction agrees with every reference pair in shared/reference/coral/.
+paths still map. The prediction agrees with every reference pair (Google's models and their compiled twins).
 Over 300 lines because it is one job: each check needs the graph walk and the others' verdicts.
 
 QUANTIZE, decided here:
 - uint8 -> int8 after the input and int8 -> uint8 before the output (what TF 2.21 adds for uint8
-  I/O, DESIGN.md): both sides 8-bit, QUANTIZE maps from runtime 12 (the reference pairs), and compiler 16 logs
-  such QUANTIZE ops as "Mapped to Edge TPU" (EDGETPU.md Example A, #461 "except quantize"), so they
+  I/O): both sides 8-bit, QUANTIZE maps from runtime 12 (the reference pairs), and compiler 16 logs
+  such QUANTIZE ops as "Mapped to Edge TPU" (public compiler logs), so they
   are predicted mapped. Their versions are checked against the parse limit (QUANTIZE v3+ fails).
 - float32 -> int8 at a model input (float I/O): the compiler logs "Operation is otherwise
-  supported, but not mapped due to some unspecified limitation" (#490, #342) and still maps what
+  supported, but not mapped due to some unspecified limitation" and still maps what
   follows; a DEQUANTIZE before an output gets "...unsupported data type". These two wrappers stay on
   the CPU without ending the Edge TPU segment. A DEQUANTIZE anywhere else ends it.
 
@@ -28,7 +28,7 @@ the CPU as the `tail`, not as a fallback, and the share on the Edge TPU counts t
 
 Whole-model failures are reported as `fatal` (the compiler writes no model at all): an op version
 above what compiler 16 parses ("Model could not be parsed"), a dynamic-sized tensor ("Attempting to
-use a delegate that only supports static-sized tensors", google-coral/edgetpu #829/#831), and a
+use a delegate that only supports static-sized tensors"), and a
 model with no 8-bit tensor ("Model not quantized").
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class OpPrediction(NamedTuple):
 
     @property
     def log_op(self) -> str:
-        """The name the compiler's log prints: CUSTOM for every custom op (EDGETPU.md Example A)."""
+        """The name the compiler's log prints: CUSTOM for every custom op."""
         return rules.CUSTOM_LOG_NAME if self.custom else self.op
 
 
@@ -365,7 +365,7 @@ def _resize(op: OpInfo, info: ModelInfo, data: bytes):
 _OP_CHECKS.update(RESIZE_BILINEAR=_resize, RESIZE_NEAREST_NEIGHBOR=_resize)
 
 
-# The table's "<=12" rows (EDGETPU.md 2c/2d), applied only below rules.LOOSENED_AT_RUNTIME[op]
+# The table's "<=12" rows, applied only below rules.LOOSENED_AT_RUNTIME[op]
 # (13, or 12 where a reference twin shows the looser limit at runtime 12).
 def _older_than(op: OpInfo) -> str:
     return f"runtimes below {rules.LOOSENED_AT_RUNTIME[op.name]}"

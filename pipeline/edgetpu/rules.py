@@ -1,14 +1,14 @@
 """What edgetpu_compiler 16 maps to the Edge TPU, as data, with where each fact comes from.
 
-Sources (collected in shared/EDGETPU.md): Coral's model requirements and supported-operations
-table (coral.ai/docs/edgetpu/models-intro), op versions the compiler was reported to reject
-(google-coral/edgetpu issues), and the status strings its operation log prints.
+Four kinds of source, listed with each fact in docs/edgetpu-sources.md: Coral's model requirements and
+supported-operations table, op versions the compiler was publicly reported to reject, the status strings
+its operation log prints, and Google's models with their compiled twins (the "reference pairs").
 """
 from __future__ import annotations
 
 from typing import Dict
 
-# Status strings exactly as the compiler's operation log prints them (EDGETPU.md section 6).
+# Status strings exactly as the compiler's operation log prints them (the compiler's own wording).
 MAPPED = "Mapped to Edge TPU"
 MORE_THAN_ONE_SUBGRAPH = "More than one subgraph is not supported"
 NOT_SUPPORTED = "Operation not supported"
@@ -19,13 +19,12 @@ UNSUPPORTED_RANK = "Tensor has unsupported rank (up to 3 innermost dimensions ma
 STRIDED_SLICE_STRIDES = "Only Strided-Slice with unitary strides supported"
 NOT_CONSTANT = "Filter, bias, or other param is not constant at compile-time"
 
-# The supported-operations table (EDGETPU.md 2a), TFLite builtin names, with the lowest Edge TPU
+# Coral's supported-operations table, TFLite builtin names, with the lowest Edge TPU
 # runtime that maps each. Two kinds of entry:
-# - Known from the reference pairs (shared/reference/coral/): Google's compiled twins are all
+# - Known from the reference pairs: Google's compiled twins are all
 #   runtime-12 packages (the DarwiNN package's min_runtime_version, pipeline/edgetpu/compiled_check.py),
 #   so an op a twin keeps inside edgetpu-custom-op maps at runtime 12. A twin proves no lower runtime.
-# - Assumed from Coral's table (EDGETPU.md 2d: commonly cited, partly corroborated by the compiler's
-#   CHANGES.md) where no twin says otherwise.
+# - Assumed from Coral's table (commonly cited, partly corroborated by the compiler's change log) where no twin says otherwise.
 # Compiler 16 targets runtime 14, so all of these are in reach by default.
 SUPPORTED_OPS: Dict[str, int] = {
     **dict.fromkeys((
@@ -47,12 +46,11 @@ SUPPORTED_OPS: Dict[str, int] = {
     # Assumed, Coral's table: 14+ (TRANSPOSE was "Operation not supported" under compiler 15).
     **dict.fromkeys(("REDUCE_MAX", "REDUCE_MIN", "RSQRT", "SQUARED_DIFFERENCE", "TRANSPOSE"), 14),
 }
-DEFAULT_RUNTIME = 14  # what compiler 16 targets (EDGETPU.md section 4: 16.0 -> runtime 14)
+DEFAULT_RUNTIME = 14  # what compiler 16 targets (compiler 16.0 writes runtime-14 packages)
 
 # Highest op version compiler 16 parses. Each is one below a version reported rejected with
-# "Didn't find op for builtin opcode ... Model could not be parsed" (EDGETPU.md section 4):
-# CONV_2D v6 (#631), TRANSPOSE_CONV v4 (#845), QUANTIZE v3 (#879), EXP v2 (libedgetpu#71),
-# FULLY_CONNECTED v10+ (DESIGN.md). A version above these fails the whole compile, not one op.
+# "Didn't find op for builtin opcode ... Model could not be parsed" in a public report:
+# CONV_2D v6, TRANSPOSE_CONV v4, QUANTIZE v3, EXP v2, FULLY_CONNECTED v10+. A version above these fails the whole compile, not one op.
 MAX_PARSED_VERSION: Dict[str, int] = {
     "CONV_2D": 5,
     "FULLY_CONNECTED": 9,
@@ -62,11 +60,11 @@ MAX_PARSED_VERSION: Dict[str, int] = {
 }
 
 # Ops the compiler logs as "working on an unsupported data type" rather than "not supported": they
-# produce or consume float by design (EDGETPU.md section 1 and Example A: DEQUANTIZE at the output,
+# produce or consume float by design (Coral's model requirements and the compiler's log of a detector: DEQUANTIZE at the output,
 # the CUSTOM TFLite_Detection_PostProcess op).
 FLOAT_BY_DESIGN_OPS = ("DEQUANTIZE", "TFLite_Detection_PostProcess")
 
-# Limits that Coral's table gives in two rows, "<=12" and "13+" (EDGETPU.md 2d): below the runtime
+# Limits that Coral's table gives in two rows, "<=12" and "13+": below the runtime
 # here, the "<=12" row applies (preflight._OLD_RUNTIME_CHECKS).
 LOOSENED_AT_RUNTIME: Dict[str, int] = {
     # Known, runtime 12: the pair deeplabv3_mnv2_dm05_pascal_quant maps its three 2x2-dilated
@@ -85,19 +83,19 @@ WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CO
 SOFTMAX_MAX_ELEMENTS = 16000  # "Supports only 1D input tensor with a max of 16,000 elements" (2c)
 EIGHT_BIT = ("int8", "uint8")
 
-# Graph-following partition (EDGETPU.md section 1: "cannot partition the model more than once", and
-# #461: supported ops after an unsupported one get MORE_THAN_ONE_SUBGRAPH; the reference pair
+# Graph-following partition (Coral's model requirements: "cannot partition the model more than once"; a
+# public compiler log: supported ops after an unsupported one get MORE_THAN_ONE_SUBGRAPH; the reference pair
 # deeplabv3_mnv2_dm05_pascal_quant keeps exactly the resize and what reads it on the CPU, down to
 # the output): the compiler builds one Edge TPU segment. An op that reads the output of a CPU op which itself
 # runs after mapped ops would need a second segment, so it stays on the CPU with
 # MORE_THAN_ONE_SUBGRAPH; ops on other paths, and CPU ops in front of the segment (a float
-# QUANTIZE at the input, #490/#342), do not end it.
+# QUANTIZE at the input, in public compiler logs), do not end it.
 
 # Variable tensors (the state an LSTM keeps between invocations) may be int16: TFLite's int8
 # UNIDIRECTIONAL_SEQUENCE_LSTM keeps its cell state in int16, and the reference pair
 # keras_lstm_mnist_ptq shows the compiler mapping such an LSTM with the int16 state as an input of
 # edgetpu-custom-op, in a runtime-12 package (although libedgetpu's runtime_version.h names runtime 14,
-# kCoralGrouperRelease, "Support for variable tensors", EDGETPU.md section 2d).
+# kCoralGrouperRelease, "Support for variable tensors").
 STATE_DTYPES = ("int8", "uint8", "int16")
 
 # A bilinear resize from a 1x1 image is a broadcast of one pixel. The reference pair
@@ -107,6 +105,6 @@ STATE_DTYPES = ("int8", "uint8", "int16")
 RESIZE_FROM_SINGLE_PIXEL = ("RESIZE_BILINEAR",)
 
 # Custom ops are not in the supported-operations table; the compiler logs them under the name
-# CUSTOM (EDGETPU.md Example A) and leaves them on the CPU (the reference pair
+# CUSTOM (its log of a detector shows it) and leaves them on the CPU (the reference pair
 # posenet_mobilenet_v1_075_353_481_quant_decoder keeps its decoder custom op outside).
 CUSTOM_LOG_NAME = "CUSTOM"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from edge.bundle import ShippedModel, write_bundle as write_bundle_files
-from pipeline.data.heldout import heldout_examples
+from pipeline import tasks
 from pipeline.errors import PipelineError
 from pipeline.rundir.files import staged_path
 from pipeline.rundir.run import Run
@@ -31,16 +31,7 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
     keys = [key for key in DEVICE_MODELS if run.has(key)]
     if "model_int8" not in keys:
         run.artifact("model_int8")  # raises: run export first
-    if run.task == "detect":  # the recorded held-out images, unlabelled: their boxes stay here for the mAP
-        from pipeline.errors import ConfigError
-        from pipeline.detection.heldout import recorded_heldout
-
-        if data is not None:
-            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
-        examples = [(e.id, None, e.image) for e in recorded_heldout(run)]
-    else:
-        heldout = heldout_examples(run, data)
-        examples = [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
+    examples = tasks.of_run(run).bundle_examples(run, data)
     models = {}
     for key in keys:
         if key != "model_int8":

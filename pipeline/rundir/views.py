@@ -64,6 +64,15 @@ class DataView(_View):
         return _section(self.record, "val").get("spec")
 
     @property
+    def images(self) -> Tuple[str, ...]:
+        """The folders (`--images`, in order) a COCO spec's file names were also looked for in, so a later stage
+        reading the data again finds the same files; () when none were given or the run predates the option."""
+        folders = self.record.get("images") or []
+        if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+            raise ManifestError(f"{self.where} records data.images {folders!r}; expected a list of folders")
+        return tuple(folders)
+
+    @property
     def split(self) -> Dict[str, Any]:
         """How the held-out examples were chosen: method, heldout_fraction, seed, train_examples, heldout_examples."""
         return _section(self.record, "split")

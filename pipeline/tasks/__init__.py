@@ -116,6 +116,15 @@ class Task:
         stage's PredictResult, in order; None (the default) leaves it to the stage's own, the classifier's."""
         return None
 
+    def end_summary(self, run, result) -> List[str]:
+        """The lines `pipeline run` ends with, after parity's `result` (pipeline/inference/summary.py)."""
+        raise NotImplementedError
+
+    def bundle_examples(self, run, data):
+        """The held-out examples a device bundle ships, as (id, label or None, the stored bytes): `data` is
+        `pipeline parity --bundle`'s --data, None for the recorded held-out split."""
+        raise NotImplementedError
+
     def prepare(self, config, source: str, out: str):
         """`pipeline prepare`: write `source` as TFRecord shards and labels.txt into `out`; returns a
         PrepareResult (pipeline/tasks/class_shards.py)."""

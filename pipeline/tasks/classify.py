@@ -13,7 +13,8 @@ import tf_keras as keras
 
 import models
 from pipeline import data as data_mod
-from pipeline.errors import DataError
+from pipeline.data import client_fits
+from pipeline.errors import ConfigError, DataError
 from pipeline.inference import class_metrics
 from pipeline.tasks import Evaluation, Plan, Task
 from pipeline.training import chance, fit
@@ -37,10 +38,13 @@ class Classify(Task):
         else:
             train_indices = train_source.indices("train", split)
             heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
-        train_ds = train_source.training_dataset(config.size, train_indices, config.seed if config.client_fits else None)
+        fits = client_fits.decide(config.client_fits, train_source, train_indices, config.size)
+        print(f"client fits: {'on' if fits.on else 'off'} ({fits.why})", flush=True)
+        train_ds = train_source.training_dataset(config.size, train_indices, config.seed if fits.on else None)
         train_count = len(train_indices)
         decoded = data_mod.decoded_mb(train_count, config.size)
-        feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb}
+        feed = {"decoded_mb": round(decoded, 1), "cache_mb": config.cache_mb, "cached": 0 < config.cache_mb and decoded <= config.cache_mb,
+                "client_fits": fits.record()}
         # The held-out set is read by every epoch's validation and twice more at the end: decoded once and kept
         # when it fits the budget beside the training set.
         feed["heldout_cached"] = feed["cached"] and decoded + data_mod.decoded_mb(heldout_count, config.size) <= config.cache_mb
@@ -106,6 +110,21 @@ class Classify(Task):
             },
         }
 
+    def end_summary(self, run, result):
+        from pipeline.inference.parity_report import summary_table
+        from pipeline.inference import summary
+
+        return [summary_table(result.report), *summary.parity(run)]
+
+    def bundle_examples(self, run, data):
+        from pipeline.data.heldout import heldout_examples
+
+        heldout = heldout_examples(run, data)
+        return [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
+
+    def check(self, config) -> None:
+        _refuse_images(config.images)
+
     def tuning(self):
         from pipeline.quant.remedy import CLASSIFICATION_TASK
 
@@ -114,7 +133,14 @@ class Classify(Task):
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks import class_shards
 
+        _refuse_images(config.images)
         return class_shards.write(config, source, out)
+
+
+def _refuse_images(images) -> None:
+    if images:
+        raise ConfigError(f"--images {images[0]}: folders of a detector's COCO images (--task detect); a classifier's data "
+                          "holds its own images (class folders, digits or TFRecords); expected no --images")
 
 
 TASK = Classify()

@@ -45,6 +45,7 @@ class Detect(Task):
 
     def check(self, config) -> None:
         from models.detector import BACKBONES
+        from pipeline.detection.specs import check_images
 
         if config.model not in BACKBONES:
             raise ConfigError(f"--task detect: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
@@ -59,6 +60,7 @@ class Detect(Task):
                               "mobilenet_v2, or no --weights")
         if config.client_fits:
             raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
+        check_images(config.images, [config.data, config.val_data])
         stride = max(anchor_spec().strides)
         if config.size % stride:
             raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
@@ -72,8 +74,9 @@ class Detect(Task):
         from pipeline.detection import augment
         from pipeline.detection.specs import open_detection
 
-        source = open_detection(config.data)
-        val = open_detection(config.val_data, source.labels) if config.val_data else None
+        images = config.images or ()
+        source = open_detection(config.data, images=images)
+        val = open_detection(config.val_data, source.labels, images) if config.val_data else None
         split = Split(config.heldout_fraction, config.seed)
         train = _examples(source, "all" if val else "train", split)
         heldout = val.examples if val else _examples(source, "heldout", split)
@@ -185,6 +188,7 @@ class Detect(Task):
             "data": {
                 "train": _describe(config.data, train),
                 "val": _describe(config.val_data, val) if val else None,
+                "images": list(config.images or ()),  # where COCO file names were also looked for, in order
                 "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
                           "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
                 "identity": _identity(plan),
@@ -218,14 +222,28 @@ class Detect(Task):
 
         return detect_predict.predict(config, run, say, progress)
 
+    def end_summary(self, run, result):
+        from pipeline.inference import summary
+
+        return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
+
+    def bundle_examples(self, run, data):
+        """The recorded held-out images, unlabelled: their boxes stay in the run for the mAP."""
+        from pipeline.detection.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
+        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+
     def prepare(self, config, source: str, out: str):
-        from pipeline.detection.specs import open_detection
+        from pipeline.detection.specs import check_images, open_detection
         from pipeline.detection.tfrecords import write_tfrecords
         from pipeline.tasks.class_shards import PrepareResult, join_path
 
         import tensorflow as tf
 
-        data = open_detection(source)  # every image and box checked before anything is written
+        check_images(config.images, [source])
+        data = open_detection(source, images=config.images)  # every image and box checked before anything is written
         existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
         if existing:
             raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")

@@ -149,7 +149,7 @@ def training_examples(run) -> list:
     from pipeline.data.identity import recorded_split
     from pipeline.detection.specs import open_detection
 
-    source = open_detection(run.data.train_spec)
+    source = open_detection(run.data.train_spec, images=run.data.images)
     positions = source.indices("all" if run.data.val_spec else "train", recorded_split(run))
     return [source.examples[i] for i in positions]
 

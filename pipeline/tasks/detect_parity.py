@@ -44,6 +44,7 @@ def metrics():
 def parity(config, run) -> Outcome:
     from edge.detect import open_detector
     from pipeline import gate
+    from pipeline.console import native_quiet
     from pipeline.detection.evaluate import evaluate
     from pipeline.rundir.files import json_bytes
 
@@ -56,7 +57,8 @@ def parity(config, run) -> Outcome:
     examples = heldout_images(run)
     labels = run.labels
     device = _device_results(config.device_results, run, examples) if config.device_results is not None else None
-    opened = {name: open_detector(run.artifact(key)) for name, key in MODELS.items()}
+    with native_quiet():  # the interpreter's C++ start-up line is not the user's business
+        opened = {name: open_detector(run.artifact(key)) for name, key in MODELS.items()}
     # Every model is fed the same pixels: the float TFLite model's contract (raw pixels, stretched to the input).
     pixels = [opened["float_tflite_cpu"].runner.pixels(e.image, e.id) for e in examples]
     predictions = {REFERENCE: _savedmodel(run, pixels)}

@@ -50,6 +50,11 @@ class TrainConfig:
     # held-out data spec; None = a seeded split of `data`
     val_data: Optional[str] = option(None, resume=True, flag=Flag(
         "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
+    # folders searched in order, after the JSON's own, for COCO file_names (of --data and --val-data); None = none
+    images: Optional[Tuple[str, ...]] = option(None, resume=True, flag=Flag(
+        "--images", "detect, COCO data: a folder the annotations' file_names are relative to, searched after the JSON's "
+        "own; repeat for more, searched in order (COCO 2017: --images train2017 --images val2017)",
+        to_config=lambda given: tuple(given) or None))
     # a name from models.MODEL_NAMES
     model: str = option("small_cnn", resume=True, flag=Flag(
         "--model", "small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception"))
@@ -98,9 +103,10 @@ class TrainConfig:
     tensorboard: bool = option(True, flag=Flag(
         "--no-tensorboard", "write no TensorBoard event files (default: RUN/logs)", to_config=lambda given: False))
     # fit training images to the input as the known clients do (pipeline/data/client_fits.py)
-    client_fits: bool = option(False, flag=Flag(
-        "--client-fits", "fit each training image to the input as one of the known clients would (stretch with other filters, "
-        "centre crop, letterbox) instead of by the pixel contract alone (default off)"))
+    # None = decided from the data: on when the training images are enlarged to the input (client_fits.decide)
+    client_fits: Optional[bool] = option(None, flag=Flag(
+        "--client-fits/--no-client-fits", "fit each training image to the input as one of the known clients would (their "
+        "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: classify | detect (pipeline/tasks/)
     task: str = option("classify", resume=True, flag=Flag(
         "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
@@ -136,6 +142,9 @@ class TrainConfig:
         if self.frozen_epochs and not models.has_base(self.model):
             raise ConfigError(f"{self.model} has no pretrained base network to freeze; expected one of "
                               f"{', '.join(n for n in models.MODEL_NAMES if models.has_base(n))}")
+        if self.images is not None and not (isinstance(self.images, (tuple, list)) and self.images
+                                            and all(isinstance(p, str) and p for p in self.images)):
+            raise ConfigError(f"images {self.images!r}, expected a list of one or more folders")
         if self.cache_mb < 0:
             raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
         if self.tensorboard:
@@ -162,6 +171,7 @@ class TrainConfig:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["model_options"] = dict(self.model_options)
+        d["images"] = list(self.images) if self.images is not None else None  # as JSON gives it back, for resume
         d["image_size"] = self.size
         return d
 

@@ -56,7 +56,7 @@ def test_reference_model_metadata():
 @needs_reference
 def test_normalization_agrees_with_the_input_quantization():
     # Independent fact from the tensor table: a uint8 input whose (scale, zero point) encode the
-    # normalization has scale ~ 1/std and zero point ~ mean (pycoral's rule, DESIGN.md).
+    # normalization has scale ~ 1/std and zero point ~ mean (pycoral's rule).
     data = _model()
     info = read_model(data)
     tensor = info.tensor(info.inputs[0])
