@@ -48,15 +48,14 @@ def main() -> None:
         splits[f"tuning x{views}"] = remedy.tuning_split(run, config.seed)
     tuning = next(iter(splits.values()))
     heldout_images, heldout_labels = _heldout_pixels(run, heldout_examples(run, None))
-    sets = {name: (s.images, s.labels) for name, s in splits.items()}
+    sets = {name: (s.images, s.truth) for name, s in splits.items()}
     sets["held-out"] = (heldout_images, heldout_labels)
-    reference = {name: remedy._savedmodel_outputs(run, images) for name, (images, _) in sets.items()}
-    train_size = remedy._train_size(run)
+    reference = {name: remedy._savedmodel_outputs(run, tuning._replace(images=images)) for name, (images, _) in sets.items()}
 
     rows = [("none", config)]
     for rung in remedy.LADDER:
-        candidate = rung.config(config, tuning, train_size)
-        if candidate is not None:
+        candidate = rung.config(config, tuning)
+        if not isinstance(candidate, remedy.Skip):
             rows.append((rung.name, candidate))
     rows.append(("equalize-8", dataclasses.replace(config, float_edits=("equalize",))))  # on the user's calibration set
     rows.append(("bias-8", dataclasses.replace(config, float_edits=("bias",))))
@@ -78,7 +77,7 @@ def main() -> None:
         seconds = time.monotonic() - start
         agree, top1 = [], []
         for n, (images, labels) in sets.items():
-            out = remedy._tflite_outputs(model.bytes, images, model.contract)
+            out = remedy._tflite_outputs(model.bytes, tuning._replace(images=images), model.contract)
             agree.append(f"{(out.argmax(1) == reference[n].argmax(1)).mean():.4f} ({(out.argmax(1) != reference[n].argmax(1)).sum()} off)")
             top1.append(f"{(out.argmax(1) == labels).mean():.4f}")
         print(f"| {name} | {seconds:.1f} | " + " | ".join(agree + top1) + " |", flush=True)

@@ -142,7 +142,7 @@ def _repair(config: ExportConfig, run: Run):
         layers = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
         return sorted(layers, key=lambda layer: -layer["rmse_steps"])[: quant_report.WORST_LAYERS]
 
-    return remedy.repair(config, run, convert, config.gate, layer_errors=worst_layers)
+    return remedy.repair(config, run, convert, config.gate, task=tasks.of_run(run).tuning(), layer_errors=worst_layers)
 
 
 class Converted(NamedTuple):

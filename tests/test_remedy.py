@@ -78,7 +78,7 @@ def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
     assert first.ids == again.ids and first.ids != other.ids
     source, train = resolve_split(run, "train")
     assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
-    assert len(set(first.labels.tolist())) == len(run.labels)  # class-balanced: every class is in it
+    assert len(set(first.truth.tolist())) == len(run.labels)  # class-balanced: every class is in it
 
 
 def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black, monkeypatch):
@@ -121,6 +121,11 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
     assert "nothing passed; kept the best attempt, none" in result.output
     manifest = _manifest(run_copy)
     assert manifest["remedy"]["passed"] is False and manifest["remedy"]["chosen"] == "none"
+    # The rungs that do not apply to a per-channel export are recorded and printed with why, not silently passed over.
+    skipped = manifest["remedy"]["skipped"]
+    assert [s["remedy"] for s in skipped] == ["equalize", "per-channel"]
+    assert "per-channel weights already" in skipped[0]["why"] and "already per channel" in skipped[1]["why"]
+    assert "equalize     skipped: per-channel weights" in result.output
     assert (run_copy / manifest["artifacts"]["model_int8"]["path"]).is_file()
 
 
@@ -152,7 +157,7 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     train_source, train = resolve_split(run, "train")
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
     views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
-    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.labels) == views
+    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.truth) == views
 
 
 def test_chance_of_at_least_is_the_binomial_tail():
@@ -192,12 +197,13 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     from pipeline.export import ExportConfig, Mode
     from pipeline.quant import remedy
 
-    tuning = remedy.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7)
+    tuning = remedy.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7, 100)
     rungs = {r.name: r for r in remedy.LADDER}
     asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
-    assert rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning, 100) is None
+    skipped = rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning)
+    assert isinstance(skipped, remedy.Skip) and "per-channel" in skipped.why
     for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",))):
-        config = rungs[name].config(asked, tuning, 100)
+        config = rungs[name].config(asked, tuning)
         assert config.float_edits == edits and config.per_tensor
         assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
     names = [r.name for r in remedy.LADDER]

@@ -18,16 +18,17 @@ with like: an attempt fails on agreement only when its disagreements are more th
 would show by chance (one-sided binomial test, `SIGNIFICANCE`). The export as asked is judged so first, and the
 ladder starts only when it fails there. The top-1 drop is judged as the gate judges it.
 
-The task is a `TuningTask`: it scores the reference and a candidate on the tuning images and turns them into
-the gate's named scores (pipeline/gate.py). Classification's is `CLASSIFICATION_TASK`; a detector brings its
-own (mAP and IoU agreement) and the same ladder.
+The task is a `TuningTask`: it draws the tuning split, scores the reference and a candidate on it, turns them into
+the gate's named scores (pipeline/gate.py), reads the user's limits as its own gate does, and names the rungs that
+do not apply to it and why. Classification's is `CLASSIFICATION_TASK`; each task module hands its own to the
+export stage (`Task.tuning`), so the ladder and the rungs are one for every task.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -53,16 +54,30 @@ class TuningSplit(NamedTuple):
     positions: np.ndarray  # positions in the training split (what the calibration draw excludes)
     ids: List[str]  # the examples' identities, for the manifest
     images: np.ndarray  # uint8 [n,S,S,3], decoded by the run's pixel contract as parity decodes held-out images
-    labels: np.ndarray  # class ids [n]
+    truth: object  # what the task scores against, one per scored image: class ids [n], or a detector's examples (boxes)
     seed: int
+    train_count: int  # images in the training split it was drawn from (the calibration rungs calibrate on the rest)
+    views: int = TUNING_VIEWS  # scored images per tuning image (the image itself first)
 
     def record(self) -> Dict[str, object]:
-        return {"source": "train split", "images": len(self.ids), "views_per_image": TUNING_VIEWS, "scored": len(self.labels),
+        return {"source": "train split", "images": len(self.ids), "views_per_image": self.views, "scored": len(self.images),
                 "seed": self.seed, "ids": list(self.ids)}
 
 
+def tuning_count(train_count: int) -> int:
+    """How many training images the tuning split takes; refused when too few would be left to calibrate on."""
+    from pipeline.errors import DataError
+
+    n = max(TUNING_MIN, int(round(train_count * TUNING_SHARE)))
+    if n >= train_count:
+        raise DataError(f"the training split has {train_count} images; the remedy ladder needs more than {n} "
+                        "(a tuning split to choose on, and the rest to calibrate on)")
+    return n
+
+
 def tuning_split(run, seed: int) -> TuningSplit:
-    """A seeded, class-balanced share of the training split; refused if any of it is a held-out image."""
+    """Classification's: a seeded, class-balanced share of the training split, each image with seeded views;
+    refused if any of it is a held-out image."""
     from pipeline.data.identity import resolve_split
     from pipeline.errors import DataError
 
@@ -70,10 +85,7 @@ def tuning_split(run, seed: int) -> TuningSplit:
     heldout_source, heldout = resolve_split(run, "heldout")
     examples = [source.examples[i] for i in train]
     labels = np.array([e.label for e in examples], np.int64)
-    n = max(TUNING_MIN, int(round(len(examples) * TUNING_SHARE)))
-    if n >= len(examples):
-        raise DataError(f"the training split has {len(examples)} images; the remedy ladder needs more than {n} "
-                        "(a tuning split to choose on, and the rest to calibrate on)")
+    n = tuning_count(len(examples))
     tuning_seed = seed + TUNING_SEED_OFFSET
     positions = np.sort(balanced_sample(labels, n, tuning_seed))
     # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
@@ -90,7 +102,8 @@ def tuning_split(run, seed: int) -> TuningSplit:
         images.append(contract.load_pixels(original, (size, size), name=example.id))
         images += [_view(large, size, rng) for _ in range(TUNING_VIEWS - 1)]
         view_labels += [example.label] * TUNING_VIEWS
-    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed)
+    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed,
+                       len(examples))
 
 
 def _view(large: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -111,38 +124,43 @@ def _view(large: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
 
 class TuningTask(NamedTuple):
     metrics: Mapping[str, gate.Metric]  # the gate's named metrics for this task
-    reference: Callable  # (run, images) -> the reference model's outputs
-    candidate: Callable  # (model bytes, images, PixelContract) -> the candidate's outputs
-    scores: Callable  # (outputs, reference outputs, labels, num_classes) -> {metric key: gate.Score}
+    split: Callable  # (run, seed) -> TuningSplit
+    reference: Callable  # (run, TuningSplit) -> the reference model's outputs
+    candidate: Callable  # (model bytes, TuningSplit, PixelContract) -> the candidate's outputs
+    scores: Callable  # (outputs, reference outputs, TuningSplit, class names) -> {metric key: gate.Score}
+    limits: Callable = lambda limits: limits  # the user's GateLimits as this task's parity gate applies them
+    not_applicable: Mapping[str, str] = {}  # rung name -> why it does not apply to this task (recorded as skipped)
 
 
-def _savedmodel_outputs(run, images: np.ndarray) -> np.ndarray:
+def _savedmodel_outputs(run, tuning: TuningSplit) -> np.ndarray:
     import tensorflow as tf
 
+    images = tuning.images
     serve = tf.saved_model.load(str(run.artifact("saved_model"))).signatures["serving_default"]
     out = [next(iter(serve(tf.constant(images[i:i + 64], tf.float32)).values())).numpy() for i in range(0, len(images), 64)]
     return np.concatenate(out).astype(np.float32)
 
 
-def _tflite_outputs(model: bytes, images: np.ndarray, contract) -> np.ndarray:
+def _tflite_outputs(model: bytes, tuning: TuningSplit, contract) -> np.ndarray:
     from edge.runner import Runner
     from pipeline.console import native_quiet
 
     with native_quiet():
         runner = Runner.with_contract(model, contract, edgetpu=False)
-    return runner.score_all(images)
+    return runner.score_all(tuning.images)
 
 
-def _classification_scores(outputs: np.ndarray, reference: np.ndarray, labels: np.ndarray, num_classes: int):
+def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: TuningSplit, classes: Sequence[str]):
     from pipeline.inference import class_metrics
 
+    labels = tuning.truth
     top1, ref_top1 = outputs.argmax(1), reference.argmax(1)
     entry = {"images": len(labels), "correct": int((top1 == labels).sum()), "agree": int((top1 == ref_top1).sum()),
-             **class_metrics.compared(top1, ref_top1, labels, num_classes)}
+             **class_metrics.compared(top1, ref_top1, labels, len(classes))}
     return gate.classification_scores(entry)
 
 
-CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, _savedmodel_outputs, _tflite_outputs, _classification_scores)
+CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores)
 
 
 # --- the rungs --------------------------------------------------------------------------------------------------
@@ -151,40 +169,46 @@ CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, _savedmodel_outputs, _tfli
 class Rung(NamedTuple):
     name: str
     what: str  # one line for the table and the report
-    config: Callable  # (the user's config, tuning split, training split size) -> an export config, or None: not applicable
+    config: Callable  # (the user's config, tuning split) -> an export config, or Skip: it does not apply
 
 
-def _calibrate_on_rest(config, tuning: TuningSplit, train_size: int):
+class Skip(NamedTuple):
+    """A rung that does not apply to this export, and why (one line for the table and the manifest)."""
+
+    why: str
+
+
+def _calibrate_on_rest(config, tuning: TuningSplit):
     """Every training image outside the tuning split, drawn with another seed: a larger (when fewer were asked)
     and differently drawn calibration set."""
-    rest = train_size - len(tuning.positions)
+    rest = tuning.train_count - len(tuning.positions)
     return dataclasses.replace(config, calibration_samples=max(rest, config.calibration_samples or 0),
                                calibration_exclude=tuple(int(p) for p in tuning.positions), seed=config.seed + 1,
                                calibration_data=None)
 
 
-def _per_channel(config, tuning: TuningSplit, train_size: int):
+def _per_channel(config, tuning: TuningSplit):
     if not config.per_tensor:
-        return None  # already per channel
-    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), per_tensor=False, seed=config.seed)
+        return Skip("the weights are already per channel")
+    return dataclasses.replace(_calibrate_on_rest(config, tuning), per_tensor=False, seed=config.seed)
 
 
 # The float edits take their statistics (ReLU6 peaks, mean inputs) from the calibration images, so they build on
 # the calibration rung: 8 images under-estimate the peaks, and equalization then moves ReLU6's cap on new images.
-def _equalize(config, tuning: TuningSplit, train_size: int):
+def _equalize(config, tuning: TuningSplit):
     if not config.per_tensor:
-        return None  # per-channel weights already give each depthwise channel its own scale
-    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), float_edits=("equalize",))
+        return Skip("per-channel weights already give each depthwise channel its own scale")
+    return dataclasses.replace(_calibrate_on_rest(config, tuning), float_edits=("equalize",))
 
 
-def _bias(config, tuning: TuningSplit, train_size: int):
-    return dataclasses.replace(_calibrate_on_rest(config, tuning, train_size), float_edits=("bias",))
+def _bias(config, tuning: TuningSplit):
+    return dataclasses.replace(_calibrate_on_rest(config, tuning), float_edits=("bias",))
 
 
 def _qat(epochs: int):
-    def rung(config, tuning: TuningSplit, train_size: int):
+    def rung(config, tuning: TuningSplit):
         if config.qat_epochs >= epochs:
-            return None
+            return Skip(f"the export as asked already fine-tunes {config.qat_epochs} epochs")
         return dataclasses.replace(config, qat_epochs=epochs, per_tensor=False, calibration_data=None,
                                    calibration_exclude=tuple(int(p) for p in tuning.positions))
     return rung
@@ -242,7 +266,10 @@ class Outcome(NamedTuple):
     attempts: List[Attempt]
     tuning: TuningSplit
     motivation: Optional[List[Dict[str, object]]]  # the worst layers of the export as asked, when it failed
-    limits: gate.GateLimits
+    limits: gate.GateLimits  # as the task's gate applies them
+    metrics: Mapping[str, gate.Metric] = gate.CLASSIFICATION  # the task's, for the table's column names
+    skipped: Tuple[Tuple[str, str], ...] = ()  # (rung, why) for the rungs reached that do not apply
+    reference: Optional[Dict[str, gate.Score]] = None  # the float reference's own scores on the tuning split
 
     @property
     def passed(self) -> bool:
@@ -261,24 +288,30 @@ class Outcome(NamedTuple):
         metric = self.limits.metric
         return {"passed": self.passed, "chosen": self.chosen.remedy, "tuning_split": self.tuning.record(),
                 "limits": {"max_drop_pp": self.limits.max_drop, "min_agreement": self.limits.min_agreement, "metric": metric},
+                "reference": {key: score.shown for key, score in (self.reference or {}).items()},
                 "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
-                "failures": self.failures()}
+                "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures()}
 
 
 def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: TuningTask = CLASSIFICATION_TASK,
            ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
     """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
-    kept. `convert(config, run)` is the export stage's; `layer_errors(model)` names the layers that motivated it."""
-    limits = limits.validate(task.metrics)
-    tuning = tuning_split(run, config.seed)
-    reference = task.reference(run, tuning.images)
-    train_size = _train_size(run)
+    kept. `convert(config, run)` is the export stage's (a task's own: anything with `.bytes` and `.contract`);
+    `layer_errors(model)` names the layers that motivated it."""
+    limits = task.limits(limits).validate(task.metrics)
+    tuning = task.split(run, config.seed)
+    reference = task.reference(run, tuning)
+    reference_scores = task.scores(reference, reference, tuning, run.labels)
     attempts: List[Attempt] = []
+    skipped: List[Tuple[str, str]] = []
     baseline_ops: Optional[int] = None
     motivation = None
-    for rung in (Rung("none", "the export as asked", lambda c, t, n: c), *(LADDER if ladder is None else ladder)):
-        candidate_config = rung.config(config, tuning, train_size)
-        if candidate_config is None:
+    for rung in (Rung("none", "the export as asked", lambda c, t: c), *(LADDER if ladder is None else ladder)):
+        candidate_config: Union[Skip, object] = (Skip(task.not_applicable[rung.name]) if rung.name in task.not_applicable
+                                                 else rung.config(config, tuning))
+        if isinstance(candidate_config, Skip):
+            skipped.append((rung.name, candidate_config.why))
+            say(skip_row(rung.name, candidate_config.why))
             continue
         start = time.monotonic()
         try:
@@ -293,10 +326,9 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         ops_on, total = _mapping(model.bytes)
         if baseline_ops is None:
             baseline_ops = ops_on
-        outputs = task.candidate(model.bytes, tuning.images, model.contract)
-        scores = task.scores(outputs, reference, tuning.labels, len(run.labels))
-        failures = tuning_failures(scores, task.scores(reference, reference, tuning.labels, len(run.labels)), limits,
-                                   task.metrics)
+        outputs = task.candidate(model.bytes, tuning, model.contract)
+        scores = task.scores(outputs, reference, tuning, run.labels)
+        failures = tuning_failures(scores, reference_scores, limits, task.metrics)
         attempt = Attempt(rung.name, rung.what, model, scores, failures, ops_on, total, ops_on < baseline_ops,
                           time.monotonic() - start)
         attempts.append(attempt)
@@ -306,7 +338,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         if rung.name == "none" and layer_errors is not None:
             motivation = layer_errors(model)
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
-    return Outcome(chosen, attempts, tuning, motivation, limits)
+    return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores)
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
@@ -339,12 +371,6 @@ def chance_of_at_least(k: int, n: int, rate: float) -> float:
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
 
 
-def _train_size(run) -> int:
-    from pipeline.data.identity import resolve_split
-
-    return len(resolve_split(run, "train")[1])
-
-
 def _mapping(model: bytes):
     from pipeline.edgetpu import preflight
 
@@ -353,7 +379,9 @@ def _mapping(model: bytes):
     return on, len(prediction.rows)
 
 
-HEADER = f"{'remedy':<12} {'tuning top-1':>12} {'agreement':>9} {'gate':>6} {'edge tpu':>9} {'bytes':>9} {'seconds':>8}"
+def header(metric: gate.Metric) -> str:
+    return (f"{'remedy':<12} {'tuning ' + metric.short:>14} {'agreement':>9} {'gate':>6} {'edge tpu':>9} {'bytes':>9} "
+            f"{'seconds':>8}")
 
 
 def row(attempt: Attempt, metric: str) -> str:
@@ -361,14 +389,23 @@ def row(attempt: Attempt, metric: str) -> str:
         return f"{attempt.remedy:<12} could not make a model ({attempt.seconds:.1f} s): {attempt.error}"
     s = attempt.scores
     gate_text = "pass" if attempt.passed else ("lower" if attempt.mapping_lowered else "fail")
-    return (f"{attempt.remedy:<12} {s[metric].shown:>12.4f} {s[gate.AGREEMENT].shown:>9.4f} {gate_text:>6} "
+    return (f"{attempt.remedy:<12} {s[metric].shown:>14.4f} {s[gate.AGREEMENT].shown:>9.4f} {gate_text:>6} "
             f"{attempt.ops_on_edgetpu:>4}/{attempt.total_ops:<4} {len(attempt.model.bytes):>9,} {attempt.seconds:>8.1f}")
 
 
+def skip_row(name: str, why: str) -> str:
+    return f"{name:<12} skipped: {why}"
+
+
 def table(outcome: Outcome) -> str:
-    lines = [f"remedy ladder on a tuning split of {len(outcome.tuning.ids)} training images x {TUNING_VIEWS} views "
-             "(never the held-out ones):",
-             HEADER, *(row(a, outcome.limits.metric) for a in outcome.attempts)]
+    tuning = outcome.tuning
+    views = f" x {tuning.views} views" if tuning.views > 1 else ""
+    metric = outcome.metrics[outcome.limits.metric]
+    lines = [f"remedy ladder on a tuning split of {len(tuning.ids)} training images{views} (never the held-out ones):",
+             header(metric), *(row(a, outcome.limits.metric) for a in outcome.attempts),
+             *(skip_row(name, why) for name, why in outcome.skipped)]
+    if outcome.reference:
+        lines.insert(2, f"{'float':<12} {outcome.reference[metric.key].shown:>14.4f} {'(reference)':>9}")
     lines.append(f"chosen: {outcome.chosen.remedy}" if outcome.passed else
                  f"nothing passed; kept the best attempt, {outcome.chosen.remedy}")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ def section(run: Run) -> dict:
         "per_class": [{"label": k, "ap": v} for k, v in (metrics.get("heldout_per_class") or {}).items()],
         "nms": evaluation.get("nms") or {}, "evaluator": evaluation.get("evaluator"),
         "samples": samples, "parity": parity,
+        "remedy": run.remedy,  # `export --int8 --remedy`: every attempt of the ladder (a detector has no per-layer report)
     }
 
 

@@ -5,7 +5,7 @@
 
 One module per task (classify.py, detect.py), as pycoral has one adapter per task: opening the data,
 the training and held-out datasets, the model and its loss, the held-out scores, what the manifest
-records of them, `pipeline prepare`'s writer, and the export, parity and predict.
+records of them, `pipeline prepare`'s writer, and the export, the remedy ladder's tuning, parity and predict.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ class Exported(NamedTuple):
     sidecar_path: Any  # its <model>.json
     table: str  # the short report printed
     notes: tuple = ()
-    failures: tuple = ()
+    failures: tuple = ()  # --remedy: the gate's message when no remedy passed (the best attempt was written)
+    remedy: Optional[dict] = None  # --remedy: the ladder's record (every attempt), as the manifest holds it
 
 
 class Task:
@@ -97,6 +98,12 @@ class Task:
         stage's result; None (the default)
         leaves it to the stage's image-model conversion, which is the classifier's."""
         return None
+
+    def tuning(self):
+        """The remedy ladder's view of the task (pipeline/quant/remedy.py's TuningTask): its tuning split drawn from
+        the training data, how the reference and a candidate model are scored on it by the gate's metrics, the
+        limits as its parity gate reads them, and the rungs that do not apply to it."""
+        raise NotImplementedError
 
     def parity(self, config, run):
         """The task's own comparison for `pipeline parity` of `run` (locked for writing): an object with report_dir,

@@ -125,6 +125,11 @@ class Classify(Task):
     def check(self, config) -> None:
         _refuse_images(config.images)
 
+    def tuning(self):
+        from pipeline.quant.remedy import CLASSIFICATION_TASK
+
+        return CLASSIFICATION_TASK
+
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks import class_shards
 

@@ -205,6 +205,11 @@ class Detect(Task):
 
         return detect_export.export(config, run)
 
+    def tuning(self):
+        from pipeline.tasks import detect_tuning
+
+        return detect_tuning.task()
+
     def parity(self, config, run):
         from pipeline.tasks import detect_parity
 

@@ -3,7 +3,9 @@
 
 What it needs comes from the run: the Keras model, the anchor spec and input size under `detection`, the
 labels; int8 calibrates on training-split images (or --calibration-data), stretched to the input as
-training fed them.
+training fed them. With `--remedy`, an int8 model that fails the detection gate (mAP@.5 drop) on a tuning split
+of the training images goes through the remedy ladder (pipeline/quant/remedy.py, scored by detect_tuning.py),
+and the kept model, the ladder's record and the model's metadata say which rung made it.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
@@ -22,33 +24,85 @@ from pipeline.tasks import Exported
 DEFAULT_CALIBRATION_SAMPLES = 300
 
 
+class Converted(NamedTuple):
+    """One conversion of the run's detector (what the remedy ladder scores and the export writes)."""
+
+    bytes: bytes  # the .tflite file, with its metadata and edgeflow record
+    facts: Dict[str, object]  # what the manifest records of it
+    input: Dict[str, object]  # the input's quantization
+    contract: object  # the PixelContract this model takes (int8: Coral's mean 128, std 128)
+    notes: List[str]  # what the user should know
+
+
 def export(config, run) -> Exported:
+    from edge.integrity import sidecar_path, sidecar_record
+    from pipeline.rundir.files import json_bytes
+
+    int8 = _mode(config)
+    outcome = _repair(config, run) if config.repair else None
+    model = outcome.chosen.model if outcome else convert(config, run)
+    key = "model_int8" if int8 else "model_float"
+    record = outcome.record() if outcome else None
+    with run.transaction() as t:
+        if record is not None or (int8 and run.remedy is not None):
+            t.set("remedy", record)  # an int8 export without --remedy leaves no older ladder's record behind
+        path = t.write(key, model.bytes, size_bytes=len(model.bytes), **model.facts)
+        side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, model.bytes, run.labels, image_size=run.image_size,
+                                                                          input=model.input, preprocessing=model.contract.as_record())))
+    what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
+    table = f"{path.name}: {len(model.bytes):,} bytes ({what})"
+    if outcome:
+        from pipeline.quant import remedy
+
+        table = remedy.table(outcome) + "\n" + table
+    return Exported(path, side, table, tuple(model.notes), tuple(outcome.failures()) if outcome else (), record)
+
+
+def _repair(config, run):
+    """The remedy ladder (one for every task), on this task's tuning split and scores."""
+    from pipeline import tasks
+    from pipeline.quant import remedy
+
+    return remedy.repair(config, run, convert, config.gate, task=tasks.of_run(run).tuning())
+
+
+def convert(config, run) -> Converted:
+    """The run's Keras detector (with the ladder's float edits, if any) converted to `config.mode`, ending in the
+    post-processing op, verified, with metadata and the edgeflow record."""
     import tf_keras as keras
 
-    from edge.integrity import sidecar_path, sidecar_record
-    from pipeline.detection.postprocess import Settings, convert
+    from pipeline import metadata
+    from pipeline.detection.postprocess import Settings, convert as convert_detector
     from pipeline.quant import convention, verify
-    from pipeline.rundir.files import json_bytes
+    from pipeline.rundir.run import artifact
 
     int8 = _mode(config)
     spec = recorded_anchor_spec(run)
     size, labels = run.image_size, run.labels
     detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
-    calibration, facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
+    calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
     settings = Settings()
-    data = convert(detector, spec, size, labels, settings, int8=int8, calibration=calibration,
-                   name=f"{run.model.name} detector {'int8' if int8 else 'float32'} ({run.dir.name})")
-    info = verify.verify_static(data)
-    inputs = verify.quantization_of(info, info.inputs[0]) if int8 else {"dtype": "float32", "scale": None, "zero_point": None}
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
-    with run.transaction() as t:
-        path = t.write(key, data, size_bytes=len(data), postprocess=settings._asdict(), input=inputs, preprocessing=contract.as_record(),
-                       **({"calibration": facts} if int8 else {}))
-        side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, data, labels, image_size=size, input=inputs,
-                                                                          preprocessing=contract.as_record())))
-    what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
-    return Exported(path, side, f"{path.name}: {len(data):,} bytes ({what})", tuple(notes))
+    # The input the int8 converter is held to (convert refuses any other), or the float twin's raw pixels.
+    expected = ({"dtype": "uint8", "scale": convention.SCALE, "zero_point": convention.ZERO_POINT["uint8"]} if int8
+                else {"dtype": "float32", "scale": None, "zero_point": None})
+    facts: Dict[str, object] = {"postprocess": settings._asdict(), "input": expected, "preprocessing": contract.as_record()}
+    if int8:
+        facts["calibration"] = calib_facts
+    if config.float_edits:
+        from pipeline.quant import float_edits
+
+        detector = float_edits.apply(detector, config.float_edits, calibration, per_tensor=False)
+        facts["float_edits"] = list(config.float_edits)
+    if config.remedy:
+        facts["remedy"] = config.remedy  # which rung of the remedy ladder made this model
+    data = convert_detector(detector, spec, size, labels, settings, int8=int8, calibration=calibration,
+                            name=f"{run.model.name} detector {'int8' if int8 else 'float32'} ({run.dir.name})",
+                            record=metadata.record(run, artifact(key).name, contract, facts))
+    info = verify.verify_static(data)
+    facts["input"] = verify.quantization_of(info, info.inputs[0]) if int8 else expected
+    return Converted(data, facts, facts["input"], contract, notes)
 
 
 def _mode(config) -> bool:
@@ -57,11 +111,10 @@ def _mode(config) -> bool:
     if mode not in ("float32", "int8"):
         raise ConfigError(f"--{mode} on a detection run; expected float32 (no flag) or --int8")
     unused = [name for name, value in (("--io-type", config.io_type), ("--per-tensor", config.per_tensor or None),
-                                       ("--qat-epochs", config.qat_epochs or None), ("--remedy", config.repair or None))
-              if value is not None]
+                                       ("--qat-epochs", config.qat_epochs or None)) if value is not None]
     if unused:
         raise ConfigError(f"{', '.join(unused)} apply to classification runs; a detection run's int8 export takes "
-                          "--calibration-samples and --calibration-data only")
+                          "--calibration-samples, --calibration-data and --remedy only")
     return mode == "int8"
 
 
@@ -79,26 +132,39 @@ def _calibration(config, run, size: int) -> Tuple[np.ndarray, dict, list]:
                             f"[N, {size}, {size}, 3] with N >= 1")
         source = str(path)
     else:
-        images = _training_images(run, size, wanted, config.seed)
+        exclude = tuple(config.calibration_exclude)  # the remedy ladder's tuning split
+        images = _training_images(run, size, wanted, config.seed, exclude)
         source = "train split of " + run.data.train_spec
     n = min(wanted, len(images))
     notes = [f"calibrating on {n} images: fewer than the {wanted} asked for"] if n < wanted else []
-    return images[:n], {"source": source, "samples": int(n), "requested": int(wanted), "seed": config.seed}, notes
+    facts = {"source": source, "samples": int(n), "requested": int(wanted), "seed": config.seed}
+    if config.calibration_data is None and config.calibration_exclude:
+        facts["excluded"] = len(config.calibration_exclude)
+    return images[:n], facts, notes
 
 
-def _training_images(run, size: int, wanted: int, seed: int) -> np.ndarray:
-    """A seeded draw of the training split's images, stretched to the input (bilinear, as training resized them)."""
-    from PIL import Image
-
+def training_examples(run) -> list:
+    """The training split's examples (images and boxes) in the split's order: what calibration and the remedy
+    ladder's tuning split draw from, by position."""
     from pipeline.data.identity import recorded_split
     from pipeline.detection.specs import open_detection
 
     source = open_detection(run.data.train_spec, images=run.data.images)
     positions = source.indices("all" if run.data.val_spec else "train", recorded_split(run))
-    chosen = np.sort(np.random.default_rng(seed).permutation(positions)[:wanted])
+    return [source.examples[i] for i in positions]
+
+
+def _training_images(run, size: int, wanted: int, seed: int, exclude: Tuple[int, ...] = ()) -> np.ndarray:
+    """A seeded draw of the training split's images outside `exclude` (positions in the split), stretched to the
+    input (bilinear, as training resized them)."""
+    from PIL import Image
+
+    examples = training_examples(run)
+    kept = np.delete(np.arange(len(examples)), np.asarray(exclude, np.int64))
+    chosen = np.sort(np.random.default_rng(seed).permutation(kept)[:wanted])
     images = []
     for i in chosen:
-        with Image.open(io.BytesIO(source.examples[i].image)) as im:
+        with Image.open(io.BytesIO(examples[i].image)) as im:
             images.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
     return np.stack(images)
 

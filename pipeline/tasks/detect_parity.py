@@ -42,10 +42,10 @@ def metrics():
 
 
 def parity(config, run) -> Outcome:
-    from edge.detect import detect_pixels, open_detector
+    from edge.detect import open_detector
     from pipeline import gate
     from pipeline.console import native_quiet
-    from pipeline.detection.evaluate import Detections, evaluate
+    from pipeline.detection.evaluate import evaluate
     from pipeline.rundir.files import json_bytes
 
     if config.data is not None or config.clients:
@@ -63,12 +63,7 @@ def parity(config, run) -> Outcome:
     pixels = [opened["float_tflite_cpu"].runner.pixels(e.image, e.id) for e in examples]
     predictions = {REFERENCE: _savedmodel(run, pixels)}
     for name, detector in opened.items():
-        found = []
-        for p, e in zip(pixels, examples):
-            objects = detect_pixels(detector, p, (1, 1), threshold=0.0, what=e.id)
-            found.append(Detections(np.array([[o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax] for o in objects], np.float32).reshape(-1, 4),
-                                    np.array([o.id for o in objects], np.int32), np.array([o.score for o in objects], np.float32)))
-        predictions[name] = found
+        predictions[name] = detections(detector, pixels, [e.id for e in examples])
     gated = GATED
     if device is not None:
         name = "edgetpu" if device["edgetpu"] else "device_cpu"
@@ -77,20 +72,14 @@ def parity(config, run) -> Outcome:
     models: Dict[str, dict] = {}
     for name, found in predictions.items():
         scores = evaluate(examples, found, labels)
-        matched, total = _agreement(predictions[REFERENCE], found)
+        matched, total = agreement(predictions[REFERENCE], found)
         models[name] = {"map": scores.map, "map50": scores.map50, "per_class": scores.as_dict()["per_class"],
                         "agreement": matched / total if total else 1.0, "agree": matched, "detections": total,
                         "images": len(examples), "precision_at_recall_50": precision_recall_50(examples, found, labels)}
     if device is not None:
         models[name]["device"] = device
-    scored = {name: {"map50": _exact(m["map50"]), "map": _exact(m["map"]),
-                     gate.AGREEMENT: gate.Score.counted(m["agree"], m["detections"], "detections") if m["detections"]
-                     else gate.Score(Fraction(1), 1.0)}
-              for name, m in models.items()}
-    # Agreement is gated only when --min-agreement is given: classification's default (0.98 of images) is not a
-    # limit for detections.
-    given = config.min_agreement if config.min_agreement != gate.GATE.min_agreement else 0.0
-    limits = gate.GateLimits(config.max_drop, given, "map50", config.min_accuracy).validate(metrics())
+    scored = {name: gate_scores(m) for name, m in models.items()}
+    limits = gate_limits(gate.GateLimits(config.max_drop, config.min_agreement, "map50", config.min_accuracy))
     floor = NoSkillFloor(no_skill(examples, labels), limits.min_accuracy)
     failures = gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=gated)
     verdict = gate.record(limits, floor, list(models), failures, gated)
@@ -105,6 +94,37 @@ def parity(config, run) -> Outcome:
         t.set("parity", {**{name: {k: m[k] for k in ("map", "map50", "agreement")} for name, m in models.items()},
                          "passed": not failures, "failures": failures})
     return Outcome(report_dir, report, failures)
+
+
+def detections(detector, pixels: Sequence[np.ndarray], ids: Sequence[str]) -> list:
+    """An opened TFLite detector's objects on contract pixels at its input size, every one the op keeps, boxes normalized."""
+    from edge.detect import detect_pixels
+    from pipeline.detection.evaluate import Detections
+
+    found = []
+    for p, what in zip(pixels, ids):
+        objects = detect_pixels(detector, p, (1, 1), threshold=0.0, what=what)
+        found.append(Detections(np.array([[o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax] for o in objects], np.float32).reshape(-1, 4),
+                                np.array([o.id for o in objects], np.int32), np.array([o.score for o in objects], np.float32)))
+    return found
+
+
+def gate_scores(entry: dict) -> dict:
+    """A model entry (map, map50, agree of detections) as the gate sees it: mAP exactly as shown, agreement counted."""
+    from pipeline import gate
+
+    return {"map50": _exact(entry["map50"]), "map": _exact(entry["map"]),
+            gate.AGREEMENT: gate.Score.counted(entry["agree"], entry["detections"], "detections") if entry["detections"]
+            else gate.Score(Fraction(1), 1.0)}
+
+
+def gate_limits(limits):
+    """The user's limits as a detection run's gate applies them: --max-drop on mAP@.5; agreement only when
+    --min-agreement is given (classification's default, 0.98 of images, is not a limit for detections)."""
+    from pipeline import gate
+
+    given = limits.min_agreement if limits.min_agreement != gate.GATE.min_agreement else 0.0
+    return gate.GateLimits(limits.max_drop, given, "map50", limits.min_accuracy).validate(metrics())
 
 
 class NoSkill(NamedTuple):
@@ -348,7 +368,7 @@ def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:
     return found
 
 
-def _agreement(reference: Sequence, other: Sequence):
+def agreement(reference: Sequence, other: Sequence):
     """(matched, total): the reference's detections scoring >= AGREEMENT_SCORE that `other` finds too."""
     matched = total = 0
     for a, b in zip(reference, other):

@@ -1,0 +1,87 @@
+"""The remedy ladder's view of a detection run (pipeline/quant/remedy.py's TuningTask): the tuning split, and the
+detection gate's scores on it.
+
+    pipeline export runs/shapes --int8 --remedy
+
+The tuning split is a seeded share of the training split's images, recorded by id, refused if any is a held-out
+image (by the bytes training recorded), with their own boxes as the ground truth. It is scored as `pipeline
+parity` scores held-out images (pipeline/tasks/detect_parity.py, whose functions are used here): the float Keras
+model post-processed as the op does is the reference, the candidate's every detection goes to COCOeval for
+mAP@.5, and agreement counts the reference's detections scoring >= 0.4 that the candidate finds with IoU >= 0.5
+and the same class.
+
+Each image is scored alone, with no crops or flips. A classifier's views exist because on its own training
+images int8 and float give the same one answer; a detector's answer is many boxes and scores, every one of which
+int8 can move, so agreement counted over detections parts on training images too (bench/results/remedy.md,
+detection section). A cropped view would also cut objects at its edge, and its boxes would have to be cut the
+same way to keep COCOeval's ground truth true, for no new information: training already drew flips and crops of
+these images every epoch.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import numpy as np
+
+from pipeline.errors import DataError
+
+# Quantization-aware training wraps the classifier's Keras model and fits it with cross-entropy; a detector
+# trains with its own train step (focal and box loss over anchor targets), which the QAT route does not run.
+QAT_SKIPPED = "quantization-aware training fits with the classifier's loss; a detector's own train step is not wrapped"
+
+
+def split(run, seed: int):
+    """A seeded share of the training split's images (at least remedy.TUNING_MIN), each decoded by the run's pixel
+    contract as parity decodes held-out images; refused if any of them is a held-out image."""
+    from pipeline.quant import remedy
+    from pipeline.tasks.detect_export import training_examples
+
+    examples = training_examples(run)
+    n = remedy.tuning_count(len(examples))
+    tuning_seed = seed + remedy.TUNING_SEED_OFFSET
+    positions = np.sort(np.random.default_rng(tuning_seed).permutation(len(examples))[:n])
+    chosen = [examples[p] for p in positions]
+    held = {digest for _, digest in ((run.data.identity or {}).get("heldout") or {}).get("examples") or ()}
+    touching = [e.id for e in chosen if e.digest in held]
+    if touching:  # the splits are disjoint by construction; checked, as it must hold
+        raise DataError(f"tuning image {touching[0]} is also a held-out image; the held-out split must stay unseen by the remedy")
+    size = (run.image_size, run.image_size)
+    images = np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in chosen])
+    return remedy.TuningSplit(positions, [e.id for e in chosen], images, chosen, tuning_seed, len(examples), views=1)
+
+
+def reference(run, tuning) -> list:
+    """The float Keras detector's detections, post-processed as TFLite_Detection_PostProcess does."""
+    from pipeline.tasks.detect_parity import _savedmodel
+
+    return _savedmodel(run, list(tuning.images))
+
+
+def candidate(model: bytes, tuning, contract) -> list:
+    """The converted detector's detections on the same pixels, every one the op keeps."""
+    from edge.detect import Detector, output_indices
+    from edge.runner import Runner
+    from pipeline.console import native_quiet
+    from pipeline.tasks.detect_parity import detections
+
+    with native_quiet():
+        runner = Runner.with_contract(model, contract, edgetpu=False)
+    return detections(Detector(runner, output_indices(runner.interpreter)), list(tuning.images), tuning.ids)
+
+
+def scores(found: Sequence, reference_found: Sequence, tuning, classes: List[str]):
+    """mAP@.5 and mAP@[.5:.95] by COCOeval against the tuning images' own boxes, agreement with the reference."""
+    from pipeline.detection.evaluate import evaluate
+    from pipeline.tasks.detect_parity import agreement, gate_scores
+
+    coco = evaluate(tuning.truth, found, classes)
+    matched, total = agreement(reference_found, found)
+    return gate_scores({"map50": coco.map50, "map": coco.map, "agree": matched, "detections": total})
+
+
+def task():
+    from pipeline.quant.remedy import QAT_EPOCHS, TuningTask
+    from pipeline.tasks.detect_parity import gate_limits, metrics
+
+    return TuningTask(metrics(), split, reference, candidate, scores, gate_limits,
+                      {f"qat-{n}": QAT_SKIPPED for n in QAT_EPOCHS})
