@@ -147,8 +147,25 @@ def _write_run(run: Run, model, labels, history, extra=None) -> None:
 
 
 def _save_models(model, folder: Path) -> None:
-    model.save(str(folder / "saved_model"), save_format="tf")  # includes the serving_default signature
+    # Without every layer's traced functions (Keras' default traces each layer for training and inference,
+    # most of the save's time and CPU): every later stage reads the SavedModel through its serving signature,
+    # given here as Keras would write it, and reloads the Keras model from keras_model.keras.
+    model.save(str(folder / "saved_model"), save_format="tf", save_traces=False,
+               signatures={"serving_default": serving_signature(model)})
     model.save(str(folder / "keras_model.keras"))
+
+
+def serving_signature(model):
+    """The signature Keras writes by default: the inputs as the model was built for, any batch size; the outputs a
+    flat dict by output name; inference mode."""
+    args, kwargs = model.save_spec(dynamic_batch=True)
+
+    @tf.function
+    def serve(*inputs, **named):
+        outputs = model(*inputs, training=False, **named)
+        return dict(zip(model.output_names, tf.nest.flatten(outputs)))
+
+    return serve.get_concrete_function(*args, **kwargs)
 
 
 def _versions() -> Dict[str, str]:

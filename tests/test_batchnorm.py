@@ -259,7 +259,8 @@ def test_the_keras_model_qat_loads_carries_the_saved_statistics(photo_runs):
 
     run = photo_runs["mobilenet_v3_small"][0]
     model = keras.models.load_model(str(run / "keras_model.keras"), compile=False)
-    saved = {v.name: v.numpy() for v in tf.saved_model.load(str(run / "saved_model")).variables if "moving_" in v.name}
+    loaded = tf.saved_model.load(str(run / "saved_model"))  # kept: the signature's variables belong to it
+    saved = {v.name: v.numpy() for v in loaded.signatures["serving_default"].variables if "moving_" in v.name}
     for layer in batchnorm.layers(model):
         for var in (layer.moving_mean, layer.moving_variance):
             np.testing.assert_array_equal(var.numpy(), saved[var.name])

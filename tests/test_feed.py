@@ -36,3 +36,35 @@ def test_the_feed_is_cached_when_it_fits_the_budget(tmp_path, cache_mb, cached):
     assert feed["cached"] is cached and feed["decoded_mb"] == round(24 * (16 * 16 * 3 + 4) / 1e6, 1)
     assert manifest["data"]["split"]["train_examples"] == 24
     assert len(json.loads((run_dir / "history.json").read_text())) == 2
+
+
+def test_the_record_check_refuses_what_a_full_decode_refuses(tmp_path):
+    """check_image decodes JPEGs at their smallest scale; a truncated, a CMYK and a non-image file are refused with
+    the full decode's own message, and a whole greyscale JPEG passes."""
+    import io
+    import re
+
+    from PIL import Image
+
+    from edge.errors import InputError
+    from edge.preprocess import load_image
+    from pipeline.data.decode import check_image
+    from pipeline.errors import DataError
+
+    def jpeg(mode, size=(200, 120)):
+        out = io.BytesIO()
+        Image.new(mode, size, 128).save(out, format="JPEG", quality=90)
+        return out.getvalue()
+
+    whole = jpeg("RGB")
+    for bad in (whole[: len(whole) // 2], jpeg("CMYK"), b"not an image at all"):
+        with pytest.raises(InputError) as full:
+            load_image(bad, "x")
+        with pytest.raises(DataError) as checked:
+            check_image(bad, "x")
+        def message(err):  # without the address of the BytesIO object PIL names
+            return re.sub(r" at 0x[0-9a-f]+", "", str(err.value))
+
+        assert message(checked) == message(full)
+    check_image(jpeg("L"), "grey")
+    check_image(whole, "whole")

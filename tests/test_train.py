@@ -60,6 +60,26 @@ def test_saved_model_serves_raw_pixels(digits_run):
     assert (scores.argmax(axis=1) == labels[:64]).mean() >= 0.85
 
 
+def test_saved_model_signature_is_the_one_keras_writes_by_default(digits_run, tmp_path):
+    """train saves the SavedModel without the layers' traces but with Keras' own default serving signature: the
+    same inputs, outputs and scores as a default save of the same model."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    model = keras.models.load_model(str(digits_run / "keras_model.keras"), compile=False)
+    model.save(str(tmp_path / "default"), save_format="tf")
+    ours = tf.saved_model.load(str(digits_run / "saved_model")).signatures["serving_default"]
+    default = tf.saved_model.load(str(tmp_path / "default")).signatures["serving_default"]
+    assert ours.structured_input_signature == default.structured_input_signature
+    assert ours.structured_outputs == default.structured_outputs
+    x = tf.random.stateless_uniform([3, *ours.structured_input_signature[1]["image"].shape[1:]], [1, 2], 0, 255)
+    np.testing.assert_allclose(ours(image=x)["scores"].numpy(), default(image=x)["scores"].numpy(), atol=1e-6)
+    # It still loads as a Keras model (from the layers' configs).
+    reloaded = keras.models.load_model(str(digits_run / "saved_model"), compile=False)
+    np.testing.assert_allclose(reloaded(x, training=False).numpy(), default(image=x)["scores"].numpy(), atol=1e-6)
+
+
 def test_split_is_the_same_in_later_stages(digits_run):
     from pipeline import data
     from pipeline.rundir import manifest as manifest_mod
