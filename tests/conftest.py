@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,20 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+@pytest.fixture(scope="session")
+def session_folder(tmp_path_factory) -> Path:
+    """A folder all xdist workers of this pytest session share, new each session: for artifacts built once.
+
+    Under xdist each worker's base temp folder sits in the session's own (pytest-N/popen-gwK); without xdist the
+    base temp folder is the session's own. Whoever builds something here must build it under a lock and make it
+    visible only when whole.
+    """
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "session-shared"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
