@@ -2,17 +2,16 @@
 tests run on. Trained with the plain loop (pipeline.detection.train_loop) at 128 px; calibrated on training
 images; the held-out images written as PNG files, as a user would hand them to a client.
 
-`trained_once(root)` trains it once per pytest session for every xdist worker: the first caller trains into a
-folder of its own under ROOT and renames it into place when every file is written; later callers load it."""
+`trained_once(root)` trains it once per pytest session for every xdist worker (tests/session_cache.py)."""
 from __future__ import annotations
 
 import io
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from filelock import FileLock
+
+from tests.session_cache import built_once
 
 SIZE = 128  # at 64 px objects are a few pixels and a minute of training finds almost none
 STEPS = 400
@@ -57,21 +56,10 @@ def train_and_export(folder: Path, steps: int = STEPS) -> SimpleNamespace:
 
 
 def trained_once(root: Path, keras: bool = True) -> SimpleNamespace:
-    """The detector of `train_and_export`, trained by the first caller in this session and loaded by the rest.
-
-    ROOT is a folder every worker of one pytest session shares and no other session sees. Training runs under a
-    lock into a folder of its own, renamed to ROOT/detector only once every file is written: a caller that
-    crashed mid-training leaves no ROOT/detector, so the next caller trains again instead of reading half a cache.
-    KERAS=False leaves out the Keras model (`model` is None) for callers that run only the exported files.
-    """
-    done = root / "detector"
-    with FileLock(str(root / "detector.lock")):
-        if not done.is_dir():
-            partial = root / "detector.partial"
-            shutil.rmtree(partial, ignore_errors=True)  # a crashed caller's half, never read
-            train_and_export(partial)
-            partial.rename(done)
-    return load(done, keras)
+    """The detector of `train_and_export`, trained by the first caller in this pytest session (ROOT is the
+    session's shared folder) and loaded from its files by every caller. KERAS=False leaves out the Keras model
+    (`model` is None) for callers that run only the exported files."""
+    return load(built_once(root / "detector", train_and_export), keras)
 
 
 def load(folder: Path, keras: bool = True) -> SimpleNamespace:
