@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -65,18 +66,32 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def exported_run(tmp_path_factory):
-    """One tiny trained run with float and int8 TFLite exports, shared read-only by later-stage tests.
+def session_folder(tmp_path_factory) -> Path:
+    """A folder all xdist workers of this pytest session share, new each session (tests/session_cache.py)."""
+    from tests.session_cache import session_root
 
-    Tests that change a run work on a copy (`shutil.copytree`).
-    """
+    return session_root(tmp_path_factory)
+
+
+def _train_and_export_digits(folder: Path) -> None:
     from pipeline import export, train
 
-    run_dir = tmp_path_factory.mktemp("exported") / "run"
+    run_dir = folder / "run"
     train.train_model(train.TrainConfig(data="digits", image_size=16, epochs=4), run_dir)
     export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
     export.export_model(export.ExportConfig(mode=export.Mode.INT8), run_dir)
-    return run_dir
+
+
+@pytest.fixture(scope="session")
+def exported_run(session_folder):
+    """One tiny trained run with float and int8 TFLite exports, shared read-only by later-stage tests (trained once
+    per session, for every xdist worker).
+
+    Tests that change a run work on a copy (`shutil.copytree`).
+    """
+    from tests.session_cache import built_once
+
+    return built_once(session_folder / "exported", _train_and_export_digits) / "run"
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests import device_env
-from tests.detect_trained import train_and_export
+from tests.detect_trained import trained_once
 from tests.helpers import REPO, quiet_env
 
 pytestmark = pytest.mark.host
@@ -102,12 +102,13 @@ print(json.dumps(answers))
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """The two environments built in parallel with the training; the int8 file alone in an empty folder."""
+def setup(tmp_path_factory, session_folder):
+    """The two environments built while the detector trains (or while another worker trains it); the int8 file
+    alone in an empty folder."""
     root = tmp_path_factory.mktemp("clients")
     builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
               "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
-    trained = train_and_export(root / "trained")
+    trained = trained_once(session_folder, keras=False)
     for script, proc in builds.items():
         device_env.finish_build(script, proc)
     alone = root / "alone"

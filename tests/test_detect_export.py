@@ -22,14 +22,14 @@ from pipeline.edgetpu.preflight import analyze, table  # noqa: E402
 from pipeline.errors import DataError  # noqa: E402
 from pipeline.metadata.detector import OUTPUT_NAMES, packed_labels  # noqa: E402
 from pipeline.quant.verify import POSTPROCESS_OP, VerificationError, integer_only_problems, postprocess_tail, verify_int8  # noqa: E402
-from tests.detect_trained import SIZE, train_and_export  # noqa: E402
+from tests.detect_trained import SIZE, trained_once  # noqa: E402
 
 INT8_MAP50_DROP = 0.03  # int8 vs float mAP@.5 on 52 held-out images: the parity gate's 1 pp needs more images than a test has
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return train_and_export(tmp_path_factory.mktemp("detector"))
+def trained(session_folder):
+    return trained_once(session_folder)
 
 
 def _outputs(path):
