@@ -243,6 +243,25 @@ def test_augmented_boxes_follow_the_pixels(transform):
     np.testing.assert_allclose(moved.numpy()[0], _bright_box(out.numpy()), atol=1.5 / min(out.shape[:2]))
 
 
+def test_training_fits_a_share_of_its_images_by_letterbox_with_the_boxes_on_the_object():
+    """A 40 x 60 picture with one bright box, drawn 40 times with a letterbox share of one half: both fits come out
+    (letterboxed ones are black below the picture's 64 rows of 96, stretched ones grey), and in each the box is where the pixels are."""
+    import tensorflow as tf
+
+    from pipeline.detection.augment import fitted
+
+    image = tf.maximum(tf.io.decode_png(_png(40, 60, (10, 30, 25, 52))), 60)  # a dark grey picture: black is padding
+    item = {"image": image, "boxes": tf.constant([[10 / 40, 30 / 60, 25 / 40, 52 / 60]], tf.float32),
+            "classes": tf.constant([0], tf.int32), "mask": tf.constant([True])}
+    ds = fitted(tf.data.Dataset.from_tensors(item).repeat(40), 96, training=True, seed=3, min_crop=1.0, letterbox_share=0.5)
+    letterboxed = 0
+    for out in ds:
+        pixels = out["image"].numpy()
+        letterboxed += int(pixels[64:].max() == 0)
+        np.testing.assert_allclose(out["boxes"].numpy()[0], _bright_box(pixels), atol=1.5 / 64)
+    assert 5 <= letterboxed <= 35
+
+
 def test_training_pipeline_has_static_shapes_and_keeps_boxes_on_objects():
     source = shapes(8, size=64, seed=1)
     ds = dataset(source.examples, 96, training=True, seed=5, resize="letterbox", max_boxes=8)

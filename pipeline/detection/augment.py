@@ -90,24 +90,30 @@ def decoded(examples: Sequence[DetExample], max_boxes: int = MAX_BOXES) -> tf.da
 
 
 def fitted(ds: tf.data.Dataset, image_size: int, training: bool = False, seed: int = 0, resize: str = "stretch",
-           min_crop: float = 0.6) -> tf.data.Dataset:
+           min_crop: float = 0.6, letterbox_share: float = 0.0) -> tf.data.Dataset:
     """`decoded` items fitted to the square input. Training adds a random horizontal flip and a random crop
-    (each side >= `min_crop` of the image), drawn from `seed` and the item's position in `ds`."""
+    (each side >= `min_crop` of the image), and fits `letterbox_share` of the items by letterbox whatever
+    `resize` says (a model that saw both fits finds objects in either client's input), each drawn from `seed`
+    and the item's position in `ds`."""
     if resize not in RESIZES:
         raise ValueError(f"resize {resize!r}, expected one of {RESIZES}")
     fit = letterbox if resize == "letterbox" else stretch
 
     def prepare(position, item):
         image, boxes, mask = tf.cast(item["image"], tf.float32), item["boxes"], item["mask"]
+        this_fit = fit
         if training:
-            draw = tf.random.stateless_uniform([5], seed=tf.stack([tf.cast(seed, tf.int64), position]))
+            draw = tf.random.stateless_uniform([6], seed=tf.stack([tf.cast(seed, tf.int64), position]))
+            if letterbox_share > 0.0:
+                def this_fit(image, boxes, size):
+                    return tf.cond(draw[5] < letterbox_share, lambda: letterbox(image, boxes, size), lambda: fit(image, boxes, size))
             image, flipped = tf.cond(draw[0] < 0.5, lambda: flip_horizontal(image, boxes), lambda: (image, boxes))
             boxes = flipped
             h = min_crop + (1 - min_crop) * draw[1]
             w = min_crop + (1 - min_crop) * draw[2]
             top, left = (1 - h) * draw[3], (1 - w) * draw[4]
             image, boxes, mask = crop(image, boxes, mask, tf.stack([top, left, top + h, left + w]))
-        image, boxes = fit(image, boxes, image_size)
+        image, boxes = this_fit(image, boxes, image_size)
         image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
         image = tf.ensure_shape(image, [image_size, image_size, 3])
         boxes = tf.where(mask[:, None], boxes, 0.0)

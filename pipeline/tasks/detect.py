@@ -24,6 +24,9 @@ from pipeline.tasks import Evaluation, Plan, Task
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
 DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what models/detector.py's backbones take
 RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
+# Training fits this share of its images by letterbox (top-left, zeros right and below), as pycoral's
+# detect_image.py feeds a picture that is not square; held-out scoring and the pixel contract stretch.
+LETTERBOX_SHARE = 0.25
 # Training crops keep each side >= this share of the image: deeper crops enlarge every object, and the held-out
 # small ones were then the ones missed (shapes: mAP@.5 0.891 at 0.6, 0.936 at 0.85; bench/results/detect.md).
 MIN_CROP = 0.85
@@ -89,7 +92,8 @@ class Detect(Task):
         decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
         feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
                 "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
-                "augmented": "after the cache: flip and crop drawn anew every epoch"}
+                "augmented": f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of the images, "
+                             "drawn anew every epoch"}
         heldout_ds = augment.with_targets(augment.fitted(augment.decoded(heldout), config.size, resize=RESIZE),
                                           _anchors(config.size))
         return Plan(source, val, split, augment.decoded(train), len(train), heldout_ds, len(heldout), feed, steps_per_epoch)
@@ -119,7 +123,8 @@ class Detect(Task):
 
         # Shuffled and repeated before the augmentation draws are numbered: every epoch augments anew.
         ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = augment.with_targets(augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP),
+        ds = augment.with_targets(augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP,
+                                                  letterbox_share=LETTERBOX_SHARE),
                                   _anchors(config.size))
         ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
         return _with_options(ds).prefetch(tf.data.AUTOTUNE)
