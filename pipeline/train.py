@@ -30,7 +30,7 @@ from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
 from pipeline.training import fit
 from pipeline.errors import ConfigError
-from pipeline.rundir.files import json_bytes, scratch_folder, write_json_atomic
+from pipeline.rundir.files import json_bytes, scratch_folder
 from pipeline.rundir.run import Run
 from pipeline.training.config import RESUME_KEYS, TrainConfig
 from pipeline.training.workers import Workers
