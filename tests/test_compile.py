@@ -236,6 +236,18 @@ def test_failure_keeps_an_earlier_compiled_model(tmp_path, double, monkeypatch):
     assert {name: (run_copy / name).read_bytes() for name in kept} == kept  # nothing already written is lost
 
 
+def test_the_allowed_post_processing_tail_is_googles_own_ssd_tail():
+    """The integer-only check lets a detector end in float post-processing: exactly what Google's compiled SSD keeps
+    on the CPU after its Edge TPU op (two DEQUANTIZE and TFLite_Detection_PostProcess), and nothing in a segment
+    without it."""
+    from pipeline.quant.verify import postprocess_tail
+
+    second = read_model(REFERENCE / "ssd_mobilenet_v1_coco_quant_postprocess_segment_1_of_2_edgetpu.tflite")
+    assert [second.ops[i].name for i in sorted(postprocess_tail(second))] == \
+        ["DEQUANTIZE", "DEQUANTIZE", "TFLite_Detection_PostProcess"]
+    assert postprocess_tail(read_model(REFERENCE / "ssd_mobilenet_v1_coco_quant_postprocess_segment_0_of_2_edgetpu.tflite")) == set()
+
+
 def test_real_segments_chain_and_a_wrong_order_is_refused():
     from pipeline.edgetpu.compiled_check import check_chain, read_compiled
     from pipeline.errors import PipelineError

@@ -12,6 +12,8 @@ FLOAT = FIXTURES / "tiny_float.tflite"
 EDGETPU = FIXTURES / "tiny_edgetpu.tflite"
 IMAGES = FIXTURES / "images"
 LABELS = ["red", "green", "blue"]
+# Google's models and their compiled twins, beside the repository (nothing here made them)
+CORAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "coral"
 
 
 def expected_scores():

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edge.detect import Raw, objects, open_detector, detect_file, output_indices
+from edge.detect import Raw, detect_file, is_detector, objects, open_detector, output_indices
 from edge.errors import ModelCheckError
 from edge.interpreter import make_interpreter
-from edge_paths import FIXTURES, IMAGES, INT8, LABELS, run_edge
+from edge_paths import CORAL, FIXTURES, IMAGES, INT8, LABELS, run_edge
 
 DETECTOR = FIXTURES / "tiny_detector_int8.tflite"
 SIZE = 64  # the fixture's input side (tests/fixtures/make_detector_fixture.py)
@@ -182,3 +182,20 @@ def test_two_images_of_one_name_get_two_annotated_files(detector_copy, tmp_path)
     result = run_edge("detect", detector_copy, tmp_path / "a" / "same.png", tmp_path / "b" / "same.png", "--out", out)
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["same.png", "same_1.png"]
+
+
+SSD_SEGMENTS = [CORAL / f"ssd_mobilenet_v1_coco_quant_postprocess_segment_{k}_of_2_edgetpu.tflite" for k in range(2)]
+
+
+@pytest.mark.skipif(not SSD_SEGMENTS[1].is_file(), reason=f"reference models not at {CORAL}")
+def test_googles_compiled_ssd_is_read_as_a_detector():
+    """Google's own SSD, compiled in two segments: the second ends in TFLite_Detection_PostProcess, and its four
+    outputs are read as boxes, class ids, scores and count, by position (it has no signature names); the first,
+    which ends in the Edge TPU op, is not a detector. Read, not invoked: the Edge TPU op needs the device."""
+    from edge.interpreter import load_backend
+
+    module = load_backend().module
+    second = module.Interpreter(model_path=str(SSD_SEGMENTS[1]))
+    assert output_indices(second) == tuple(int(d["index"]) for d in second.get_output_details())
+    assert [int(x) for x in second.get_output_details()[0]["shape"]] == [1, 20, 4]
+    assert not is_detector(module.Interpreter(model_path=str(SSD_SEGMENTS[0])))

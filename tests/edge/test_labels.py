@@ -12,9 +12,8 @@ from PIL import Image
 from edge import InputError, ModelCheckError, make_interpreter
 from edge.labels import MAX_CLASS_ID, choose_labels, labels_from_model, parse_labels, read_labels
 from edge.tflite_file import read_model
-from edge_paths import FIXTURES, INT8, LABELS
+from edge_paths import CORAL, FIXTURES, INT8, LABELS
 
-CORAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "coral"
 MOBILENET = CORAL / "mobilenet_v1_0.25_128_quant.tflite"
 needs_reference = pytest.mark.skipif(not MOBILENET.is_file(), reason=f"reference models not at {CORAL}")
 
