@@ -94,17 +94,10 @@ def one_image_bundle(bundle: Path, work: Path) -> Path:
 
 
 def timed_command(model: Path, data: Path, out: Path, expect: int):
-    """(wall seconds, child CPU seconds) of one `edge evaluate`, checking it evaluated `expect` images."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "edge.cli", "evaluate", str(model), "--data", str(data), "--out", str(out),
-                           "--threads", "1"], capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0 or not done.stdout.startswith(f"{expect} images"):
-        raise SystemExit(f"edge evaluate failed or evaluated other than {expect} images:\n{done.stdout}\n{done.stderr[-2000:]}")
-    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    """(wall seconds, child CPU seconds) of one `edge evaluate` of this tree, as the classification bench times it."""
+    from bench_edge_command import timed_command as timed_in_tree
+
+    return timed_in_tree(ROOT, model, data, out, expect)
 
 
 def command(model: Path, bundle: Path, one: Path, out: Path, count: int):
