@@ -1,6 +1,8 @@
-"""Building the device environment (.ci/edge-env --make DIR) for tests, with each way it can end told apart.
+"""Building the device environment (.ci/edge-env --make DIR) and the clients' ones for tests, with each way a
+build can end told apart.
 
     edge = make_device_env(tmp / "venv") / "bin" / "edge"
+    python = shared_env(tmp_path_factory, "mediapipe-env") / "bin" / "python"   # once per pytest session
 
 Exit 3 of .ci/edge-env has two causes that need opposite answers: no Python 3.9 on this machine (the
 test cannot run here: a skip naming that) and TensorFlow inside the device venv (the device side's
@@ -15,6 +17,7 @@ import pytest
 
 from tests.helpers import REPO
 from tests.registry import unreached
+from tests.session_cache import built_once, session_root
 
 NO_PYTHON39 = "no Python 3.9 found"  # .ci/edge-env's words for each cause of its exit 3
 TENSORFLOW_INSIDE = "TensorFlow is importable in the device venv"
@@ -60,3 +63,10 @@ def finish_build(script: str, proc: subprocess.Popen, timeout: float = 900) -> N
     if proc.returncode != 0 and unreached(err):
         pytest.skip(f"{what}: the package registry could not be reached ({unreached(err)})")
     assert proc.returncode == 0, f"{what} failed:\n{err[-2000:]}"
+
+
+def shared_env(tmp_path_factory, script: str) -> Path:
+    """The venv `.ci/SCRIPT --make` builds, built once per pytest session and shared by every xdist worker: the
+    environments are the same for every test file that reads a model with them, only the models differ."""
+    return built_once(session_root(tmp_path_factory) / script,
+                      lambda folder: finish_build(script, start_build(script, folder / "venv"))) / "venv"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.device_env import make_device_env
+from tests.device_env import shared_env
 from tests.helpers import cli, write_camera_jpegs
 
 pytestmark = pytest.mark.host
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.host
 @pytest.fixture(scope="module")
 def device_env(tmp_path_factory) -> Path:
     """The device side as CI builds it (.ci/edge-env --make): its `edge` command."""
-    return make_device_env(tmp_path_factory.mktemp("device") / "venv", timeout=600) / "bin" / "edge"
+    return shared_env(tmp_path_factory, "edge-env") / "bin" / "edge"
 
 
 def test_device_accuracy_on_original_jpegs_matches_the_parity_report(tmp_path: Path, device_env: Path):

@@ -14,7 +14,7 @@ MediaPipe's own decoded pixels (Image.numpy_view) are captured too, so the two h
 Images: camera-like non-square JPEG crops of two real photos, a JPEG whose EXIF says "rotate 90", PNGs in RGB,
 RGBA and palette modes, and scikit-learn's 8x8 digits as the pipeline stores them (upscaled to the input).
 Frigate's resize (cv2.resize INTER_LINEAR) is checked against the OpenCV that MediaPipe's environment brings.
-The environments are built once per module (.ci/mediapipe-env, .ci/edge-env), or named by EDGEFLOW_MEDIAPIPE_PYTHON
+The environments are built once per test session (.ci/mediapipe-env, .ci/edge-env), or named by EDGEFLOW_MEDIAPIPE_PYTHON
 and EDGEFLOW_DEVICE_PYTHON.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from edge import clients
+from tests.device_env import shared_env
 from tests.helpers import REPO, quiet_env, write_camera_jpegs
 
 pytestmark = pytest.mark.host
@@ -97,13 +98,7 @@ def mediapipe_python(tmp_path_factory) -> str:
     given = os.environ.get("EDGEFLOW_MEDIAPIPE_PYTHON")
     if given:
         return given
-    venv = tmp_path_factory.mktemp("mediapipe") / "venv"
-    done = subprocess.run(["bash", str(REPO / ".ci" / "mediapipe-env"), "--make", str(venv)], capture_output=True,
-                          text=True, timeout=900)
-    if done.returncode == 3:
-        pytest.skip(f"mediapipe env: {done.stderr.strip()}")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return str(venv / "bin" / "python")
+    return str(shared_env(tmp_path_factory, "mediapipe-env") / "bin" / "python")
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +107,7 @@ def device_python(tmp_path_factory) -> str:
     given = os.environ.get("EDGEFLOW_DEVICE_PYTHON")
     if given:
         return given
-    venv = tmp_path_factory.mktemp("device") / "venv"
-    done = subprocess.run(["bash", str(REPO / ".ci" / "edge-env"), "--make", str(venv)], capture_output=True,
-                          text=True, timeout=900)
-    if done.returncode == 3:
-        pytest.skip(f"device env: {done.stderr.strip()}")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return str(venv / "bin" / "python")
+    return str(shared_env(tmp_path_factory, "edge-env") / "bin" / "python")
 
 
 def _identity_tflite(width: int, height: int, io_type: str = "uint8") -> bytes:

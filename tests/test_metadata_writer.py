@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import shutil
 import subprocess
 import zipfile
@@ -19,14 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.device_env import shared_env
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.host
 
 CORAL = REPO.parent / "shared" / "reference" / "coral"
 LIBUSB_MISSING = "libusb-1.0.so.0: cannot open shared object file"
-_UNREACHABLE = re.compile(r"Temporary failure in name resolution|Max retries exceeded|Network is unreachable|"
-                          r"Connection (refused|reset|aborted)|No matching distribution found|Could not find a version")
 
 # Every field of a metadata flatbuffer, as tflite-support's generated object API unpacks it (no native code).
 _GENERATED_READER = """
@@ -69,16 +67,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def tflite_support(tmp_path_factory) -> Path:
-    """The Python of .ci/tflite-support-env, built once for this file."""
-    venv = tmp_path_factory.mktemp("tflite-support")
-    done = subprocess.run(["bash", str(REPO / ".ci" / "tflite-support-env"), "--make", str(venv)], capture_output=True,
-                          text=True, timeout=900)
-    if done.returncode == 3:
-        pytest.skip(f".ci/tflite-support-env: {done.stderr.strip()}")
-    if done.returncode != 0 and _UNREACHABLE.search(done.stderr):
-        pytest.skip(f".ci/tflite-support-env: the package registry is unreachable ({_UNREACHABLE.search(done.stderr).group(0)})")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return venv / "bin" / "python"
+    """The Python of .ci/tflite-support-env, built once for the test session."""
+    return shared_env(tmp_path_factory, "tflite-support-env") / "bin" / "python"
 
 
 def _run(python: Path, script: str, *args) -> dict:

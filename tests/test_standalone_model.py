@@ -84,21 +84,16 @@ print(json.dumps(answers))
 
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory):
-    """The device env (Python 3.9) and MediaPipe's, built in parallel."""
-    root = tmp_path_factory.mktemp("envs")
-    builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
-              "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
-    for script, proc in builds.items():
-        device_env.finish_build(script, proc)
-    return SimpleNamespace(device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python", env=quiet_env())
+    """The device env (Python 3.9) and MediaPipe's, shared by the test session."""
+    return SimpleNamespace(device=device_env.shared_env(tmp_path_factory, "edge-env") / "bin",
+                           mediapipe=device_env.shared_env(tmp_path_factory, "mediapipe-env") / "bin" / "python",
+                           env=quiet_env())
 
 
 @pytest.fixture(scope="module")
 def tflite_support(tmp_path_factory) -> Path:
     """tflite-support 0.4.4's venv (.ci/tflite-support-env), for the Task Library's ImageClassifier."""
-    venv = tmp_path_factory.mktemp("tflite-support")
-    device_env.finish_build("tflite-support-env", device_env.start_build("tflite-support-env", venv))
-    return venv / "bin" / "python"
+    return device_env.shared_env(tmp_path_factory, "tflite-support-env") / "bin" / "python"
 
 
 def _heldout(run: Path, tmp: Path):
