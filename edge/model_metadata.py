@@ -164,12 +164,12 @@ def embedded_record(model_bytes: bytes, name: str = "model", meta: Optional[Mode
 
 def _model_facts(data: bytes, name: str) -> _ModelFacts:
     """The metadata buffer and the input/output facts, read with the `tflite` package as edge.tflite_file does."""
-    from edge.tflite_file import _tflite
+    from edge.tflite_file import flatbuffer_schema
 
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise ModelCheckError(f"{name} is not a TFLite model: expected {FILE_IDENTIFIER!r} at bytes 4..8, got {data[4:8]!r}")
     try:
-        model = _tflite().Model.GetRootAsModel(data, 0)
+        model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
         blob = None
         for i in range(model.MetadataLength()):
             entry = model.Metadata(i)

@@ -67,7 +67,8 @@ class ModelInfo(NamedTuple):
         return self.tensors[index]
 
 
-def _tflite():
+def flatbuffer_schema():
+    """The `tflite` package: the .tflite flatbuffer schema's generated readers (clear error when absent)."""
     try:
         import tflite  # noqa: F401
     except ImportError as err:
@@ -87,7 +88,7 @@ _CACHE: Dict[str, Dict[int, str]] = {}
 
 def _names(kind: str) -> Dict[int, str]:
     if kind not in _CACHE:
-        tflite = _tflite()
+        tflite = flatbuffer_schema()
         _CACHE[kind] = _enum_names(getattr(tflite, kind))
     return _CACHE[kind]
 
@@ -121,7 +122,7 @@ def _options(op, index: int, op_name: str) -> Dict[str, Any]:
     Options that cannot be read raise ModelFileError naming the op: a caller that got {} or a
     partial dict would assume the defaults (stride 1, no activation) and judge the op wrongly.
     """
-    tflite = _tflite()
+    tflite = flatbuffer_schema()
     kind = op.BuiltinOptionsType()
     if not kind:
         return {}
@@ -180,7 +181,7 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
 
 
 def _parse(data: bytes) -> ModelInfo:
-    tflite = _tflite()
+    tflite = flatbuffer_schema()
     model = tflite.Model.GetRootAsModel(data, 0)
     if model.SubgraphsLength() < 1:
         raise ModelFileError("model has no subgraph")
@@ -262,7 +263,7 @@ def edgetpu_min_runtime_versions(source: Union[str, Path, bytes, bytearray]) -> 
     from flatbuffers.table import Table
 
     data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
-    model = _tflite().Model.GetRootAsModel(data, 0)
+    model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
     graph, versions = model.Subgraphs(0), []
     for i in range(graph.OperatorsLength()):
         op = graph.Operators(i)
@@ -304,7 +305,7 @@ def constant_data(source: Union[str, Path, bytes, bytearray], index: int):
     import numpy as np
 
     data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
-    model = _tflite().Model.GetRootAsModel(data, 0)
+    model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
     tensor = model.Subgraphs(0).Tensors(index)
     buffer = model.Buffers(tensor.Buffer())
     if buffer.DataLength() == 0:

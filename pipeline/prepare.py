@@ -20,7 +20,6 @@ from typing import Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError
-from pipeline.tasks.class_shards import LABELS_NAME, SHARD_SUFFIX, PrepareResult, join_path, spread_order  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from edge.errors import InputError
 from pipeline.errors import ManifestError, RunBusy
 from pipeline.rundir import journal, lock, manifest as manifest_io
 # The artifact table is read through this module by every stage: `from pipeline.rundir.run import artifact`.
-from pipeline.rundir.artifacts import ARTIFACTS, Artifact, artifact, is_compiled  # noqa: F401
+from pipeline.rundir.artifacts import ARTIFACTS, artifact, is_compiled  # noqa: F401
 from pipeline.rundir.files import sha256_of, signals_held
 from pipeline.rundir.transaction import Transaction
 from pipeline.rundir.views import DataView, ModelView, TrainingView, views
