@@ -1,14 +1,14 @@
 """Top-1 of one int8 model as each known client feeds it: edgeflow's contract, the reproductions in edge.clients,
 and the real clients where they run here (pycoral's classify_image.py, MediaPipe's ImageClassifier).
 
-    .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--digits] [--device-python P39] \
-        [--mediapipe-python P] [--client-fits off|on|both] > bench/results/clients.md
+    .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--model mobilenet_v2 --alpha 0.35] [--camera] [--digits] \
+        [--device-python P39] [--mediapipe-python P] [--client-fits off|on|both] > bench/results/clients.md
 
 Data: four classes (the left and right halves of scikit-learn's two photos), 200 JPEG crops each, cut at
 random places and sizes and saved at their own non-square size (160 to 420 px a side), flipped and exposed
-at random, camera JPEG qualities; a seeded 20% is held out (157 images). A small CNN per --image-size is trained,
-exported to int8 and scored by `pipeline parity`; then every held-out file, byte for byte as parity's bundle
-ships it, is fed to the int8 model as each client would (the .tflite alone, no sidecar for the real clients).
+at random, camera JPEG qualities; a seeded 20% is held out (157 images). A model per --image-size (--model: a
+small CNN by default) is trained, exported to int8 and scored by `pipeline parity`; then every held-out file,
+byte for byte as parity's bundle ships it, is fed to the int8 model as each client would (the .tflite alone, no sidecar for the real clients).
 With --digits, the same for `pipeline run`'s 8x8 digits model. Without --device-python / --mediapipe-python the
 environments are built with .ci/edge-env and .ci/mediapipe-env (a minute or two). --client-fits both trains
 every model twice, without and with `pipeline train --client-fits`, same seed, same split. Deterministic apart
@@ -207,6 +207,10 @@ def main() -> None:
                         help="train without, with, or both without and with `pipeline train --client-fits`")
     parser.add_argument("--image-size", type=int, action="append",
                         help="a photo model's input size; repeat for several models (default 48)")
+    parser.add_argument("--model", default="small_cnn", help="the photo models' architecture (default small_cnn)")
+    parser.add_argument("--alpha", type=float, help="the photo models' width multiplier (mobilenet_v2 only)")
+    parser.add_argument("--camera", action="store_true",
+                        help="the tests' camera-size photos (640x480 JPEG crops, 200 per class) instead of the 160-420 px crops")
     args = parser.parse_args()
     args.image_size = args.image_size or [48]
 
@@ -218,17 +222,26 @@ def main() -> None:
         tmp = Path(tmp_name)
         envs = {"device": args.device_python or build_env("edge-env", tmp / "device"),
                 "mediapipe": args.mediapipe_python or build_env("mediapipe-env", tmp / "mediapipe")}
-        data = write_photo_crops(tmp / "photos")
+        if args.camera:
+            from tests.helpers import write_camera_jpegs
+
+            data = write_camera_jpegs(tmp / "photos", per_class=200, halves=True)
+        else:
+            data = write_photo_crops(tmp / "photos")
+        kind = "camera-size JPEG crops 640x480" if args.camera else "non-square JPEG crops 160-420 px"
         fits = {"off": [False], "on": [True], "both": [False, True]}[args.client_fits]
+        described = "small CNN" if args.model == "small_cnn" else \
+            f"{args.model}{f' alpha {args.alpha:g}' if args.alpha else ''}"
         for size in args.image_size:
             for fit in fits:
                 run = tmp / f"run{size}{'fits' if fit else ''}"
-                pipeline("train", "--data", data, "--out", run, "--image-size", size, "--epochs", args.epochs,
+                pipeline("train", "--data", data, "--out", run, "--model", args.model, "--image-size", size,
+                         *(["--alpha", args.alpha] if args.alpha else []), "--epochs", args.epochs,
                          "--batch-size", "16", *(["--client-fits"] if fit else []))
                 pipeline("export", run, "--int8")
                 pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0")
                 (tmp / f"m{run.name}").mkdir()
-                results.append(measure(f"photos: 4 classes, non-square JPEG crops 160-420 px, small CNN {size}x{size}, "
+                results.append(measure(f"photos: 4 classes, {kind}, {described} {size}x{size}, "
                                        f"{args.epochs} epochs{', trained with --client-fits' if fit else ''}", run,
                                        tmp / f"m{run.name}", envs))
         if args.digits:
@@ -246,6 +259,9 @@ def main() -> None:
                 if line.startswith("model name")), platform.processor() or "cpu") if Path("/proc/cpuinfo").exists() else "cpu"
     command = " ".join(["bench/bench_clients.py", *(["--digits"] if args.digits else []),
                         *[f"--image-size {size}" for size in args.image_size],
+                        *([f"--model {args.model}"] if args.model != "small_cnn" else []),
+                        *([f"--alpha {args.alpha:g}"] if args.alpha else []),
+                        *(["--camera"] if args.camera else []),
                         *([f"--epochs {args.epochs}"] if args.epochs != 10 else []),
                         *([f"--client-fits {args.client_fits}"] if args.client_fits != "off" else [])])
     print("# The int8 model as each client feeds it\n")
