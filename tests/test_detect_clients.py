@@ -316,3 +316,20 @@ def test_on_16_9_pictures_the_letterbox_row_loses_more_and_gating_it_fails(setup
     assert [f.split(":")[0] for f in gated.failures] == ["client_pycoral"], gated.failures
     assert "client_pycoral: mAP@.5 drop" in gated.failures[0] and gated.gate["passed"] is False
     assert gated.clients["pycoral"]["gated"] is True and "client_pycoral" in gated.gate["applies_to"]
+
+
+def test_frigate_region_and_way_back_follow_its_calculate_region_and_detect():
+    """Frigate cannot run here: its row's region and box mapping, checked against values worked by hand from
+    calculate_region (side rounded down to 4, at least the model's, centred, moved back inside the frame) and
+    detect (offset added, far corner bounded by the frame's last pixel, objects starting past it dropped)."""
+    import numpy as np
+
+    from edge import clients
+
+    assert clients.frigate_frame_region(228, 128, (128, 128)) == (0, 0, 228, 228)  # a 16:9 frame at the square's top
+    assert clients.frigate_frame_region(230, 130, (128, 128)) == (1, 0, 229, 228)  # 230 -> 228, centred: x 1
+    assert clients.frigate_frame_region(100, 60, (320, 320)) == (0, 0, 320, 320)  # never under the model's size
+    assert clients.frigate_min_region((300, 300)) == 300 and clients.frigate_min_region((130, 130)) == 132
+    boxes, kept = clients.frigate_boxes(np.array([[0.5, 0.1, 0.6, 0.2], [0.6, 0.1, 0.7, 0.2]], np.float32),
+                                        (0, 0, 228, 228), (228, 128))
+    assert boxes[0].tolist() == [22, 114, 45, 127] and kept.tolist() == [True, False]
