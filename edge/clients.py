@@ -30,6 +30,7 @@ levels between Pillow 11.3 and 13.0). MediaPipe with a uint8 input: resize and v
 the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its
 float32 path is read from the source, not checked against MediaPipe. Frigate: an approximation (see
 frigate_detect). Only MediaPipe turns a JPEG upright by its EXIF orientation; the others feed it as stored.
+For detectors, each client's way back from the op's boxes to the picture is reproduced too (DETECTORS, below).
 """
 from __future__ import annotations
 
@@ -363,9 +364,13 @@ CLASSIFIERS = {"pycoral": pycoral_classify, "mediapipe": mediapipe_classify}
 
 
 # ---------------------------------------------------------------------------------------------
-# Detectors: what each client feeds for one picture, and how it turns the op's boxes (ymin, xmin, ymax, xmax,
-# normalized to the input) into boxes on that picture. Every function here returns a Placed; to_image gives the
-# boxes as the client reports them, (xmin, ymin, xmax, ymax) in the picture's pixels, and which objects it keeps.
+# Detectors (read at the same commits as above: pycoral's pycoral/adapters/detect.py get_objects; MediaPipe's
+# mediapipe/tasks/cc/vision/object_detector/object_detector_graph.cc and mediapipe/calculators/util/
+# detection_transformation_calculator.cc; Frigate's frigate/util/image.py calculate_region, frigate/util/object.py
+# get_min_region_size and create_tensor_input, frigate/video/detect.py detect): what each client feeds for one
+# picture, and how it turns the op's boxes (ymin, xmin, ymax, xmax, normalized to the input) into boxes on that
+# picture. Every function here returns a Placed; to_image gives the boxes as the client reports them, (xmin, ymin,
+# xmax, ymax) in the picture's pixels, and which objects it keeps.
 
 
 class Placed(NamedTuple):
@@ -377,11 +382,27 @@ class Placed(NamedTuple):
 
 
 def edgeflow_detect(source: Union[Source, np.ndarray], details: Dict[str, Any], contract: Any) -> Placed:
-    """`edge detect`'s feed (the model's pixel contract: a stretch) and its way back: each box clipped to the input,
-    then scaled to the picture in float."""
-    pixels = source if isinstance(source, np.ndarray) else np.asarray(_open(source, "edgeflow").convert("RGB"))
-    size = (int(pixels.shape[1]), int(pixels.shape[0]))
-    return Placed(edgeflow(pixels, details, contract), partial(_stretched_back, size=size), size)
+    """`edge detect`'s feed (the model's pixel contract: a stretch, a JPEG decoded at its reduced scale) and its way
+    back: each box clipped to the input, then scaled to the picture in float."""
+    if isinstance(source, np.ndarray):
+        size = (int(source.shape[1]), int(source.shape[0]))
+    else:  # the header only: the contract decodes the file its own way
+        image = _open(source, "edgeflow") if not isinstance(source, (str, Path, bytes)) else None
+        size = image.size if image is not None else _header_size(source)
+    return Placed(edgeflow(source, details, contract), partial(_stretched_back, size=size), size)
+
+
+def _header_size(source: Union[str, Path, bytes]) -> Tuple[int, int]:
+    from PIL import Image, UnidentifiedImageError
+
+    name = str(source) if not isinstance(source, bytes) else "image bytes"
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            return image.size
+    except FileNotFoundError as err:
+        raise InputError(f"image {name} not found") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot read image {name} for edgeflow: {err}; expected a PNG, JPEG, BMP or GIF file") from err
 
 
 def _stretched_back(boxes: np.ndarray, size: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray]:
