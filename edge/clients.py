@@ -8,6 +8,8 @@
     tensor = clients.frigate_detect(frame_rgb, details, region)   # Frigate's SSD detector feed (approximate)
     rows = clients.frigate_ssd_read(interpreter)                   # Frigate's SSD reading of a detector's outputs
     tensor = clients.edgeflow(path, details, contract)            # edgeflow's own pixel contract
+    placed = clients.DETECTORS["pycoral"](path, details)          # a detector's input and the client's way back:
+    boxes, kept = placed.to_image(op_boxes)                        #   the op's boxes as that client reports them
 
 Every function returns the input tensor (batch 1) that client would set on the interpreter for one image, so
 the same int8 model can be scored as each client would run it. A user's accuracy depends on how pixels reach
@@ -19,6 +21,7 @@ clients differ in exactly those steps:
   pycoral classify_image.py    stretch                        LANCZOS (antialiased)          Pillow, full size
   pycoral detect_image.py      keep aspect, top-left, zeros   LANCZOS (antialiased)          Pillow, full size
   MediaPipe ImageClassifier    stretch, corners to corners    bilinear, NOT antialiased      stb_image, JPEG EXIF applied
+  MediaPipe ObjectDetector     the same as its ImageClassifier
   Frigate SSD detector         square region of the frame     bilinear, NOT antialiased      camera stream (I420)
 
 Reproduced exactly (checked image by image against the real client): pycoral's two, given the same Pillow
@@ -27,12 +30,14 @@ levels between Pillow 11.3 and 13.0). MediaPipe with a uint8 input: resize and v
 the pixels MediaPipe decodes; its JPEG decoder (stb_image, not libjpeg) to within a few grey levels; its
 float32 path is read from the source, not checked against MediaPipe. Frigate: an approximation (see
 frigate_detect). Only MediaPipe turns a JPEG upright by its EXIF orientation; the others feed it as stored.
+For detectors, each client's way back from the op's boxes to the picture is reproduced too (DETECTORS, below).
 """
 from __future__ import annotations
 
 import io
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -356,3 +361,153 @@ def frigate_ssd_read(interpreter: Any) -> np.ndarray:
 
 
 CLASSIFIERS = {"pycoral": pycoral_classify, "mediapipe": mediapipe_classify}
+
+
+# ---------------------------------------------------------------------------------------------
+# Detectors (read at the same commits as above: pycoral's pycoral/adapters/detect.py get_objects; MediaPipe's
+# mediapipe/tasks/cc/vision/object_detector/object_detector_graph.cc and mediapipe/calculators/util/
+# detection_transformation_calculator.cc; Frigate's frigate/util/image.py calculate_region, frigate/util/object.py
+# get_min_region_size and create_tensor_input, frigate/video/detect.py detect): what each client feeds for one
+# picture, and how it turns the op's boxes (ymin, xmin, ymax, xmax, normalized to the input) into boxes on that
+# picture. Every function here returns a Placed; to_image gives the boxes as the client reports them, (xmin, ymin,
+# xmax, ymax) in the picture's pixels, and which objects it keeps.
+
+
+class Placed(NamedTuple):
+    """A detector's input as a client feeds it for one picture, and that client's way back to the picture."""
+
+    tensor: np.ndarray  # batch 1: what the client sets on the interpreter
+    to_image: Callable[[np.ndarray], Tuple[np.ndarray, np.ndarray]]  # op boxes [K, 4] -> (picture boxes [K, 4], kept [K])
+    size: Tuple[int, int]  # (width, height) of the picture the boxes are measured in
+
+
+def edgeflow_detect(source: Union[Source, np.ndarray], details: Dict[str, Any], contract: Any) -> Placed:
+    """`edge detect`'s feed (the model's pixel contract: a stretch, a JPEG decoded at its reduced scale) and its way
+    back: each box clipped to the input, then scaled to the picture in float."""
+    if isinstance(source, np.ndarray):
+        size = (int(source.shape[1]), int(source.shape[0]))
+    else:  # the header only: the contract decodes the file its own way
+        image = _open(source, "edgeflow") if not isinstance(source, (str, Path, bytes)) else None
+        size = image.size if image is not None else _header_size(source)
+    return Placed(edgeflow(source, details, contract), partial(_stretched_back, size=size), size)
+
+
+def _header_size(source: Union[str, Path, bytes]) -> Tuple[int, int]:
+    from PIL import Image, UnidentifiedImageError
+
+    name = str(source) if not isinstance(source, bytes) else "image bytes"
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            return image.size
+    except FileNotFoundError as err:
+        raise InputError(f"image {name} not found") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot read image {name} for edgeflow: {err}; expected a PNG, JPEG, BMP or GIF file") from err
+
+
+def _stretched_back(boxes: np.ndarray, size: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray]:
+    width, height = size
+    ymin, xmin, ymax, xmax = np.clip(np.asarray(boxes, np.float32).reshape(-1, 4), 0.0, 1.0).astype(np.float64).T
+    return np.stack([xmin * width, ymin * height, xmax * width, ymax * height], axis=1), np.ones(len(ymin), bool)
+
+
+def pycoral_detect_placed(source: Source, details: Dict[str, Any]) -> Placed:
+    """detect_image.py's feed (pycoral_detect: the letterbox) and its way back, adapters/detect.py get_objects with
+    the scale set_resized_input returned: BBox(xmin, ymin, xmax, ymax).scale(width / scale, height / scale).map(int),
+    so each coordinate is truncated to a whole pixel and nothing is clipped (a box reaching into the zero padding
+    reaches past the picture)."""
+    image = _open(source, "pycoral")
+    boxed = pycoral_detect(image, details)
+    return Placed(boxed.tensor, partial(pycoral_boxes, input_size=_size(details), scale=boxed.scale), image.size)
+
+
+def pycoral_boxes(boxes: np.ndarray, input_size: Tuple[int, int], scale: Tuple[float, float]) -> Tuple[np.ndarray, np.ndarray]:
+    """The op's boxes as pycoral's get_objects maps them (see pycoral_detect_placed), value by value as it does."""
+    width, height = input_size
+    sx, sy = width / scale[0], height / scale[1]
+    rows = np.asarray(boxes, np.float32).reshape(-1, 4)
+    # Scalar by scalar, as BBox.scale multiplies the op's float32 values: the same rounding as pycoral's own numpy.
+    out = [[int(sx * xmin), int(sy * ymin), int(sx * xmax), int(sy * ymax)] for ymin, xmin, ymax, xmax in rows]
+    return np.array(out, np.float64).reshape(-1, 4), np.ones(len(rows), bool)
+
+
+def mediapipe_detect(source: Union[Source, np.ndarray], details: Dict[str, Any]) -> Placed:
+    """MediaPipe Tasks ObjectDetector's feed and its way back (object_detector_graph.cc at the commit above).
+
+    The detector builds its input with the same ImagePreprocessingGraph as the ImageClassifier, so the feed is
+    mediapipe_classify's: the whole picture stretched (keep_aspect_ratio unset), bilinear, not antialiased. Back:
+    DetectionProjectionCalculator undoes the stretch, then DetectionTransformationCalculator makes whole pixels:
+    origin int(xmin * width) and size int((xmax - xmin) * width) (likewise for y), each truncated and bounded to
+    0..width. Not reproduced: DetectionsDeduplicateCalculator, which merges detections with identical pixel boxes
+    (the op's non-maximum suppression leaves none)."""
+    pixels = mediapipe_pixels(source)
+    size = (int(pixels.shape[1]), int(pixels.shape[0]))
+    return Placed(mediapipe_classify(pixels, details), partial(mediapipe_boxes, size=size), size)
+
+
+def mediapipe_boxes(boxes: np.ndarray, size: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray]:
+    width, height = size
+    ymin, xmin, ymax, xmax = np.asarray(boxes, np.float32).reshape(-1, 4).T
+
+    def pixels(start, extent, side):  # BoundedValue<int>(relative * side, side): truncated toward 0, then 0..side
+        return (np.clip(np.trunc(start * np.float32(side)), 0, side), np.clip(np.trunc(extent * np.float32(side)), 0, side))
+
+    x, w = pixels(xmin, xmax - xmin, width)
+    y, h = pixels(ymin, ymax - ymin, height)
+    return np.stack([x, y, x + w, y + h], axis=1).astype(np.float64), np.ones(len(x), bool)
+
+
+def frigate_min_region(model_size: Tuple[int, int]) -> int:
+    """Frigate's get_min_region_size (frigate/util/object.py): the model's larger side rounded up to a multiple of
+    4, at most 320."""
+    largest = max(model_size)
+    return 320 if largest >= 320 else (largest + 3) // 4 * 4
+
+
+def frigate_frame_region(width: int, height: int, model_size: Tuple[int, int]) -> Tuple[int, int, int, int]:
+    """The region Frigate's calculate_region (frigate/util/image.py) gives for motion or an object covering the whole
+    frame, with multiplier 1 as its start-up regions use: side max(width, height) rounded down to a multiple of 4
+    (at least frigate_min_region), centred on the frame and then moved back inside it, so a landscape frame sits at
+    the top of its square and a portrait one at the left, the rest black."""
+    size = max(width, height) // 4 * 4
+    size = max(size, frigate_min_region(model_size))
+
+    def offset(side: int) -> int:
+        start = int(side / 2.0 - size / 2.0)
+        return 0 if start < 0 else (max(0, side - size) if start > side - size else start)
+
+    x, y = offset(width), offset(height)
+    return x, y, x + size, y + size
+
+
+def frigate_detect_frame(source: Union[Source, np.ndarray], details: Dict[str, Any]) -> Placed:
+    """Frigate's Edge TPU SSD path for a still picture taken as one camera frame: its whole-frame region
+    (frigate_frame_region), cut and stretched as frigate_detect does, and its way back (frigate/video/detect.py,
+    detect): x = int(max(0, box x * side + region x)), the far corner bounded by width - 1 and height - 1, and an
+    object whose near corner is at or past the frame's last pixel dropped.
+
+    What a Frigate user's camera does and this does not: regions come from motion (squares of at least
+    frigate_min_region around what moved, inside the frame, where objects look larger than in the whole frame),
+    the frame is YUV 4:2:0 (see frigate_detect), and objects go on to Frigate's filters and tracker."""
+    pixels = source if isinstance(source, np.ndarray) else np.asarray(_open(source, "Frigate").convert("RGB"))
+    height, width = pixels.shape[:2]
+    region = frigate_frame_region(width, height, _size(details))
+    tensor = frigate_detect(pixels, details, region)
+    return Placed(tensor, partial(frigate_boxes, region=region, size=(width, height)), (width, height))
+
+
+def frigate_boxes(boxes: np.ndarray, region: Tuple[int, int, int, int], size: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray]:
+    width, height = size
+    side = region[2] - region[0]
+    out, kept = [], []
+    for ymin, xmin, ymax, xmax in np.asarray(boxes, np.float32).reshape(-1, 4):
+        x_min = int(max(0, (xmin * side) + region[0]))
+        y_min = int(max(0, (ymin * side) + region[1]))
+        x_max = int(min(width - 1, (xmax * side) + region[0]))
+        y_max = int(min(height - 1, (ymax * side) + region[1]))
+        out.append([x_min, y_min, x_max, y_max])
+        kept.append(not (x_min >= width - 1 or y_min >= height - 1))
+    return np.array(out, np.float64).reshape(-1, 4), np.array(kept, bool)
+
+
+DETECTORS = {"pycoral": pycoral_detect_placed, "mediapipe": mediapipe_detect, "frigate": frigate_detect_frame}

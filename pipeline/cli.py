@@ -154,8 +154,9 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     gate.enforce(list(result.failures))  # --remedy and nothing passed: the best attempt was written, exit 1
 
 
-CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py), mediapipe "
-                "(ImageClassifier), all or none; every client is reported either way (default none)")
+CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py; detect_image.py), "
+                "mediapipe (ImageClassifier; ObjectDetector), frigate (detectors only), all or none; every client is "
+                "reported either way (default none)")
 MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
                      "the most frequent held-out class); on a detection run, the least mAP@.5 (default: better than "
                      "one box of the most frequent class per image)")
@@ -267,7 +268,7 @@ def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max
 
     config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients))
+                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients, task))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 

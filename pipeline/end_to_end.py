@@ -82,6 +82,9 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
     limits = config.limits.validate()  # before minutes of training, not after
     if not (run_dir / artifact("manifest").name).exists():
         _train_config(config).validate()  # refused options leave no run folder behind (its lock file would stay)
+        from pipeline.inference.client_scores import for_task
+
+        for_task(config.clients, _task(config).name)  # a client the task has none of: refused before training
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
         say("== export float32")

@@ -38,7 +38,7 @@ from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import ConfigError, DataError
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.inference import class_metrics
-from pipeline.inference.client_scores import CLIENTS, gate_name, score_clients
+from pipeline.inference.client_scores import CLIENTS, for_task, gate_name, score_clients
 from pipeline.inference.bundle import DEVICE_MODELS
 from pipeline.inference.parity_report import markdown, plot
 from pipeline.report import disagreements, write as write_report
@@ -87,19 +87,20 @@ def check_parity(config: ParityConfig, run_dir: Path) -> ParityResult:
         if own is not None:
             write_report(run.dir)
             return ParityResult(own.report_dir, own.report, not own.failures, list(own.failures))
+        named = for_task(config.clients, "classify")  # "all" expanded; a detector-only client refused
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
         scores, device, (client_scores, refused) = _scores(config, run, heldout, images)
         k = min(config.top_k, len(run.labels))
         models = {name: _compare(s, scores[REFERENCE], labels, k, len(run.labels)) for name, s in scores.items()}
-        client_rows = _client_rows(client_scores, refused, scores[REFERENCE], labels, k, len(run.labels), config.clients)
+        client_rows = _client_rows(client_scores, refused, scores[REFERENCE], labels, k, len(run.labels), named)
         floor = gate.Floor(chance.majority(labels, run.labels), limits.min_accuracy)
-        gated = (*GATED, *(gate_name(c) for c in config.clients))
-        named = {**models, **{gate_name(c): client_rows[c] for c in config.clients if c in client_scores}}
-        failures = [f"{gate_name(c)}: cannot feed the model: {refused[c]}" for c in config.clients if c in refused]
-        failures += gate.check({name: gate.classification_scores(m) for name, m in named.items()}, limits,
+        gated = (*GATED, *(gate_name(c) for c in named))
+        entries = {**models, **{gate_name(c): client_rows[c] for c in named if c in client_scores}}
+        failures = [f"{gate_name(c)}: cannot feed the model: {refused[c]}" for c in named if c in refused]
+        failures += gate.check({name: gate.classification_scores(m) for name, m in entries.items()}, limits,
                                gate.CLASSIFICATION, floor, gated=gated)
-        verdict = gate.record(limits, floor, [*models, *(gate_name(c) for c in config.clients)], failures, gated)
+        verdict = gate.record(limits, floor, [*models, *(gate_name(c) for c in named)], failures, gated)
         report = _report(config, run, labels, k, models, device, verdict)
         report["clients"] = client_rows
         report["disagreements"] = disagreements.collect(scores, REFERENCE, GATED, labels, [e.id for e in heldout.examples])

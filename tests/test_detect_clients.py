@@ -15,6 +15,13 @@ may be on either side of it for one runtime and not another, so each side's obje
 score at least 0.4 + MARGIN. pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate,
 MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
 20-pixel object truncation alone moves the IoU below 0.9.
+
+Then `pipeline parity`'s client rows (pipeline/inference/client_scores.detect_clients, the function parity scores
+them with) on the same files and on 16:9 copies of them (each picture stretched to 228x128, so a stretching client
+gets back the square picture the detector learned from and pycoral's letterbox does not): the objects of each
+row are, image by image, what the real client prints, within the same tolerance. Frigate does not run here
+(it is a whole NVR), so its row has no real client to be checked against. On the 16:9 copies the letterbox row
+loses more than the int8 row, and --clients pycoral then fails the gate (detect_parity.judge, the verdict parity writes).
 """
 from __future__ import annotations
 
@@ -116,8 +123,27 @@ def setup(tmp_path_factory, session_folder):
     model = alone / "detector_int8.tflite"
     shutil.copy(trained.int8, model)
     assert sorted(p.name for p in alone.iterdir()) == ["detector_int8.tflite"]
+    wide = _wide_copies(trained.files, root / "wide")
     return SimpleNamespace(model=model, files=[str(f) for f in trained.files], labels=trained.labels, root=root,
-                           device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python")
+                           device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python",
+                           heldout=trained.heldout, float=trained.float, wide=[str(f) for f in wide])
+
+
+WIDE = (228, 128)  # 16:9
+
+
+def _wide_copies(files, folder: Path):
+    """Each held-out PNG stretched to 16:9 (LANCZOS): its boxes, normalized, stay where they were."""
+    from PIL import Image
+
+    folder.mkdir()
+    out = []
+    for f in files:
+        path = folder / Path(f).name
+        with Image.open(f) as image:
+            image.convert("RGB").resize(WIDE, Image.LANCZOS).save(path)
+        out.append(path)
+    return out
 
 
 def _run(args, cwd: Path) -> str:
@@ -174,16 +200,38 @@ def _same_objects(name: str, reference, answers, rounding=None) -> int:
     return matched
 
 
-def test_pycoral_detect_image_finds_what_edge_detect_finds(setup, reference):
+@pytest.fixture(scope="module")
+def pycoral_printed(setup):
+    """What pycoral's own detect_image.py prints for each held-out file, then for each 16:9 copy."""
     driver = setup.root / "pycoral_driver.py"
     driver.write_text(_PYCORAL_DRIVER)
     env_python = setup.device / "python"
-    done = subprocess.run([str(env_python), str(driver), str(PYCORAL / "detect_image.py"), str(setup.model), *setup.files],
-                          capture_output=True, text=True, timeout=900, cwd=setup.model.parent,
+    done = subprocess.run([str(env_python), str(driver), str(PYCORAL / "detect_image.py"), str(setup.model), *setup.files,
+                           *setup.wide], capture_output=True, text=True, timeout=900, cwd=setup.model.parent,
                           env=quiet_env(PYTHONPATH=str(PYCORAL)))
     assert done.returncode == 0, done.stderr[-3000:]
     answers = json.loads(done.stdout.strip().splitlines()[-1])
-    matched = _same_objects("pycoral detect_image.py", reference, answers, _pycoral_pixels)
+    return answers[:len(setup.files)], answers[len(setup.files):]
+
+
+@pytest.fixture(scope="module")
+def mediapipe_printed(setup):
+    """What MediaPipe's ObjectDetector finds (score >= 0.4) in each held-out file, then in each 16:9 copy; ids from names."""
+    driver = setup.root / "mediapipe_driver.py"
+    driver.write_text(_MEDIAPIPE_DRIVER)
+    answers = json.loads(_run([setup.mediapipe, driver, setup.model, THRESHOLD, *setup.files, *setup.wide],
+                              setup.model.parent).strip().splitlines()[-1])
+    names = {o["label"] for image in answers for o in image}
+    assert names and names <= set(setup.labels), names  # class names from the packed label file
+    for image in answers:
+        for o in image:  # MediaPipe gives the name (its index is None when a label file names the class)
+            assert o["id"] is None or o["label"] == setup.labels[o["id"]]
+            o["id"] = setup.labels.index(o["label"])
+    return answers[:len(setup.files)], answers[len(setup.files):]
+
+
+def test_pycoral_detect_image_finds_what_edge_detect_finds(reference, pycoral_printed):
+    matched = _same_objects("pycoral detect_image.py", reference, pycoral_printed[0], _pycoral_pixels)
     assert matched >= 5
 
 
@@ -194,14 +242,94 @@ def test_frigate_ssd_reading_finds_what_edge_detect_finds(setup, reference):
     assert _same_objects("Frigate (edgetpu plugin, ssd)", reference, answers) >= 5
 
 
-def test_mediapipe_object_detector_finds_and_names_what_edge_detect_finds(setup, reference):
-    driver = setup.root / "mediapipe_driver.py"
-    driver.write_text(_MEDIAPIPE_DRIVER)
-    answers = json.loads(_run([setup.mediapipe, driver, setup.model, THRESHOLD, *setup.files], setup.model.parent).strip().splitlines()[-1])
-    names = {o["label"] for image in answers for o in image}
-    assert names and names <= set(setup.labels), names  # class names from the packed label file
-    for image in answers:
-        for o in image:  # MediaPipe gives the name (its index is None when a label file names the class)
-            assert o["id"] is None or o["label"] == setup.labels[o["id"]]
-            o["id"] = setup.labels.index(o["label"])
-    assert _same_objects("MediaPipe ObjectDetector", reference, answers, _mediapipe_pixels) >= 5
+def test_mediapipe_object_detector_finds_and_names_what_edge_detect_finds(reference, mediapipe_printed):
+    assert _same_objects("MediaPipe ObjectDetector", reference, mediapipe_printed[0], _mediapipe_pixels) >= 5
+
+
+@pytest.fixture(scope="module")
+def client_rows(setup):
+    """Parity's client rows for the int8 file alone: each client's objects on each held-out file and 16:9 copy,
+    from client_scores.detect_clients on a detector opened as parity opens the run's int8 model."""
+    from edge.detect import open_detector
+    from pipeline.inference.client_scores import detect_clients
+
+    detector = open_detector(setup.model)
+    square, refused = detect_clients(detector, [Path(f).read_bytes() for f in setup.files])
+    wide, refused_wide = detect_clients(detector, [Path(f).read_bytes() for f in setup.wide])
+    assert refused == refused_wide == {}
+    return detector, square, wide
+
+
+def _as_printed(found, files):
+    """A row's detections (boxes normalized to the picture) as a client prints them: pixels of that picture."""
+    from PIL import Image
+
+    answers = []
+    for d, f in zip(found, files):
+        with Image.open(f) as image:
+            width, height = image.size
+        answers.append([{"id": int(c), "score": float(s),
+                         "box": [round(float(v) * side, 3) for v, side in zip((b[1], b[0], b[3], b[2]), (width, height, width, height))]}
+                        for b, c, s in zip(d.boxes, d.classes, d.scores)])
+    return answers
+
+
+@pytest.mark.parametrize("client", ["pycoral", "mediapipe"])
+def test_parity_client_row_finds_what_the_real_client_prints(setup, client_rows, pycoral_printed, mediapipe_printed, client):
+    _, square, wide = client_rows
+    printed = {"pycoral": pycoral_printed, "mediapipe": mediapipe_printed}[client]
+    for found, files, answers in ((square, setup.files, printed[0]), (wide, setup.wide, printed[1])):
+        # Both sides are whole pixels already: the row's boxes are the client's own, mapped back as it maps them.
+        assert _same_objects(f"{client} (real)", _as_printed(found[client], files), answers) >= 5
+
+
+def test_on_16_9_pictures_the_letterbox_row_loses_more_and_gating_it_fails(setup, client_rows):
+    """The detector learned square pictures; the 16:9 copies are those pictures stretched, so a client that stretches
+    them back feeds what it learned, and pycoral's letterbox feeds objects at 56% of their size, widened. The int8
+    row and parity's client rows scored against the float twin's detections (the reference here) by the gate."""
+    from edge.detect import open_detector
+    from pipeline import gate
+    from pipeline.tasks import detect_parity
+
+    detector, _, wide = client_rows
+    examples = [e._replace(image=Path(f).read_bytes(), width=WIDE[0], height=WIDE[1]) for e, f in zip(setup.heldout, setup.wide)]
+    twin = open_detector(setup.float)
+    pixels = [twin.runner.pixels(e.image, e.id) for e in examples]  # the pixel contract: stretched to the input
+    predictions = {detect_parity.REFERENCE: detect_parity.detections(twin, pixels, [e.id for e in examples]),
+                   "int8_cpu": detect_parity.detections(detector, pixels, [e.id for e in examples])}
+    models = {name: detect_parity.scored_entry(examples, found, predictions[detect_parity.REFERENCE], setup.labels)
+              for name, found in predictions.items()}
+    reference = predictions[detect_parity.REFERENCE]
+
+    def judge(named, max_drop):
+        return detect_parity.judge(examples, setup.labels, models, reference, wide, {}, named,
+                                   gate.GateLimits(max_drop, 0.0, "map50"), detect_parity.GATED)
+
+    rows = judge((), 100.0).clients
+    int8_drop = (models[detect_parity.REFERENCE]["map50"] - models["int8_cpu"]["map50"]) * 100
+    assert rows["edgeflow"]["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=0.005)  # the int8 row's own feed
+    assert rows["pycoral"]["drop_pp"] > int8_drop + 5, {n: r["map50"] for n, r in rows.items()}
+    limit = (int8_drop + rows["pycoral"]["drop_pp"]) / 2
+    reported = judge((), limit)
+    assert reported.failures == [] and reported.gate["applies_to"] == ["int8_cpu"]
+    gated = judge(("pycoral",), limit)
+    assert [f.split(":")[0] for f in gated.failures] == ["client_pycoral"], gated.failures
+    assert "client_pycoral: mAP@.5 drop" in gated.failures[0] and gated.gate["passed"] is False
+    assert gated.clients["pycoral"]["gated"] is True and "client_pycoral" in gated.gate["applies_to"]
+
+
+def test_frigate_region_and_way_back_follow_its_calculate_region_and_detect():
+    """Frigate cannot run here: its row's region and box mapping, checked against values worked by hand from
+    calculate_region (side rounded down to 4, at least the model's, centred, moved back inside the frame) and
+    detect (offset added, far corner bounded by the frame's last pixel, objects starting past it dropped)."""
+    import numpy as np
+
+    from edge import clients
+
+    assert clients.frigate_frame_region(228, 128, (128, 128)) == (0, 0, 228, 228)  # a 16:9 frame at the square's top
+    assert clients.frigate_frame_region(230, 130, (128, 128)) == (1, 0, 229, 228)  # 230 -> 228, centred: x 1
+    assert clients.frigate_frame_region(100, 60, (320, 320)) == (0, 0, 320, 320)  # never under the model's size
+    assert clients.frigate_min_region((300, 300)) == 300 and clients.frigate_min_region((130, 130)) == 132
+    boxes, kept = clients.frigate_boxes(np.array([[0.5, 0.1, 0.6, 0.2], [0.6, 0.1, 0.7, 0.2]], np.float32),
+                                        (0, 0, 228, 228), (228, 128))
+    assert boxes[0].tolist() == [22, 114, 45, 127] and kept.tolist() == [True, False]

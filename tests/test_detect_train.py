@@ -507,3 +507,38 @@ def test_an_interrupted_detection_run_resumes_from_its_last_epoch(tmp_path, stop
     assert [bool(e.get("resumed")) for e in history] == [False, True, False]
     assert run.heldout_metrics["map50"] is not None and run.has("heldout_detections")
     assert not (run_dir / ".train_state").exists()
+
+
+def test_parity_of_a_detection_run_rows_each_client_and_gates_the_named_ones(exported_run, tmp_path):
+    """Each known detector client gets a row in report.json, the manifest, the summary and report.html; --clients gates
+    the named ones (here under an mAP@.5 floor no model reaches, so each gated name fails on its own row and the
+    others do not); an unknown name is refused with the list expected."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    result = cli(["parity", str(run_dir), "--clients", "pycoral,tensorflowjs"])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "unknown client tensorflowjs; expected a comma-separated list of pycoral, mediapipe, frigate" in result.stderr
+    result = cli(["parity", str(run_dir), "--clients", "pycoral,frigate", "--min-accuracy", "0.999"], timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    clients, models = report["clients"], report["models"]
+    assert list(clients) == ["edgeflow", "pycoral", "mediapipe", "frigate"]
+    for name, c in clients.items():
+        assert "refused" not in c and c["images"] == models["int8_cpu"]["images"], c
+        assert c["gated"] == (name in ("pycoral", "frigate"))
+        assert c["drop_pp"] == pytest.approx((models["float_savedmodel"]["map50"] - c["map50"]) * 100)
+        # The held-out pictures are the model's size: no client resizes them, only the boxes' rounding differs.
+        assert c["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=0.02), name
+    assert clients["edgeflow"]["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=1e-4)  # the int8 row's own feed
+    failures = report["gate"]["failures"]
+    assert {f.split(":")[0] for f in failures} == {"float_savedmodel", "int8_cpu", "client_pycoral", "client_frigate"}, failures
+    assert report["gate"]["applies_to"] == ["int8_cpu", "client_pycoral", "client_frigate"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())["parity"]
+    assert {n: c["map50"] for n, c in manifest["clients"].items()} == {n: c["map50"] for n, c in clients.items()}
+    assert manifest["passed"] is False
+    assert "int8 as pycoral" in result.stdout and "worst client: " in result.stdout and "(gated)" in result.stdout
+    html = (run_dir / "report.html").read_text()
+    for name, c in clients.items():
+        assert f'data-value="detection.client.{name}.map50">{c["map50"]:.4f}' in html

@@ -1,16 +1,19 @@
-"""The int8 model as each known classification client feeds it, for `pipeline parity`'s client rows.
+"""The int8 model as each known client feeds it, for `pipeline parity`'s client rows: one table per task.
 
-    names = parse_clients("pycoral,mediapipe")              # --clients: checked against CLIENTS
-    scores, refused = score_clients(runner, files, contract) # same interpreter as the int8 row
+    names = parse_clients("pycoral,mediapipe")              # --clients, before the run's task is known
+    names = for_task(names, "detect")                       # the names that task has ("all" expanded)
+    scores, refused = score_clients(runner, files, contract) # classifiers: same interpreter as the int8 row
+    found, refused = detect_clients(detector, files)         # detectors: each client's objects on each picture
 
 A user's accuracy depends on how their program turns a file into the model's input (resize filter,
-antialiasing, how a non-square picture is fitted). Each client's feed is edge.clients' reproduction of it;
-every held-out file goes in byte for byte as parity's bundle ships it, so the rows answer "what top-1 does a
-user get who runs the int8 file in this client". CLIENTS is the table: a new client is one more entry.
+antialiasing, how a non-square picture is fitted) and, for a detector, how it maps the boxes back to the
+picture. Each client's feed is edge.clients' reproduction of it; every held-out file goes in byte for byte as
+parity's bundle ships it, so the rows answer "what does a user get who runs the int8 file in this client".
+CLIENTS (classifiers) and DETECT_CLIENTS (detectors) are the tables: a new client is one more entry.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,7 +41,35 @@ CLIENTS: Dict[str, Client] = {
            ("mediapipe", clients.CLASSIFIERS["mediapipe"],
             "MediaPipe Tasks ImageClassifier: stretch, bilinear not antialiased, EXIF applied"))},
 }
-GATEABLE = tuple(name for name in CLIENTS if name != "edgeflow")  # edgeflow's row is the int8 row by another road
+
+
+class DetectClient(NamedTuple):
+    place: Callable[[Any, Dict[str, Any], PixelContract], clients.Placed]  # (file bytes, details, contract) -> input, way back
+    says: str  # how it feeds, for people
+
+
+DETECT_CLIENTS: Dict[str, DetectClient] = {
+    "edgeflow": DetectClient(lambda data, details, contract: clients.edgeflow_detect(data, details, contract),
+                             "edgeflow's pixel contract (edge detect, the int8 row): stretch, bilinear antialiased"),
+    **{name: DetectClient(lambda data, details, contract, place=clients.DETECTORS[name]: place(data, details), says)
+       for name, says in (
+           ("pycoral", "pycoral examples/detect_image.py: letterbox (aspect kept, top-left, zeros), LANCZOS; "
+                       "boxes back by its scale, whole pixels"),
+           ("mediapipe", "MediaPipe Tasks ObjectDetector: stretch, bilinear not antialiased, EXIF applied; whole pixels"),
+           ("frigate", "Frigate's Edge TPU SSD detector: the whole frame's square region (its calculate_region), "
+                       "black outside, stretched bilinear"))},
+}
+TASK_CLIENTS = {"classify": CLIENTS, "detect": DETECT_CLIENTS}
+ALL = "all"  # --clients all before the task is known: each task's own gateable clients
+
+
+def gateable(task: str) -> Tuple[str, ...]:
+    """The clients --clients may name for a task: edgeflow's row is the int8 row by another road."""
+    return tuple(name for name in TASK_CLIENTS[task] if name != "edgeflow")
+
+
+GATEABLE = gateable("classify")
+_ANY_TASK = tuple(dict.fromkeys(name for task in TASK_CLIENTS for name in gateable(task)))
 
 
 def gate_name(client: str) -> str:
@@ -46,18 +77,28 @@ def gate_name(client: str) -> str:
     return f"client_{client}"
 
 
-def parse_clients(text: str) -> Tuple[str, ...]:
-    """--clients "pycoral,mediapipe" as checked names, in CLIENTS' order; "" or "none": no client gated."""
+def parse_clients(text: str, task: Optional[str] = None) -> Tuple[str, ...]:
+    """--clients "pycoral,mediapipe" as checked names, in the table's order; "" or "none": no client gated.
+
+    With the task, the names are checked against its clients and "all" is all of them; without it (`pipeline
+    parity RUN` has not opened the run yet) against every task's, and "all" stays ("all",) for for_task."""
     names = [n.strip().lower() for n in (text or "").split(",") if n.strip()]
     if names in ([], ["none"]):
         return ()
-    if names == ["all"]:
-        return GATEABLE
-    unknown = [n for n in names if n not in GATEABLE]
+    known = gateable(task) if task is not None else _ANY_TASK
+    if names == [ALL]:
+        return known if task is not None else (ALL,)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ConfigError(f"--clients {text!r}: unknown client {', '.join(unknown)}; expected a comma-separated list "
-                          f"of {', '.join(GATEABLE)} (or all, or none)")
-    return tuple(n for n in GATEABLE if n in names)
+        run = f" for a {task} run" if task is not None else ""
+        raise ConfigError(f"--clients {text!r}: unknown client {', '.join(unknown)}{run}; expected a comma-separated list "
+                          f"of {', '.join(known)} (or all, or none)")
+    return tuple(n for n in known if n in names)
+
+
+def for_task(names: Sequence[str], task: str) -> Tuple[str, ...]:
+    """parse_clients' names as `task` has them: "all" expanded, a name the task has no client for refused."""
+    return parse_clients(",".join(names), task)
 
 
 def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
@@ -85,3 +126,45 @@ def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
             continue
         scores[name] = np.stack(rows).astype(np.float32)
     return scores, refused
+
+
+def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] = tuple(DETECT_CLIENTS)
+                   ) -> Tuple[Dict[str, list], Dict[str, str]]:
+    """Per client, the int8 detector's objects on each held-out file as that client feeds it and maps the boxes
+    back (pipeline.detection.evaluate.Detections, boxes normalized to the picture), through `detector`'s own
+    interpreter and output reading; and, for a client that cannot feed this model or one of these files, the
+    one-line reason.
+
+    Every object the op keeps is scored, whatever the client's own threshold (0.4 in pycoral's detect_image.py
+    and Frigate): the same scoring as the int8 row, whose mAP counts them all. A client's threshold only cuts
+    what its user sees, which the rows' agreement (detections scoring at least 0.4) measures."""
+    from edge.detect import get_raw
+    from pipeline.detection.evaluate import Detections
+
+    interpreter = detector.runner.interpreter
+    details = input_details(interpreter)
+    contract = detector.runner.contract
+    found: Dict[str, list] = {}
+    refused: Dict[str, str] = {}
+    for name in names:
+        place = DETECT_CLIENTS[name].place
+        rows = []
+        try:
+            for i, data in enumerate(files):
+                try:
+                    placed = place(data, details, contract)
+                except InputError as err:
+                    raise InputError(f"held-out image {i}: {err}") from err
+                interpreter.set_tensor(details["index"], placed.tensor)
+                invoke(interpreter, f"held-out image {i} as {name} feeds it")
+                raw = get_raw(interpreter, detector.indices)
+                boxes, kept = placed.to_image(raw.boxes)
+                width, height = placed.size
+                xmin, ymin, xmax, ymax = (boxes[kept].T / np.array([[width], [height], [width], [height]], np.float64))
+                rows.append(Detections(np.stack([ymin, xmin, ymax, xmax], axis=1).astype(np.float32).reshape(-1, 4),
+                                       np.rint(raw.classes[kept]).astype(np.int32), raw.scores[kept].astype(np.float32)))
+        except InputError as err:
+            refused[name] = str(err)
+            continue
+        found[name] = rows
+    return found, refused

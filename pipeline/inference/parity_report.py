@@ -35,15 +35,20 @@ def summary_table(report: dict) -> str:
     return "\n".join(rows)
 
 
-def worst_client(clients: dict) -> str:
-    """One line naming the client that loses most against the float model (manifest or report entries), or ""."""
+CLASSIFY_WORST = ("top1", "top-1", "pycoral,mediapipe")  # the metric a client row's drop_pp is of, its name, the hint
+
+
+def worst_client(clients: dict, worst=CLASSIFY_WORST) -> str:
+    """One line naming the client that loses most against the float model (manifest or report entries), or "".
+    `worst`: (the rows' metric key, its name, the --clients that gates them) for the run's task."""
+    key, shown, hint = worst
     scored = {name: c for name, c in clients.items() if "refused" not in c and name != "edgeflow"}
     if not scored:
         return ""
     name = max(scored, key=lambda n: scored[n]["drop_pp"])
     gated = [n for n, c in clients.items() if c.get("gated")]
-    how = f"gated: {', '.join(gated)}" if gated else "reported, not gated; --clients pycoral,mediapipe gates them"
-    return (f"worst client: {name}, top-1 {scored[name]['top1']:.4f}, drop {scored[name]['drop_pp']:.2f} pp against "
+    how = f"gated: {', '.join(gated)}" if gated else f"reported, not gated; --clients {hint} gates them"
+    return (f"worst client: {name}, {shown} {scored[name][key]:.4f}, drop {scored[name]['drop_pp']:.2f} pp against "
             f"the float model ({how})")
 
 

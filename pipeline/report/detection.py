@@ -1,12 +1,14 @@
 """The report's detection section: held-out COCO mAP, AP per class, and sample held-out images drawn with
 their true boxes (green) and the detector's (red), from RUN/heldout_detections.json; after parity, each
-model's precision-recall curve at IoU 0.5 and the held-out images where int8 (or the device) and float
-disagree. A run without detection scores has no such section (`applies` False)."""
+model's precision-recall curve at IoU 0.5, the int8 model as each client feeds it and the held-out images where
+int8 (or the device) and float disagree. A run without detection scores has no such section (`applies` False)."""
 from __future__ import annotations
 
 import json
 
+from pipeline.inference.parity_report import worst_client
 from pipeline.rundir.run import Run
+from pipeline.tasks.detect_parity import DETECT_WORST
 
 KEY = "heldout_detections"
 
@@ -25,7 +27,9 @@ def section(run: Run) -> dict:
     if run.has("parity_report"):
         report = json.loads(run.artifact("parity_report").read_text())
         if report.get("task") == "detect":
+            clients = report.get("clients") or {}  # a report from before the clients has none
             parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {},
+                      "clients": clients, "worst_client": worst_client(clients, DETECT_WORST),
                       "pr_curves": pr_curves(report["models"]),
                       "disagreements": None if "disagreements" not in report else  # an older report: not recorded
                       [{**d, "src": f"data:image/png;base64,{d['png']}"} for d in report["disagreements"]]}

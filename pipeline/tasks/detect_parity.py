@@ -8,6 +8,12 @@ The float SavedModel's boxes go through what TFLite_Detection_PostProcess does (
 class per box, class-agnostic non-maximum suppression, the op's thresholds), so the comparison is of the
 models, not of two post-processing recipes. Agreement: the share of the float model's detections scoring at
 least 0.4 (the clients' threshold) that the other model matches with IoU >= 0.5 and the same class.
+
+Each known detector client (pipeline/inference/client_scores.py DETECT_CLIENTS: edgeflow's contract, pycoral's
+detect_image.py letterbox, MediaPipe's ObjectDetector, Frigate's square region) gets a row of its own: the int8
+model on the int8 row's interpreter, fed each held-out file as that client feeds it, its boxes mapped back to the
+picture as that client maps them, scored as the int8 row is. The rows are reported; --clients pycoral,frigate
+gates the named ones' mAP@.5 drop like the int8 model's.
 """
 from __future__ import annotations
 
@@ -42,15 +48,17 @@ def metrics():
 
 
 def parity(config, run) -> Outcome:
+    from edge.bundle import image_file
     from edge.detect import open_detector
     from pipeline import gate
     from pipeline.console import native_quiet
-    from pipeline.detection.evaluate import evaluate
+    from pipeline.inference.client_scores import detect_clients, for_task
     from pipeline.rundir.files import json_bytes
 
-    if config.data is not None or config.clients:
-        raise ConfigError("--data and --clients apply to classification runs; a detection run's parity "
+    if config.data is not None:
+        raise ConfigError("--data applies to classification runs; a detection run's parity "
                           "compares its models on the recorded held-out images")
+    for_task(config.clients, "detect")  # a client detectors have none of: refused before any work
     missing = [key for key in MODELS.values() if not run.has(key)]
     if missing:
         raise ConfigError(f"{run.dir} has no {' or '.join(missing)}; run `pipeline export RUN` and `pipeline export RUN --int8` first")
@@ -71,20 +79,19 @@ def parity(config, run) -> Outcome:
         gated = (*GATED, name)
     models: Dict[str, dict] = {}
     for name, found in predictions.items():
-        scores = evaluate(examples, found, labels)
-        matched, total = agreement(predictions[REFERENCE], found)
-        models[name] = {"map": scores.map, "map50": scores.map50, "per_class": scores.as_dict()["per_class"],
-                        "agreement": matched / total if total else 1.0, "agree": matched, "detections": total,
-                        "images": len(examples), "precision_at_recall_50": precision_recall_50(examples, found, labels)}
+        models[name] = {**scored_entry(examples, found, predictions[REFERENCE], labels),
+                        "precision_at_recall_50": precision_recall_50(examples, found, labels)}
     if device is not None:
         models[name]["device"] = device
-    scored = {name: gate_scores(m) for name, m in models.items()}
-    limits = gate_limits(gate.GateLimits(config.max_drop, config.min_agreement, "map50", config.min_accuracy))
-    floor = NoSkillFloor(no_skill(examples, labels), limits.min_accuracy)
-    failures = gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=gated)
-    verdict = gate.record(limits, floor, list(models), failures, gated)
+    # The clients on the int8 row's own interpreter: only the feed and the way back differ. The files as the bundle ships them.
+    files = [image_file(i, e.id, e.image)[1] for i, e in enumerate(examples)]
+    found, refused = detect_clients(opened["int8_cpu"], files)
+    limits = gate.GateLimits(config.max_drop, config.min_agreement, "map50", config.min_accuracy)
+    clients, failures, verdict = judge(examples, labels, models, predictions[REFERENCE], found, refused,
+                                       for_task(config.clients, "detect"), limits, gated)
     shown = [name for name in predictions if name not in (REFERENCE, "float_tflite_cpu")]
-    report = {"task": "detect", "reference": REFERENCE, "models": models, "gate": verdict, "images": len(examples),
+    report = {"task": "detect", "reference": REFERENCE, "models": models, "clients": clients, "gate": verdict,
+              "images": len(examples),
               "objects": int(sum(len(e.boxes) for e in examples)),
               "disagreements": disagreements(examples, predictions[REFERENCE], {n: predictions[n] for n in shown}),
               "agreement": {"score_at_least": AGREEMENT_SCORE, "iou_at_least": AGREEMENT_IOU, "same_class": True}}
@@ -92,8 +99,54 @@ def parity(config, run) -> Outcome:
     with run.transaction() as t:
         t.write("parity_report", json_bytes(report))
         t.set("parity", {**{name: {k: m[k] for k in ("map", "map50", "agreement")} for name, m in models.items()},
+                         "clients": {name: ({"refused": c["refused"]} if "refused" in c else
+                                            {k: c[k] for k in ("map", "map50", "agreement", "drop_pp")}) | {"gated": c["gated"]}
+                                     for name, c in clients.items()},
                          "passed": not failures, "failures": failures})
     return Outcome(report_dir, report, failures)
+
+
+class Judged(NamedTuple):
+    clients: Dict[str, dict]  # report.json's "clients": each client's row (scored as a model is), or why it cannot feed
+    failures: List[str]
+    gate: dict  # gate.record
+
+
+def judge(examples: Sequence, labels: Sequence[str], models: Dict[str, dict], reference: Sequence, found: Dict[str, list],
+          refused: Dict[str, str], named: Sequence[str], limits, gated: Sequence[str]) -> Judged:
+    """The client rows and the gate's verdict: `models` (scored entries, the reference's among them) and each
+    client's detections (client_scores.detect_clients' `found` and `refused`) against the reference's, with the
+    user's `limits` on the models in `gated` and on the `named` clients (client_scores.for_task's names)."""
+    from pipeline import gate
+    from pipeline.inference.client_scores import DETECT_CLIENTS, gate_name
+
+    clients = {}
+    for name, client in DETECT_CLIENTS.items():
+        head = {"feed": client.says, "gated": name in named}
+        if name in refused:
+            clients[name] = {**head, "refused": refused[name]}
+            continue
+        entry = scored_entry(examples, found[name], reference, labels)
+        clients[name] = {**head, **entry, "drop_pp": (models[REFERENCE]["map50"] - entry["map50"]) * 100}
+    scored = {name: gate_scores(m) for name, m in models.items()}
+    scored.update({gate_name(c): gate_scores(clients[c]) for c in named if c not in refused})
+    gated = (*gated, *(gate_name(c) for c in named))
+    limits = gate_limits(limits)
+    floor = NoSkillFloor(no_skill(examples, labels), limits.min_accuracy)
+    failures = [f"{gate_name(c)}: cannot feed the model: {refused[c]}" for c in named if c in refused]
+    failures += gate.check(scored, limits, metrics(), floor, reference=REFERENCE, gated=gated)
+    return Judged(clients, failures, gate.record(limits, floor, [*models, *(gate_name(c) for c in named)], failures, gated))
+
+
+def scored_entry(examples: Sequence, found: Sequence, reference: Sequence, labels: Sequence[str]) -> dict:
+    """A model's (or a client's) detections scored: COCOeval's mAP, mAP@.5 and AP per class, and agreement with
+    the reference's detections."""
+    from pipeline.detection.evaluate import evaluate
+
+    scores = evaluate(examples, found, labels)
+    matched, total = agreement(reference, found)
+    return {"map": scores.map, "map50": scores.map50, "per_class": scores.as_dict()["per_class"],
+            "agreement": matched / total if total else 1.0, "agree": matched, "detections": total, "images": len(examples)}
 
 
 def detections(detector, pixels: Sequence[np.ndarray], ids: Sequence[str]) -> list:
@@ -200,13 +253,29 @@ class NoSkillFloor(NamedTuple):
 
 
 def summary_table(report: dict) -> str:
-    lines = [f"{'model':<18} {'mAP@.5':>8} {'mAP@[.5:.95]':>13} {'agreement':>10}"]
+    from pipeline.inference.parity_report import worst_client
+
+    lines = [f"{'model':<18} {'mAP@.5':>8} {'mAP@[.5:.95]':>13} {'agreement':>10} {'drop pp':>8}"]
+    reference = report["models"][report["reference"]]["map50"]
     for name, m in report["models"].items():
-        lines.append(f"{name:<18} {m['map50']:8.4f} {m['map']:13.4f} {m['agreement']:10.4f}")
+        lines.append(f"{name:<18} {m['map50']:8.4f} {m['map']:13.4f} {m['agreement']:10.4f} {(reference - m['map50']) * 100:8.2f}")
+    for name, c in report.get("clients", {}).items():  # a report from before the clients has none
+        label = f"int8 as {name}"
+        if "refused" in c:
+            lines.append(f"{label:<18} cannot feed the model: {c['refused']}")
+        else:
+            lines.append(f"{label:<18} {c['map50']:8.4f} {c['map']:13.4f} {c['agreement']:10.4f} {c['drop_pp']:8.2f}"
+                         + ("  (gated)" if c["gated"] else ""))
+    worst = worst_client(report.get("clients", {}), DETECT_WORST)
+    if worst:
+        lines.append(worst)
     g = report["gate"]
     lines.append(f"gate (mAP@.5 drop <= {g['max_drop_pp']:g} pp for {', '.join(g['applies_to'])}), floor {g['floor_rule']}: "
                  + ("PASSED" if g["passed"] else "FAILED: " + "; ".join(g["failures"])))
     return "\n".join(lines)
+
+
+DETECT_WORST = ("map50", "mAP@.5", "pycoral,mediapipe,frigate")  # worst_client's metric, its name, the --clients hint
 
 
 def _exact(value: float):
