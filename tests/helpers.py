@@ -57,11 +57,12 @@ def shape_image(label: int, rng: np.random.Generator, size: int = 40) -> np.ndar
 
 
 def write_kaggle_tfrecords(folder: Path, per_class: int = 40, files: int = 2, drop_feature: Optional[str] = None,
-                           corrupt_index: Optional[int] = None) -> str:
-    """TFRecords in the Kaggle TPU flowers schema (image JPEG bytes, class int64, id bytes); returns a glob."""
+                           corrupt_index: Optional[int] = None, seed: int = 0) -> str:
+    """TFRecords in the Kaggle TPU flowers schema (image JPEG bytes, class int64, id bytes); returns a glob.
+    Another `seed` draws other images (a held-out set)."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     examples = [(label, i) for i in range(per_class) for label in range(3)]
     writers = [tf.io.TFRecordWriter(str(folder / f"train-{k:02d}.tfrec")) for k in range(files)]
