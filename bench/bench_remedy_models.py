@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_remedy import REPO, export_and_parity, photo_folders, pipeline  # noqa: E402
 
 EXPORTS = ([], ["--per-tensor"])
-MODEL_OPTIONS = {"mobilenet_v2": ["--alpha", "1.0"]}
 
 
 def flower_records(runs: Path) -> tuple:
@@ -46,27 +45,31 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def train(runs: Path, data: str, model: str, size: int, seed: int, epochs: int) -> tuple:
+def model_label(model: str, alpha: float) -> str:
+    return model if alpha == 1.0 else f"{model}_a{alpha}"
+
+
+def train(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, alpha: float) -> tuple:
     if data == "photos":
         photos = photo_folders(runs)
         train_spec, val_spec = str(photos / "train"), str(photos / "val")
     else:
         train_spec, val_spec = flower_records(runs)
-    out = runs / data / f"{model}-{size}-s{seed}.trained"
+    out = runs / data / f"{model_label(model, alpha)}-{size}-s{seed}.trained"
     facts = out / "bench-train.json"
     if not facts.exists():
         start, before = time.monotonic(), load()
         pipeline("train", "--data", train_spec, "--val-data", val_spec, "--model", model,
-                 *MODEL_OPTIONS.get(model, []), "--image-size", str(size), "--epochs", str(epochs),
+                 *(["--alpha", str(alpha)] if model == "mobilenet_v2" else []), "--image-size", str(size), "--epochs", str(epochs),
                  "--seed", str(seed), "--out", str(out), "--no-tensorboard")
         facts.write_text(json.dumps({"seconds": round(time.monotonic() - start, 1), "load_before": before,
                                      "load_after": load()}))
     return out, json.loads(facts.read_text())
 
 
-def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: int) -> dict:
-    source, training = train(runs, data, model, size, seed, epochs)
-    case = {"data": data, "model": model, "size": size, "seed": seed, "epochs": epochs, "train": training,
+def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, alpha: float) -> dict:
+    source, training = train(runs, data, model, size, seed, epochs, alpha)
+    case = {"data": data, "model": model_label(model, alpha), "size": size, "seed": seed, "epochs": epochs, "train": training,
             "exports": []}
     for options in EXPORTS:
         stem = source.with_suffix("").name + "".join(options).replace("--", "-")
@@ -140,15 +143,16 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--alpha", type=float, default=1.0, help="mobilenet_v2's width multiplier")
     parser.add_argument("--write", action="store_true", help="rewrite the results from RUNS/cases/*.json")
     args = parser.parse_args()
     cases_dir = args.runs / "cases"
     cases_dir.mkdir(parents=True, exist_ok=True)
     if args.model:
         command = " ".join([".venv/bin/python", "bench/bench_remedy_models.py", *sys.argv[1:]])
-        case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs)
+        case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha)
         case["command"] = command
-        name = f"{args.data}-{args.model}-{args.size}-s{args.seed}"
+        name = f"{args.data}-{model_label(args.model, args.alpha)}-{args.size}-s{args.seed}"
         (cases_dir / f"{name}.json").write_text(json.dumps(case))
     if args.write:
         cases = [json.loads(p.read_text()) for p in sorted(cases_dir.glob("*.json"))]
