@@ -2,14 +2,14 @@
 nobody made for the purpose, export it as edgeflow does by default and per tensor, gate it, and run the ladder
 where the gate fails.
 
-    .venv/bin/python bench/bench_remedy_models.py --data photos --model xception [--seed 0] [--size 96]
+    .venv/bin/python bench/bench_remedy_models.py --data photos --model xception [--seed 0] [--size 96] [--alpha A]
     .venv/bin/python bench/bench_remedy_models.py --write            writes bench/results/remedy_models.md
 
 Data: `photos`, the camera-JPEG folders of tests/helpers.py (4 classes, 240 training JPEGs, 160 held-out), or
 `flowers`, TFRecords in the Kaggle TPU flowers schema from tests/helpers.py (3 classes, 240 training records
 seed 0, 180 held-out records seed 1). The model is trained once per (data, model, size, seed) into
-RUNS/DATA/MODEL-SIZE-sSEED.trained (15 epochs, `pipeline train --seed SEED`); for each export (defaults,
---per-tensor) one copy gets `pipeline export RUN --int8 OPTIONS` then `pipeline parity RUN` (default gate), and
+RUNS/DATA/MODEL-SIZE-sSEED.trained (15 epochs, `pipeline train --seed SEED`; mobilenet_v2 at --alpha, default
+1.0); for each export (defaults, --per-tensor, --per-tensor --calibration-samples 8) one copy gets `pipeline export RUN --int8 OPTIONS` then `pipeline parity RUN` (default gate), and
 when that fails, another copy gets the same with --remedy. Each case is saved as RUNS/cases/NAME.json as it ends.
 """
 from __future__ import annotations
