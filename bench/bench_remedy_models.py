@@ -70,13 +70,13 @@ def train(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, 
 
 
 def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, alpha: float,
-             earlier: dict) -> dict:
-    """Train (or reuse) the model and run every export of EXPORTS that `earlier` (this case's saved JSON) lacks."""
+             earlier: dict, exports: tuple = EXPORTS) -> dict:
+    """Train (or reuse) the model and run every export of `exports` that `earlier` (this case's saved JSON) lacks."""
     source, training = train(runs, data, model, size, seed, epochs, alpha)
     case = {"data": data, "model": model_label(model, alpha), "size": size, "seed": seed, "epochs": epochs, "train": training,
             "exports": list(earlier.get("exports", []))}
     done = [e["options"] for e in case["exports"]]
-    for options in (o for o in EXPORTS if o not in done):
+    for options in (o for o in exports if o not in done):
         stem = source.with_suffix("").name + "".join(options).replace("--", "-")
         entry = {"options": options, "load_before": load(),
                  "default": export_and_parity(source, source.parent / f"{stem}-default", options, remedy=False)}
@@ -149,6 +149,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--alpha", type=float, default=1.0, help="mobilenet_v2's width multiplier")
+    parser.add_argument("--options", default=None, help="one export's options instead of EXPORTS, e.g. "
+                        "'--per-tensor --calibration-samples 1'")
     parser.add_argument("--write", action="store_true", help="rewrite the results from RUNS/cases/*.json")
     args = parser.parse_args()
     cases_dir = args.runs / "cases"
@@ -157,7 +159,8 @@ def main() -> None:
         command = " ".join([".venv/bin/python", "bench/bench_remedy_models.py", *sys.argv[1:]])
         saved = cases_dir / f"{args.data}-{model_label(args.model, args.alpha)}-{args.size}-s{args.seed}.json"
         earlier = json.loads(saved.read_text()) if saved.exists() else {}
-        case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha, earlier)
+        case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha, earlier,
+                        (args.options.split(),) if args.options else EXPORTS)
         case["command"] = command
         saved.write_text(json.dumps(case))
     if args.write:
