@@ -88,6 +88,11 @@ def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: in
     return case
 
 
+def commands_of(case: dict) -> list:
+    """The commands that measured a saved case (cases saved before this list kept one, as "command")."""
+    return case.get("commands", [case["command"]] if "command" in case else [])
+
+
 def _gate(r: dict) -> str:
     return "pass" if r["passed"] else "**FAIL**"
 
@@ -161,11 +166,11 @@ def main() -> None:
         earlier = json.loads(saved.read_text()) if saved.exists() else {}
         case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha, earlier,
                         (args.options.split(),) if args.options else EXPORTS)
-        case["command"] = command
+        case["commands"] = commands_of(earlier) + [command]
         saved.write_text(json.dumps(case))
     if args.write:
         cases = [json.loads(p.read_text()) for p in sorted(cases_dir.glob("*.json"))]
-        write(cases, [c["command"] for c in cases])
+        write(cases, [c for case in cases for c in dict.fromkeys(commands_of(case))])
 
 
 if __name__ == "__main__":
