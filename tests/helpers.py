@@ -57,11 +57,12 @@ def shape_image(label: int, rng: np.random.Generator, size: int = 40) -> np.ndar
 
 
 def write_kaggle_tfrecords(folder: Path, per_class: int = 40, files: int = 2, drop_feature: Optional[str] = None,
-                           corrupt_index: Optional[int] = None) -> str:
-    """TFRecords in the Kaggle TPU flowers schema (image JPEG bytes, class int64, id bytes); returns a glob."""
+                           corrupt_index: Optional[int] = None, seed: int = 0) -> str:
+    """TFRecords in the Kaggle TPU flowers schema (image JPEG bytes, class int64, id bytes); returns a glob.
+    Another `seed` draws other images (a held-out set)."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     examples = [(label, i) for i in range(per_class) for label in range(3)]
     writers = [tf.io.TFRecordWriter(str(folder / f"train-{k:02d}.tfrec")) for k in range(files)]
@@ -219,3 +220,23 @@ def tensorboard_has_graph(log_dir: Path) -> bool:
 
     return any(event.HasField("graph_def") for events in Path(log_dir).glob("events.out.tfevents.*")
                for event in tf.compat.v1.train.summary_iterator(str(events)))
+
+
+def copy_of(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of a module's trained run in the test's own folder, so a test may change it freely."""
+    import shutil
+
+    return Path(shutil.copytree(run_dir, tmp_path / "run"))
+
+
+def black_frames(folder: Path, size: int, count: int = 4) -> Path:
+    """A .npy of `count` black uint8 frames [count, size, size, 3] (a camera before its exposure settles): as
+    calibration data they collapse every activation range, a real int8 failure the remedy ladder must repair."""
+    path = Path(folder) / "black.npy"
+    np.save(path, np.zeros((count, size, size, 3), np.uint8))
+    return path
+
+
+def manifest_of(run_dir: Path) -> dict:
+    """RUN's manifest.json as saved."""
+    return json.loads((Path(run_dir) / "manifest.json").read_text())

@@ -11,12 +11,10 @@ detector trained with defaults the same calibration drops mAP@.5 by 2.44 pp (ben
 """
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from tests.helpers import black_frames, copy_of, manifest_of
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
@@ -39,18 +37,12 @@ def trained_run(tmp_path_factory):
 
 @pytest.fixture()
 def run_copy(trained_run, tmp_path):
-    return Path(shutil.copytree(trained_run, tmp_path / "run"))
+    return copy_of(trained_run, tmp_path)
 
 
 @pytest.fixture()
 def black(tmp_path):
-    path = tmp_path / "black.npy"
-    np.save(path, np.zeros((4, SIZE, SIZE, 3), np.uint8))
-    return path
-
-
-def _manifest(run_dir: Path) -> dict:
-    return json.loads((run_dir / "manifest.json").read_text())
+    return black_frames(tmp_path, SIZE)
 
 
 def test_a_failing_detection_export_is_repaired_and_every_attempt_recorded(run_copy, black):
@@ -78,7 +70,7 @@ def test_a_failing_detection_export_is_repaired_and_every_attempt_recorded(run_c
         assert a["edgetpu"]["ops_on_edgetpu"] > 0 and not a["edgetpu"]["lowered"] and a["size_bytes"] > 0
     split = remedy["tuning_split"]
     assert split["views_per_image"] == 1 and split["scored"] == split["images"] == len(split["ids"])
-    manifest = _manifest(run_copy)
+    manifest = manifest_of(run_copy)
     assert manifest["remedy"] == remedy
     entry = manifest["artifacts"]["model_int8"]
     assert entry["remedy"] == chosen["remedy"]
@@ -101,7 +93,7 @@ def test_the_tuning_split_is_seeded_never_heldout_and_keeps_its_boxes(trained_ru
     task = tasks.of_run(run).tuning()
     first, again, other = task.split(run, 0), task.split(run, 0), task.split(run, 1)
     assert first.ids == again.ids and first.ids != other.ids
-    heldout = {digest for _, digest in _manifest(trained_run)["data"]["identity"]["heldout"]["examples"]}
+    heldout = {digest for _, digest in manifest_of(trained_run)["data"]["identity"]["heldout"]["examples"]}
     assert not {e.digest for e in first.truth} & heldout
     examples = training_examples(run)
     assert [examples[p].id for p in first.positions] == first.ids
@@ -123,11 +115,11 @@ def test_rungs_that_do_not_apply_to_a_detector_are_skipped_with_why_and_nothing_
     with pytest.raises(gate.GateFailed, match="no remedy passed"):  # what the command exits 1 with
         gate.enforce(list(result.failures))
     assert "nothing passed; kept the best attempt, none" in result.table
-    skipped = {s["remedy"]: s["why"] for s in _manifest(run_copy)["remedy"]["skipped"]}
+    skipped = {s["remedy"]: s["why"] for s in manifest_of(run_copy)["remedy"]["skipped"]}
     assert set(skipped) == {"equalize", "per-channel", "qat-2"}
     assert "per channel" in skipped["per-channel"] and "detector" in skipped["qat-2"]
     assert "qat-2        skipped: " in result.table
-    manifest = _manifest(run_copy)
+    manifest = manifest_of(run_copy)
     assert manifest["remedy"]["passed"] is False
     assert (run_copy / manifest["artifacts"]["model_int8"]["path"]).is_file()  # the best attempt is kept
 

@@ -7,12 +7,10 @@ almost nothing like the float one; calibrating again on training images (the lad
 """
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from tests.helpers import black_frames, copy_of, manifest_of
 
 pytestmark = pytest.mark.host
 
@@ -29,18 +27,12 @@ def trained_run(tmp_path_factory):
 
 @pytest.fixture()
 def run_copy(trained_run, tmp_path):
-    return Path(shutil.copytree(trained_run, tmp_path / "run"))
+    return copy_of(trained_run, tmp_path)
 
 
 @pytest.fixture()
 def black(tmp_path):
-    path = tmp_path / "black.npy"
-    np.save(path, np.zeros((4, SIZE, SIZE, 3), np.uint8))
-    return path
-
-
-def _manifest(run_dir: Path) -> dict:
-    return json.loads((run_dir / "manifest.json").read_text())
+    return black_frames(tmp_path, SIZE)
 
 
 def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, black):
@@ -56,7 +48,7 @@ def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, bl
     for a in attempts:
         assert set(a) >= {"remedy", "tuning", "passed", "edgetpu", "size_bytes", "seconds"}
     assert result.remedy["motivation"] and all("rmse_steps" in layer for layer in result.remedy["motivation"])
-    manifest = _manifest(run_copy)
+    manifest = manifest_of(run_copy)
     assert manifest["remedy"] == result.remedy
     assert manifest["artifacts"]["model_int8"]["remedy"] == result.remedy["chosen"]
     # The chosen rung calibrated on the training split without the tuning images.
@@ -113,13 +105,13 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
 
     # Only the rungs a per-channel export skips (equalization, per-channel): nothing else is tried.
     monkeypatch.setattr(remedy, "LADDER", tuple(r for r in remedy.LADDER if r.name in ("equalize", "per-channel")))
-    before = _manifest(run_copy)
+    before = manifest_of(run_copy)
     assert "model_int8" not in before["artifacts"]
     result = CliRunner().invoke(cli.main, ["export", str(run_copy), "--int8", "--remedy", "--calibration-data", str(black)])
     assert result.exit_code == 1, result.output
     assert "parity gate failed" in result.output and "no remedy passed" in result.output
     assert "nothing passed; kept the best attempt, none" in result.output
-    manifest = _manifest(run_copy)
+    manifest = manifest_of(run_copy)
     assert manifest["remedy"]["passed"] is False and manifest["remedy"]["chosen"] == "none"
     # The rungs that do not apply to a per-channel export are recorded and printed with why, not silently passed over.
     skipped = manifest["remedy"]["skipped"]
