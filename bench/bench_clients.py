@@ -177,7 +177,7 @@ def measure(name: str, run: Path, tmp: Path, envs: dict) -> dict:
         "pycoral classify_image.py, reproduced": clients.pycoral_classify,
         "MediaPipe ImageClassifier, reproduced": clients.mediapipe_classify,
         "pycoral detect_image.py letterbox (top-left), reproduced": lambda p, d: clients.pycoral_detect(p, d).tensor,
-        "Frigate square region (centred, black bars), approximate": clients.frigate_detect,
+        "Frigate whole-frame region (its calculate_region: frame on top or left, black beyond), approximate": clients.frigate_detect,
     }
     ties = {}
     rows = {label: answers_by_feed(model, images, feed, ties, label) for label, feed in feeds.items()}

@@ -5,7 +5,7 @@
     tensor = clients.pycoral_classify("cat.jpg", details)         # what pycoral's classify_image.py feeds
     tensor = clients.mediapipe_classify("cat.jpg", details)       # what MediaPipe's ImageClassifier feeds
     boxed = clients.pycoral_detect("street.jpg", details)         # detect_image.py: tensor and the box scale
-    tensor = clients.frigate_detect(frame_rgb, details, region)   # Frigate's SSD detector feed (approximate)
+    tensor = clients.frigate_detect(frame_rgb, details)           # Frigate's SSD feed of a whole frame (approximate)
     rows = clients.frigate_ssd_read(interpreter)                   # Frigate's SSD reading of a detector's outputs
     tensor = clients.edgeflow(path, details, contract)            # edgeflow's own pixel contract
     placed = clients.DETECTORS["pycoral"](path, details)          # a detector's input and the client's way back:
@@ -242,14 +242,6 @@ def mediapipe_classify(source: Union[Source, np.ndarray], details: Dict[str, Any
 # create_tensor_input, frigate/util/image.py yuv_crop_and_resize, frigate/detectors/plugins/edgetpu_tfl.py)
 
 
-def frigate_region(width: int, height: int) -> Tuple[int, int, int, int]:
-    """A square region around the whole picture, centred, as Frigate cuts around an object filling the frame:
-    side max(width, height); the part outside the frame is black."""
-    side = max(width, height)
-    x1, y1 = (width - side) // 2, (height - side) // 2
-    return x1, y1, x1 + side, y1 + side
-
-
 def _resize_linear(pixels: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     """cv2.resize(..., INTER_LINEAR) when OpenCV is importable; else bilinear with half-pixel centres and no
     antialiasing in float, rounded, which differs from OpenCV's 11-bit fixed point by at most a grey level or so."""
@@ -278,13 +270,13 @@ def _resize_linear(pixels: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     return np.clip(np.rint(top * (1 - fy)[:, None, None] + bottom * fy[:, None, None]), 0, 255).astype(np.uint8)
 
 
-def frigate_cut(pixels: np.ndarray, region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
+def frigate_cut(pixels: np.ndarray, region: Tuple[int, int, int, int]) -> np.ndarray:
     """The square Frigate cuts from an RGB frame for region (x1, y1, x2, y2): side (y2 - y1) rounded down to a
-    multiple of 4, the frame's pixels at their place in it, black outside the frame. Default: frigate_region."""
+    multiple of 4, the frame's pixels at their place in it, black outside the frame."""
     if pixels.ndim != 3 or pixels.shape[2] != 3 or pixels.dtype != np.uint8:
         raise InputError(f"frame {pixels.dtype} {list(pixels.shape)}, expected uint8 [height, width, 3] RGB")
     height, width = pixels.shape[:2]
-    x1, y1, x2, y2 = region if region is not None else frigate_region(width, height)
+    x1, y1, x2, y2 = region
     side = (y2 - y1) // 4 * 4
     if side <= 0 or x2 <= x1:
         raise InputError(f"region {(x1, y1, x2, y2)}, expected x1 < x2 and y1 < y2 (at least 4 pixels high)")
@@ -300,14 +292,15 @@ def frigate_detect(frame: Union[Source, np.ndarray], details: Dict[str, Any],
                    region: Optional[Tuple[int, int, int, int]] = None) -> np.ndarray:
     """Approximately the input Frigate's Edge TPU plugin feeds an SSD detector (model_type ssd, RGB).
 
-    Frigate cuts a square region from the camera frame (frigate_cut), converts it to RGB and stretches it to
+    Frigate cuts a square region from the camera frame (frigate_cut; by default the whole frame's region,
+    frigate_frame_region), converts it to RGB and stretches it to
     the model's width and height with cv2.resize INTER_LINEAR (no antialiasing); for an int8 input it flips the
     top bit (byte - 128). Not a reproduction: Frigate's frame is the camera's YUV 4:2:0 stream and this takes
     RGB pixels (or a file), so the chroma subsampling and BT.601 conversion are not modelled, and without
     OpenCV the resize is the float approximation of _resize_linear (within one grey level of OpenCV, tested)."""
     pixels = frame if isinstance(frame, np.ndarray) else np.asarray(_open(frame, "Frigate").convert("RGB"))
-    cut = frigate_cut(pixels, region)
     size = _size(details)
+    cut = frigate_cut(pixels, region if region is not None else frigate_frame_region(pixels.shape[1], pixels.shape[0], size))
     resized = cut if cut.shape[:2] == (size[1], size[0]) else _resize_linear(cut, size)
     dtype = np.dtype(details["dtype"])
     if dtype == np.int8:

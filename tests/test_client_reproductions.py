@@ -221,7 +221,7 @@ def test_frigate_resize_without_opencv_is_within_one_level_of_opencv(mediapipe_p
     worst = 0
     for i, path in enumerate(images[:4]):
         frame = np.asarray(Image.open(path).convert("RGB"))
-        region = clients.frigate_cut(frame)
+        region = clients.frigate_cut(frame, clients.frigate_frame_region(frame.shape[1], frame.shape[0], (48, 48)))
         for size in ((48, 48), (300, 300)):
             np.save(tmp_path / "src.npy", region)
             done = subprocess.run([mediapipe_python, "-c", _CV2_RESIZE, str(tmp_path / "src.npy"), str(tmp_path / "out.npy"),

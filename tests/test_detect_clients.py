@@ -65,7 +65,7 @@ print(json.dumps(answers))
 """
 
 # Frigate's reading on tflite_runtime (the interpreter its plugin imports first), fed as its SSD path feeds a
-# square region (edge.clients.frigate_detect; the region is the whole square image here).
+# whole frame's region (edge.clients.frigate_detect; the region is the whole square image here).
 _FRIGATE_DRIVER = r"""
 import json, sys
 from PIL import Image
@@ -77,7 +77,7 @@ details = interpreter.get_input_details()[0]
 answers = []
 for path in sys.argv[2:]:
     width, height = Image.open(path).size
-    x1, y1, x2, y2 = clients.frigate_region(width, height)
+    x1, y1, x2, y2 = clients.frigate_frame_region(width, height, (details["shape"][2], details["shape"][1]))
     interpreter.set_tensor(details["index"], clients.frigate_detect(path, details))
     interpreter.invoke()
     side = y2 - y1
@@ -110,14 +110,11 @@ print(json.dumps(answers))
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, session_folder):
-    """The two environments built while the detector trains (or while another worker trains it); the int8 file
-    alone in an empty folder."""
+    """The two environments (shared by the test session), the session's detector, and its int8 file alone in an
+    empty folder."""
     root = tmp_path_factory.mktemp("clients")
-    builds = {"edge-env": device_env.start_build("edge-env", root / "device"),
-              "mediapipe-env": device_env.start_build("mediapipe-env", root / "mediapipe")}
+    device, mediapipe = (device_env.shared_env(tmp_path_factory, script) for script in ("edge-env", "mediapipe-env"))
     trained = trained_once(session_folder, keras=False)
-    for script, proc in builds.items():
-        device_env.finish_build(script, proc)
     alone = root / "alone"
     alone.mkdir()
     model = alone / "detector_int8.tflite"
@@ -125,7 +122,7 @@ def setup(tmp_path_factory, session_folder):
     assert sorted(p.name for p in alone.iterdir()) == ["detector_int8.tflite"]
     wide = _wide_copies(trained.files, root / "wide")
     return SimpleNamespace(model=model, files=[str(f) for f in trained.files], labels=trained.labels, root=root,
-                           device=root / "device" / "bin", mediapipe=root / "mediapipe" / "bin" / "python",
+                           device=device / "bin", mediapipe=mediapipe / "bin" / "python",
                            heldout=trained.heldout, float=trained.float, wide=[str(f) for f in wide])
 
 

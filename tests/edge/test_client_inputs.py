@@ -167,7 +167,7 @@ def test_an_unreadable_file_is_named(tmp_path):
 def test_frigate_region_is_black_outside_the_frame_and_shifts_int8():
     frame = np.full((60, 100, 3), 200, np.uint8)
     details = {"shape": [1, 100, 100, 3], "dtype": np.uint8}
-    fed = clients.frigate_detect(frame, details)[0]  # region (0, -20, 100, 80): 20 black rows above, 20 below
-    assert (fed[:20] == 0).all() and (fed[20:80] == 200).all() and (fed[80:] == 0).all()
+    fed = clients.frigate_detect(frame, details)[0]  # region (0, 0, 100, 100): the frame on top, 40 black rows below
+    assert (fed[:60] == 200).all() and (fed[60:] == 0).all()
     shifted = clients.frigate_detect(frame, dict(details, dtype=np.int8))[0]
-    assert shifted.dtype == np.int8 and int(shifted[50, 50, 0]) == 200 - 128 and int(shifted[0, 0, 0]) == -128
+    assert shifted.dtype == np.int8 and int(shifted[50, 50, 0]) == 200 - 128 and int(shifted[99, 0, 0]) == -128
