@@ -1,8 +1,7 @@
 """Building the device environment (.ci/edge-env --make DIR) and the clients' ones for tests, with each way a
 build can end told apart.
 
-    edge = make_device_env(tmp / "venv") / "bin" / "edge"
-    python = shared_env(tmp_path_factory, "mediapipe-env") / "bin" / "python"   # once per pytest session
+    edge = shared_env(tmp_path_factory, "edge-env") / "bin" / "edge"   # built once per pytest session
 
 Exit 3 of .ci/edge-env has two causes that need opposite answers: no Python 3.9 on this machine (the
 test cannot run here: a skip naming that) and TensorFlow inside the device venv (the device side's
@@ -37,36 +36,24 @@ def judge(returncode: int, stderr: str, what: str = ".ci/edge-env") -> None:
     pytest.fail(f"{what} failed (exit {returncode}):\n{stderr.strip()[-2000:]}")
 
 
-def make_device_env(venv: Path, timeout: float = 900) -> Path:
-    """`.ci/edge-env --make VENV`; returns VENV (skips or fails by the cause when it cannot be built)."""
-    made = subprocess.run(["bash", str(REPO / ".ci" / "edge-env"), "--make", str(venv)], capture_output=True, text=True,
+def build(script: str, venv: Path, timeout: float = 900) -> Path:
+    """`.ci/SCRIPT --make VENV`; returns VENV, or skips or fails the test by the build's real cause."""
+    done = subprocess.run(["bash", str(REPO / ".ci" / script), "--make", str(venv)], capture_output=True, text=True,
                           timeout=timeout)
-    judge(made.returncode, made.stderr)
-    return venv
-
-
-def start_build(script: str, venv: Path) -> subprocess.Popen:
-    """Start `.ci/SCRIPT --make VENV` in the background (several environments build while a model trains)."""
-    return subprocess.Popen(["bash", str(REPO / ".ci" / script), "--make", str(venv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def finish_build(script: str, proc: subprocess.Popen, timeout: float = 900) -> None:
-    """Wait for a build from `start_build`; skip or fail by its real cause."""
-    _, err = proc.communicate(timeout=timeout)
     what = f".ci/{script}"
     if script == "edge-env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
-        judge(proc.returncode, err, what)
-        return
-    if proc.returncode == 3:  # the other scripts exit 3 only for a missing python3.11
-        pytest.skip(f"{what}: {err.strip()}")
-    if proc.returncode != 0 and unreached(err):
-        pytest.skip(f"{what}: the package registry could not be reached ({unreached(err)})")
-    assert proc.returncode == 0, f"{what} failed:\n{err[-2000:]}"
+        judge(done.returncode, done.stderr, what)
+        return venv
+    if done.returncode == 3:  # the other scripts exit 3 only for a missing python3.11
+        pytest.skip(f"{what}: {done.stderr.strip()}")
+    if done.returncode != 0 and unreached(done.stderr):
+        pytest.skip(f"{what}: the package registry could not be reached ({unreached(done.stderr)})")
+    assert done.returncode == 0, f"{what} failed:\n{done.stderr[-2000:]}"
+    return venv
 
 
 def shared_env(tmp_path_factory, script: str) -> Path:
     """The venv `.ci/SCRIPT --make` builds, built once per pytest session and shared by every xdist worker: the
     environments are the same for every test file that reads a model with them, only the models differ."""
     return built_once(session_root(tmp_path_factory) / script,
-                      lambda folder: finish_build(script, start_build(script, folder / "venv"))) / "venv"
+                      lambda folder: build(script, folder / "venv")) / "venv"
