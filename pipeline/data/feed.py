@@ -1,6 +1,7 @@
 """TPU-ready input pipelines: static batch shapes for training, every example once for evaluation."""
 from __future__ import annotations
 
+import os
 from typing import Tuple
 
 import numpy as np
@@ -43,6 +44,13 @@ def _with_options(ds: tf.data.Dataset) -> tf.data.Dataset:
     # Parse, select and decode are separate maps for clarity; fused, they cost a third less CPU
     # per example (measured in bench/results/train.md), which on a small host is training time.
     options.experimental_optimization.map_fusion = True
+    # No autotuning thread. An iterator's destructor waits for that thread, which can miss its cancellation (woken
+    # before the cancellation is marked, it sleeps out its optimization period, which doubles up to a minute): the
+    # training iterator, freed when model.fit returns, then held the process idle for 10-20 s in some runs. Without
+    # it the AUTOTUNE stages run at the host's core count (capped by TensorFlow's thread pool), the most autotuning
+    # would give one stage, and the AUTOTUNE prefetches still size their buffers themselves.
+    options.autotune.enabled = False
+    options.autotune.initial_parallelism = os.cpu_count() or 1
     return ds.with_options(options)
 
 
