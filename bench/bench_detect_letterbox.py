@@ -1,13 +1,14 @@
 """Does a detector trained with a share of letterboxed images find objects when pycoral's detect_image.py feeds it
 a picture that is not square (letterbox: the picture in the top-left corner, zeros right and below)?
 
-    .venv/bin/python bench/bench_detect_letterbox.py DIR
+    .venv/bin/python bench/bench_detect_letterbox.py DIR [--shares 0.5 1.0]
 
 1. Writes `shapes` (1,200 images, seed 0) widened to 16:9 as COCO in DIR/wide: each 128x128 picture on the left
    of a 128x228 canvas filled with its mean colour, every box kept whole.
 2. Trains two detectors on it with `pipeline train --task detect` defaults, side by side as processes: as the
    code trains (LETTERBOX_SHARE of pipeline/tasks/detect.py letterboxed, the rest stretched) and with the share
-   set to 0 in that process (every image stretched, the code before the share).
+   set to 0 in that process (every image stretched, the code before the share); with --shares, one more
+   detector per share given, the share set in its process the same way.
 3. Scores each run's recorded held-out images (wide) by COCOeval with both feeds: stretch (the pixel contract,
    Frigate's square region) and letterbox (pycoral's detect_image.py). Prints a markdown table.
 """
@@ -24,8 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-WITHOUT = ("import sys, pipeline.tasks.detect as d; d.LETTERBOX_SHARE = 0.0; from pipeline.cli import main; "
-           "main(sys.argv[1:])")
+WITH_SHARE = ("import sys, pipeline.tasks.detect as d; d.LETTERBOX_SHARE = {share!r}; from pipeline.cli import main; "
+              "main(sys.argv[1:])")
 
 
 def write_wide(folder: Path) -> Path:
@@ -74,12 +75,21 @@ def scores(run_dir: Path) -> dict:
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--shares", type=float, nargs="*", default=[], help="more letterbox shares to train with")
+    args = parser.parse_args()
+    out = args.dir
     data = write_wide(out / "wide")
     train = ["train", "--task", "detect", "--data", str(data), "--no-tensorboard", "--out"]
-    runs = {"with the share (as trained now)": out / "with", "share 0 (every image stretched)": out / "without"}
+    runs = {"with the share (as trained now)": out / "with", "share 0 (every image stretched)": out / "without",
+            **{f"share {share:g}": out / f"share{share:g}" for share in args.shares}}
+    shares = {"share 0 (every image stretched)": 0.0, **{f"share {share:g}": share for share in args.shares}}
     procs = [subprocess.Popen([sys.executable, "-m", "pipeline", *train, str(runs["with the share (as trained now)"])], cwd=REPO),
-             subprocess.Popen([sys.executable, "-c", WITHOUT, *train, str(runs["share 0 (every image stretched)"])], cwd=REPO)]
+             *[subprocess.Popen([sys.executable, "-c", WITH_SHARE.format(share=share), *train, str(runs[name])], cwd=REPO)
+               for name, share in shares.items()]]
     if any(p.wait() for p in procs):
         sys.exit("a training failed")
     from pipeline.tasks.detect import LETTERBOX_SHARE
