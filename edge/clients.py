@@ -377,25 +377,13 @@ class Placed(NamedTuple):
 def edgeflow_detect(source: Union[Source, np.ndarray], details: Dict[str, Any], contract: Any) -> Placed:
     """`edge detect`'s feed (the model's pixel contract: a stretch, a JPEG decoded at its reduced scale) and its way
     back: each box clipped to the input, then scaled to the picture in float."""
-    if isinstance(source, np.ndarray):
-        size = (int(source.shape[1]), int(source.shape[0]))
-    else:  # the header only: the contract decodes the file its own way
-        image = _open(source, "edgeflow") if not isinstance(source, (str, Path, bytes)) else None
-        size = image.size if image is not None else _header_size(source)
+    from edge.detect import image_size
+
+    if isinstance(source, (str, Path, bytes, np.ndarray)):
+        size = image_size(source)  # the header only: the contract decodes the file its own way
+    else:
+        size = _open(source, "edgeflow").size
     return Placed(edgeflow(source, details, contract), partial(_stretched_back, size=size), size)
-
-
-def _header_size(source: Union[str, Path, bytes]) -> Tuple[int, int]:
-    from PIL import Image, UnidentifiedImageError
-
-    name = str(source) if not isinstance(source, bytes) else "image bytes"
-    try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
-            return image.size
-    except FileNotFoundError as err:
-        raise InputError(f"image {name} not found") from err
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise InputError(f"cannot read image {name} for edgeflow: {err}; expected a PNG, JPEG, BMP or GIF file") from err
 
 
 def _stretched_back(boxes: np.ndarray, size: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray]:
