@@ -13,7 +13,7 @@ CLIENTS (classifiers) and DETECT_CLIENTS (detectors) are the tables: a new clien
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -106,26 +106,37 @@ def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
     """[N, classes] scores per client on the held-out files through `runner`'s interpreter, and, for a client
     that cannot feed this model or one of these files, the one-line reason (its row then holds no scores)."""
     interpreter = runner.interpreter
+    answers, refused = _each_client(interpreter, names, files,
+                                    lambda name, data, details: (CLIENTS[name].feed(data, details, contract), None),
+                                    lambda _: get_scores(interpreter))
+    return {name: np.stack(rows).astype(np.float32) for name, rows in answers.items()}, refused
+
+
+def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
+                 feed: Callable[[str, bytes, Dict[str, Any]], Tuple[np.ndarray, Any]],
+                 read: Callable[[Any], Any]) -> Tuple[Dict[str, list], Dict[str, str]]:
+    """Per client name, read(fed) after each file is fed as feed(name, file, input details) -> (tensor, fed) and
+    invoked; a client that cannot feed the model or one of the files gets the one-line reason instead, naming the
+    held-out image."""
     details = input_details(interpreter)
-    scores: Dict[str, np.ndarray] = {}
+    answers: Dict[str, list] = {}
     refused: Dict[str, str] = {}
     for name in names:
-        feed = CLIENTS[name].feed
-        rows: List[np.ndarray] = []
+        rows = []
         try:
             for i, data in enumerate(files):
                 try:
-                    tensor = feed(data, details, contract)
+                    tensor, fed = feed(name, data, details)
                 except InputError as err:
                     raise InputError(f"held-out image {i}: {err}") from err
                 interpreter.set_tensor(details["index"], tensor)
                 invoke(interpreter, f"held-out image {i} as {name} feeds it")
-                rows.append(get_scores(interpreter))
+                rows.append(read(fed))
         except InputError as err:
             refused[name] = str(err)
             continue
-        scores[name] = np.stack(rows).astype(np.float32)
-    return scores, refused
+        answers[name] = rows
+    return answers, refused
 
 
 def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] = tuple(DETECT_CLIENTS)
@@ -142,29 +153,18 @@ def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] =
     from pipeline.detection.evaluate import Detections
 
     interpreter = detector.runner.interpreter
-    details = input_details(interpreter)
     contract = detector.runner.contract
-    found: Dict[str, list] = {}
-    refused: Dict[str, str] = {}
-    for name in names:
-        place = DETECT_CLIENTS[name].place
-        rows = []
-        try:
-            for i, data in enumerate(files):
-                try:
-                    placed = place(data, details, contract)
-                except InputError as err:
-                    raise InputError(f"held-out image {i}: {err}") from err
-                interpreter.set_tensor(details["index"], placed.tensor)
-                invoke(interpreter, f"held-out image {i} as {name} feeds it")
-                raw = get_raw(interpreter, detector.indices)
-                boxes, kept = placed.to_image(raw.boxes)
-                width, height = placed.size
-                xmin, ymin, xmax, ymax = (boxes[kept].T / np.array([[width], [height], [width], [height]], np.float64))
-                rows.append(Detections(np.stack([ymin, xmin, ymax, xmax], axis=1).astype(np.float32).reshape(-1, 4),
-                                       np.rint(raw.classes[kept]).astype(np.int32), raw.scores[kept].astype(np.float32)))
-        except InputError as err:
-            refused[name] = str(err)
-            continue
-        found[name] = rows
-    return found, refused
+
+    def placed(name: str, data: bytes, details: Dict[str, Any]):
+        place = DETECT_CLIENTS[name].place(data, details, contract)
+        return place.tensor, place
+
+    def objects(place) -> Detections:
+        raw = get_raw(interpreter, detector.indices)
+        boxes, kept = place.to_image(raw.boxes)
+        width, height = place.size
+        xmin, ymin, xmax, ymax = (boxes[kept].T / np.array([[width], [height], [width], [height]], np.float64))
+        return Detections(np.stack([ymin, xmin, ymax, xmax], axis=1).astype(np.float32).reshape(-1, 4),
+                          np.rint(raw.classes[kept]).astype(np.int32), raw.scores[kept].astype(np.float32))
+
+    return _each_client(interpreter, names, files, placed, objects)
