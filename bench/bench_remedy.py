@@ -117,17 +117,22 @@ def write(results: list, command: str) -> None:
         split = ladder["tuning_split"]
         lines += [f"{r['model']} {' '.join(r['options']) or '(defaults)'}, tuning split {split['images']} images x "
                   f"{split.get('views_per_image', 1)} views = {split.get('scored', split['images'])} scored:", "",
-                  "| remedy | tuning top-1 | tuning agreement | gate | Edge TPU ops | bytes | seconds |", "|---|---|---|---|---|---|---|"]
-        for a in ladder["attempts"]:
-            if a.get("error"):
-                lines.append(f"| {a['remedy']} | could not make a model: {a['error'][:120]} | | | | | {a['seconds']} |")
-                continue
-            lines.append(f"| {a['remedy']} | {a['tuning']['top1']:.4f} | {a['tuning']['agreement']:.4f} | "
-                         f"{'pass' if a['passed'] else ('mapping lowered' if a['edgetpu']['lowered'] else 'fail')} | "
-                         f"{a['edgetpu']['ops_on_edgetpu']}/{a['edgetpu']['total_ops']} | {a['size_bytes']:,} | {a['seconds']} |")
-        lines.append("")
+                  *ladder_table(ladder), ""]
     (REPO / "bench" / "results" / "remedy_bench.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def ladder_table(ladder: dict) -> list:
+    """The manifest's remedy ladder as markdown lines: each attempt on the tuning split, then each skipped rung."""
+    lines = ["| remedy | tuning top-1 | tuning agreement | gate | Edge TPU ops | bytes | seconds |", "|---|---|---|---|---|---|---|"]
+    for a in ladder["attempts"]:
+        if a.get("error"):
+            lines.append(f"| {a['remedy']} | could not make a model: {a['error'][:120]} | | | | | {a['seconds']} |")
+            continue
+        lines.append(f"| {a['remedy']} | {a['tuning']['top1']:.4f} | {a['tuning']['agreement']:.4f} | "
+                     f"{'pass' if a['passed'] else ('mapping lowered' if a['edgetpu']['lowered'] else 'fail')} | "
+                     f"{a['edgetpu']['ops_on_edgetpu']}/{a['edgetpu']['total_ops']} | {a['size_bytes']:,} | {a['seconds']} |")
+    return lines + [f"| {s['remedy']} | skipped: {s['why']} | | | | | |" for s in ladder.get("skipped", [])]
 
 
 def main() -> None:

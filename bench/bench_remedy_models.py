@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_remedy import REPO, export_and_parity, photo_folders, pipeline  # noqa: E402
+from bench_remedy import REPO, export_and_parity, ladder_table, photo_folders, pipeline  # noqa: E402
 
 # The default export, per-tensor weights, and per-tensor on the user's 8 calibration images (the failing
 # non-default case of bench/results/remedy.md), for where the first two pass.
@@ -131,16 +131,7 @@ def write(cases: list, commands: list) -> None:
                       f"(as asked: {e['default']['export_seconds']} s). Chosen: **{ladder['chosen']}**; its held-out "
                       f"(`pipeline parity`): int8 {m['int8']:.4f}, drop {m['drop_pp']:.2f} pp, agreement "
                       f"{m['agreement']:.4f} ({m['agree']}/{m['images']}), gate {_gate(m)}.", "",
-                      "| rung | tuning top-1 | tuning agreement | tuning gate | Edge TPU ops | bytes | seconds |",
-                      "|---|---|---|---|---|---|---|"]
-            for a in ladder["attempts"]:
-                if a.get("error"):
-                    lines.append(f"| {a['remedy']} | could not make a model: {a['error'][:100]} | | | | | {a['seconds']} |")
-                    continue
-                lines.append(f"| {a['remedy']} | {a['tuning']['top1']:.4f} | {a['tuning']['agreement']:.4f} | "
-                             f"{'pass' if a['passed'] else ('mapping lowered' if a['edgetpu']['lowered'] else 'fail')} | "
-                             f"{a['edgetpu']['ops_on_edgetpu']}/{a['edgetpu']['total_ops']} | {a['size_bytes']:,} | {a['seconds']} |")
-            lines += [f"| {s['remedy']} | skipped: {s['why']} | | | | | |" for s in ladder.get("skipped", [])]
+                      *ladder_table(ladder)]
     (REPO / "bench" / "results" / "remedy_models.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
