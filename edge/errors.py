@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from typing import Any, Callable, Type
+from typing import Any, Callable, List, Type
 
 
 class EdgeError(Exception):
@@ -75,10 +75,13 @@ def exits_cleanly(*error_types: Type[Exception]) -> Callable[[Callable[..., Any]
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             import signal
 
+            _stops.clear()  # a command starts unstopped (tests run several in one process)
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, _raise_terminated)
+                if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where Ctrl-C is ignored
+                    signal.signal(signal.SIGINT, _raise_interrupted)
             try:
-                return command(*args, **kwargs)
+                result = command(*args, **kwargs)
             except error_types as err:
                 _fail(f"error: {err}", getattr(err, "exit_code", 1))
             except OSError as err:
@@ -87,14 +90,38 @@ def exits_cleanly(*error_types: Type[Exception]) -> Callable[[Callable[..., Any]
                 _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
             except Terminated:
                 _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
+            if _stops:  # the stop's exception was swallowed on its way; the command then finished its work
+                interrupted = _stops[0] is KeyboardInterrupt
+                _fail(f"{'interrupted (Ctrl-C)' if interrupted else 'terminated (SIGTERM)'} as the command finished: "
+                      "what it wrote is complete", 130 if interrupted else Terminated.exit_code)
+            return result
 
         return wrapper
 
     return decorate
 
 
+# The stops whose exception was raised. Python runs a signal's handler wherever the main thread is, a finalizer
+# (`__del__`, a weakref callback) included, and there it prints the exception and drops it: the command would go on
+# as if never stopped. What is recorded here is raised again by `raise_if_stopped` and reported when the command ends.
+_stops: List[Type[BaseException]] = []
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
+    _stops.append(Terminated)
     raise Terminated()
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    _stops.append(KeyboardInterrupt)
+    raise KeyboardInterrupt()
+
+
+def raise_if_stopped() -> None:
+    """Raise Ctrl-C's or SIGTERM's exception again if one was raised before: a long loop calls this at its steps,
+    so a stop a finalizer swallowed still ends it at the next step."""
+    if _stops:
+        raise _stops[0]()
 
 
 def _fail(message: str, code: int) -> None:

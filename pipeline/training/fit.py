@@ -14,6 +14,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from edge.errors import raise_if_stopped
 from pipeline.errors import ConfigError, DataError
 from pipeline.training import batchnorm, strategy as strategy_mod, transfer
 from pipeline.training import logs as train_logs
@@ -59,6 +60,7 @@ def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, st
             with chosen.strategy.scope():  # trainable changes take effect when the model is compiled again
                 compile_model(model, config, chosen, task, config.fine_tune_learning_rate if phase.name == "fine_tune" else None)
         callbacks = [
+            StopsAtTheNextStep(),
             *statistics.callbacks,  # before the checkpoint: each epoch's holds the statistics its validation used
             *([] if phase.name == "fine_tune" else [keras.callbacks.LearningRateScheduler(config.schedule)]),
             train_logs.LearningRateLog(),
@@ -79,6 +81,21 @@ def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, st
         except tf.errors.InvalidArgumentError as err:
             raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
     return model, epoch_log.history(), built.weights, statistics.record()
+
+
+class StopsAtTheNextStep(keras.callbacks.Callback):
+    """Ends training at the next step after Ctrl-C or SIGTERM, should a finalizer have swallowed the signal's
+    exception (edge.errors.raise_if_stopped); without it, training would run its remaining epochs."""
+
+    def __init__(self):
+        super().__init__()
+        self._supports_tf_logs = True  # the logs are not read: Keras need not copy them to NumPy every step
+
+    def on_train_batch_end(self, batch, logs=None):
+        raise_if_stopped()
+
+    def on_test_batch_end(self, batch, logs=None):
+        raise_if_stopped()
 
 
 def compile_model(model, config, chosen, task, learning_rate: Optional[float] = None) -> None:

@@ -1,6 +1,7 @@
-"""A signal delivered at one exact moment: the instant a temporary file or folder has been made.
+"""A signal delivered at one exact moment: the instant a temporary file or folder has been made, or inside a
+finalizer.
 
-That instant is where a signal used to leave a temporary behind (CI once saw a lock holder's `.tmp` stay after
+The first instant is where a signal used to leave a temporary behind (CI once saw a lock holder's `.tmp` stay after
 a SIGTERM); a test that waits for a `.tmp` to appear and then signals hits it only by chance. Shared by the
 device tests (edge.atomic) and the host's (the run's lock, staged folders).
 """
@@ -8,9 +9,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Type
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Terminated(Exception):
@@ -41,3 +48,23 @@ def signal_when_made(monkeypatch, maker: str, signum: int) -> Iterator[Type[Base
     finally:
         monkeypatch.setattr(tempfile, maker, real)
         signal.signal(signal.SIGTERM, previous)
+
+
+# `SignalsWhenFreed()`, freed at once, sends the signal to its own process and runs Python steps before returning:
+# the handler runs inside the finalizer, where Python prints the exception it raises and drops it.
+_SIGNALS_WHEN_FREED = """
+import os, signal
+
+class SignalsWhenFreed:
+    def __del__(self):
+        os.kill(os.getpid(), signal.{signum})
+        for _ in range(10000):
+            pass
+"""
+
+
+def run_with_signal_in_finalizer(script: str, signum: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `script` (indented as in a test is fine) in a new interpreter, in the repository, with `SignalsWhenFreed`
+    defined; `signum` is "SIGTERM" or "SIGINT"."""
+    source = _SIGNALS_WHEN_FREED.format(signum=signum) + textwrap.dedent(script)
+    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=REPO, timeout=timeout)
