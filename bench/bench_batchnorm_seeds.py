@@ -39,9 +39,9 @@ def train_one(spec: list) -> None:
                                 model_options=tuple(sorted(options.items())), epochs=EPOCHS), Path(out))
 
 
-def estimate_noise(run: str) -> dict:
+def estimate_noise(run: str, batch_counts=ESTIMATE_BATCHES) -> dict:
     """In a fresh process: held-out accuracy of the run's saved model after re-estimating its statistics
-    with each batch count and shuffle."""
+    with each batch count and shuffle, from the run's training split."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     sys.path.insert(0, str(REPO))
     import numpy as np
@@ -54,16 +54,16 @@ def estimate_noise(run: str) -> dict:
 
     recorded = Run.open(Path(run))
     model = keras.models.load_model(str(recorded.artifact("keras_model")))
-    source = data_mod.open_source(recorded.data.train_spec)
     images, labels = data_mod.load_split(recorded, "heldout")
     size = recorded.image_size
-    train_ds = source.training_dataset(size, source.indices("all"))
+    train_source, train_indices = data_mod.resolve_split(recorded, "train")
+    train_ds = train_source.training_dataset(size, train_indices)
 
     def correct() -> int:
         return int((model.predict(images.astype(np.float32), verbose=0).argmax(1) == labels).sum())
 
     out = {"saved": correct()}
-    for batches in ESTIMATE_BATCHES:
+    for batches in batch_counts:
         out[batches] = []
         for shuffle in range(SHUFFLES):
             batchnorm.Reestimator(model, tf.distribute.get_strategy(),
@@ -136,7 +136,7 @@ def write(histories, noise) -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--train":
         train_one(json.loads(sys.argv[2]))
-    elif len(sys.argv) == 3 and sys.argv[1] == "--noise":
-        print(json.dumps(estimate_noise(sys.argv[2])))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--noise":  # --noise RUN [BATCHES...]: that run's spread alone
+        print(json.dumps(estimate_noise(sys.argv[2], [int(b) for b in sys.argv[3:]] or ESTIMATE_BATCHES)))
     else:
         main()

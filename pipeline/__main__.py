@@ -6,8 +6,6 @@ as it does once a command runs (edge.errors.exits_cleanly), not with a traceback
 import os
 import sys
 
-STOPPED = (130, 143)  # Ctrl-C, SIGTERM (edge.errors.exits_cleanly)
-
 
 def main() -> None:
     try:
@@ -17,17 +15,19 @@ def main() -> None:
         sys.exit(130)
     try:
         command()
-    except SystemExit as done:
-        if done.code in STOPPED:
-            _end_now(done.code)
+    except SystemExit as done:  # click ends every command so, 0 included
+        if done.code is None or isinstance(done.code, int):
+            _end_now(done.code or 0)
         raise
 
 
 def _end_now(code: int) -> None:
-    """A stopped command has rolled back and said so: the process ends now, without the interpreter's teardown.
-    That teardown would wait for library threads the user just asked to stop, and once in the fault battery
-    (tests/test_faults.py) it aborted in native code after a clean Ctrl-C ("Fatal Python error:
-    PyThreadState_Get ... Python runtime state: finalizing", exit 134 instead of 130)."""
+    """A command that has ended (done, refused, or stopped and rolled back) ends the process now, without the
+    interpreter's teardown: what it wrote is already durable (fsynced, committed) and its own files closed, and
+    what it said is flushed here. The teardown frees TensorFlow's objects one by one, about 1 s after a training
+    (bench/results/train.md, step 4); after a stop it would wait for library threads the user just asked to stop,
+    and once in the fault battery (tests/test_faults.py) it aborted in native code after a clean Ctrl-C ("Fatal
+    Python error: PyThreadState_Get ... Python runtime state: finalizing", exit 134 instead of 130)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
