@@ -25,6 +25,15 @@ def test_qat_uses_the_recorded_global_batch(exported_run, monkeypatch):
     assert seen == {"batch_size": 32}
 
 
+def test_qat_traces_its_training_step_once(exported_run):
+    """A step that makes variables (a metric made from its name in the first step) is traced twice."""
+    from pipeline.quant import qat
+    from pipeline.rundir.run import Run
+
+    model = qat.fine_tune(Run.open(exported_run), epochs=1)
+    assert model.train_function.experimental_get_tracing_count() == 1
+
+
 @pytest.mark.parametrize("training", [{}, {"global_batch": 0}, {"global_batch": "32"}, {"batch_size": 64}])
 def test_qat_refuses_a_manifest_without_the_global_batch(exported_run, training):
     from pipeline.errors import ManifestError

@@ -93,10 +93,9 @@ def fine_tune(run: Run, epochs: int, seed: int = 0) -> "keras.Model":
     images, labels = load_split(run, "train")
     keras.utils.set_random_seed(seed)
     # Default strategy: a few epochs on one machine; the run's distributed setup is not needed here.
-    qat_model.compile(
-        optimizer=keras.optimizers.Adam(LEARNING_RATE),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-    )
+    # A training step that makes variables is traced twice: so no metric (nothing reads one, and Keras makes it in
+    # the first step) and the optimizer's slots made before the step.
+    qat_model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss="sparse_categorical_crossentropy")
+    qat_model.optimizer.build(qat_model.trainable_variables)
     qat_model.fit(images.astype(np.float32), labels, batch_size=batch, epochs=epochs, shuffle=True, verbose=0)
     return qat_model
