@@ -30,54 +30,18 @@ sys.path.insert(0, str(REPO))
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 THRESHOLD = 0.005
 
-# detect_image.py as a program, once per file; its RESULTS lines parsed into (id, score, xmin, ymin, xmax, ymax).
-PYCORAL_DRIVER = r"""
-import contextlib, io, json, re, runpy, sys
-script, model, threshold, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-answers = []
-for path in files:
-    sys.argv = [script, "-m", model, "-i", path, "-c", "1", "-t", threshold]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        runpy.run_path(script, run_name="__main__")
-    text = out.getvalue().split("-------RESULTS--------", 1)[1]
-    found = []
-    for cls, score, box in re.findall(r"id:\s+(\d+)\s+score:\s+([0-9.eE+-]+)\s+bbox:\s+BBox\(([^)]*)\)", text):
-        b = dict(kv.split("=") for kv in box.replace(" ", "").split(","))
-        found.append([int(cls), float(score), *(float(b[k]) for k in ("xmin", "ymin", "xmax", "ymax"))])
-    answers.append(found)
-print(json.dumps(answers))
-"""
-
-MEDIAPIPE_DRIVER = r"""
-import json, sys
-import mediapipe as mp
-from mediapipe.tasks.python import vision
-from mediapipe.tasks.python.core.base_options import BaseOptions
-model, threshold, labels, files = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(","), sys.argv[4:]
-options = vision.ObjectDetectorOptions(base_options=BaseOptions(model_asset_path=model), score_threshold=threshold)
-answers = []
-with vision.ObjectDetector.create_from_options(options) as detector:
-    for path in files:
-        found = []
-        for d in detector.detect(mp.Image.create_from_file(path)).detections:
-            b, c = d.bounding_box, d.categories[0]
-            found.append([labels.index(c.category_name), c.score, b.origin_x, b.origin_y, b.origin_x + b.width, b.origin_y + b.height])
-        answers.append(found)
-print(json.dumps(answers))
-"""
-
 
 def as_detections(answers, examples, side=None):
-    """Printed pixel boxes (xmin, ymin, xmax, ymax) as Detections normalized to each picture (to the fitted square of
-    SIDE pixels when given: the stretch maps normalized coordinates to the picture's as they are)."""
+    """The drivers' objects (tests/detect_drivers.py: pixel boxes xmin, ymin, xmax, ymax) as Detections normalized to
+    each picture (to the fitted square of SIDE pixels when given: the stretch maps normalized coordinates to the
+    picture's as they are)."""
     import numpy as np
 
     from pipeline.detection.evaluate import Detections
 
     out = []
     for found, e in zip(answers, examples):
-        rows = np.array(found, np.float64).reshape(-1, 6)
+        rows = np.array([[o["id"], o["score"], *o["box"]] for o in found], np.float64).reshape(-1, 6)
         height, width = (side, side) if side else (e.height, e.width)
         boxes = rows[:, [3, 2, 5, 4]] / np.array([height, width, height, width], np.float64)
         out.append(Detections(boxes.astype(np.float32), rows[:, 0].astype(np.int32), rows[:, 1].astype(np.float32)))
@@ -109,6 +73,7 @@ def main() -> None:
     from pipeline.detection.evaluate import evaluate
     from pipeline.detection.heldout import recorded_heldout
     from pipeline.rundir.run import Run
+    from tests import detect_drivers
 
     run = Run.open(Path(args.run))
     report = json.loads(run.artifact("parity_report").read_text())
@@ -134,10 +99,12 @@ def main() -> None:
             fitted.append(out)
         real, given = {}, {}
         for into, inputs in ((real, files), (given, fitted)):
-            into["pycoral"] = run_driver(args.device_python, PYCORAL_DRIVER, [PYCORAL / "detect_image.py", model, THRESHOLD, *inputs],
+            into["pycoral"] = run_driver(args.device_python, detect_drivers.PYCORAL,
+                                         [PYCORAL / "detect_image.py", model, THRESHOLD, *inputs],
                                          model.parent, dict(os.environ, PYTHONPATH=str(PYCORAL)))
-            into["mediapipe"] = run_driver(args.mediapipe_python, MEDIAPIPE_DRIVER,
-                                           [model, THRESHOLD, ",".join(run.labels), *inputs], model.parent)
+            found = run_driver(args.mediapipe_python, detect_drivers.MEDIAPIPE, [model, THRESHOLD, *inputs], model.parent)
+            # MediaPipe names the class (from the packed label file): its id is the name's place in the run's labels.
+            into["mediapipe"] = [[{**o, "id": run.labels.index(o["label"])} for o in image] for image in found]
     models, rows = report["models"], report["clients"]
     print(f"{len(examples)} held-out images; float SavedModel mAP@.5 {models['float_savedmodel']['map50']:.4f}, "
           f"parity int8 {models['int8_cpu']['map50']:.4f} (mAP@[.5:.95] {models['int8_cpu']['map']:.4f})\n")

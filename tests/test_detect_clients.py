@@ -33,7 +33,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests import device_env
+from tests import detect_drivers, device_env
 from tests.detect_trained import trained_once
 from tests.helpers import REPO, quiet_env
 
@@ -43,26 +43,6 @@ PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 THRESHOLD = 0.4  # pycoral's detect_image.py default and Frigate's fixed min_score
 MARGIN = 0.05
 MIN_IOU = 0.9
-
-# pycoral's detect_image.py run as a program (runpy, as `python detect_image.py -m MODEL -i IMAGE` does), once per
-# image; its RESULTS section prints, per object, the id (no labels file), "  id: ", "  score: ", "  bbox: BBox(...)".
-_PYCORAL_DRIVER = r"""
-import contextlib, io, json, re, runpy, sys
-script, model, images = sys.argv[1], sys.argv[2], sys.argv[3:]
-answers = []
-for image in images:
-    sys.argv = [script, "-m", model, "-i", image, "-c", "1"]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        runpy.run_path(script, run_name="__main__")
-    text = out.getvalue().split("-------RESULTS--------", 1)[1]
-    found = []
-    for cls, score, box in re.findall(r"id:\s+(\d+)\s+score:\s+([0-9.eE+-]+)\s+bbox:\s+BBox\(([^)]*)\)", text):
-        b = dict(kv.split("=") for kv in box.replace(" ", "").split(","))
-        found.append({"id": int(cls), "score": float(score), "box": [float(b[k]) for k in ("xmin", "ymin", "xmax", "ymax")]})
-    answers.append(found)
-print(json.dumps(answers))
-"""
 
 # Frigate's reading on tflite_runtime (the interpreter its plugin imports first), fed as its SSD path feeds a
 # whole frame's region (edge.clients.frigate_detect; the region is the whole square image here).
@@ -87,25 +67,6 @@ for path in sys.argv[2:]:
     answers.append(found)
 print(json.dumps(answers))
 """
-
-_MEDIAPIPE_DRIVER = r"""
-import json, sys
-import mediapipe as mp
-from mediapipe.tasks.python import vision
-from mediapipe.tasks.python.core.base_options import BaseOptions
-options = vision.ObjectDetectorOptions(base_options=BaseOptions(model_asset_path=sys.argv[1]), score_threshold=float(sys.argv[2]))
-answers = []
-with vision.ObjectDetector.create_from_options(options) as detector:
-    for path in sys.argv[3:]:
-        found = []
-        for d in detector.detect(mp.Image.create_from_file(path)).detections:
-            b, c = d.bounding_box, d.categories[0]
-            found.append({"id": c.index, "label": c.category_name, "score": c.score,
-                          "box": [b.origin_x, b.origin_y, b.origin_x + b.width, b.origin_y + b.height]})
-        answers.append(found)
-print(json.dumps(answers))
-"""
-
 
 
 @pytest.fixture(scope="module")
@@ -201,9 +162,9 @@ def _same_objects(name: str, reference, answers, rounding=None) -> int:
 def pycoral_printed(setup):
     """What pycoral's own detect_image.py prints for each held-out file, then for each 16:9 copy."""
     driver = setup.root / "pycoral_driver.py"
-    driver.write_text(_PYCORAL_DRIVER)
+    driver.write_text(detect_drivers.PYCORAL)
     env_python = setup.device / "python"
-    done = subprocess.run([str(env_python), str(driver), str(PYCORAL / "detect_image.py"), str(setup.model), *setup.files,
+    done = subprocess.run([str(env_python), str(driver), str(PYCORAL / "detect_image.py"), str(setup.model), "", *setup.files,
                            *setup.wide], capture_output=True, text=True, timeout=900, cwd=setup.model.parent,
                           env=quiet_env(PYTHONPATH=str(PYCORAL)))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -215,7 +176,7 @@ def pycoral_printed(setup):
 def mediapipe_printed(setup):
     """What MediaPipe's ObjectDetector finds (score >= 0.4) in each held-out file, then in each 16:9 copy; ids from names."""
     driver = setup.root / "mediapipe_driver.py"
-    driver.write_text(_MEDIAPIPE_DRIVER)
+    driver.write_text(detect_drivers.MEDIAPIPE)
     answers = json.loads(_run([setup.mediapipe, driver, setup.model, THRESHOLD, *setup.files, *setup.wide],
                               setup.model.parent).strip().splitlines()[-1])
     names = {o["label"] for image in answers for o in image}
