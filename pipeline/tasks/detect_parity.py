@@ -58,7 +58,7 @@ def parity(config, run) -> Outcome:
     if config.data is not None:
         raise ConfigError("--data applies to classification runs; a detection run's parity "
                           "compares its models on the recorded held-out images")
-    for_task(config.clients, "detect")  # a client detectors have none of: refused before any work
+    named = for_task(config.clients, "detect")  # a client detectors have none of: refused before any work
     missing = [key for key in MODELS.values() if not run.has(key)]
     if missing:
         raise ConfigError(f"{run.dir} has no {' or '.join(missing)}; run `pipeline export RUN` and `pipeline export RUN --int8` first")
@@ -87,8 +87,7 @@ def parity(config, run) -> Outcome:
     files = [image_file(i, e.id, e.image)[1] for i, e in enumerate(examples)]
     found, refused = detect_clients(opened["int8_cpu"], files)
     limits = gate.GateLimits(config.max_drop, config.min_agreement, "map50", config.min_accuracy)
-    clients, failures, verdict = judge(examples, labels, models, predictions[REFERENCE], found, refused,
-                                       for_task(config.clients, "detect"), limits, gated)
+    clients, failures, verdict = judge(examples, labels, models, predictions[REFERENCE], found, refused, named, limits, gated)
     shown = [name for name in predictions if name not in (REFERENCE, "float_tflite_cpu")]
     report = {"task": "detect", "reference": REFERENCE, "models": models, "clients": clients, "gate": verdict,
               "images": len(examples),
