@@ -72,6 +72,18 @@ def _mobilenet_v3(kind: str):
     return builder
 
 
+def _efficientnet_b0(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
+    """EfficientNetB0, Keras' application: swish activations and squeeze-excite blocks (a sigmoid gate
+    multiplied into each block's channels)."""
+    # The base gets raw pixels, not preprocess(): Keras' EfficientNet starts with its own Rescaling(1/255)
+    # and Normalization (ImageNet's mean and variance, loaded with its weights), the input its ImageNet
+    # weights were trained behind; [-1, 1] would reach them as a near-constant image. Those layers are the
+    # model's first, in place of preprocess(); the int8 export only needs the model to take raw pixels.
+    base = keras.applications.EfficientNetB0(input_shape=tuple(inputs.shape[1:]), include_top=False,
+                                             weights=keras_weights(imagenet))
+    return _classifier_head(base(inputs), num_classes, dropout), base
+
+
 def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
     base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False,
@@ -88,6 +100,7 @@ _REGISTRY: Dict[str, _Entry] = {
     "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
     "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout",)),
     "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout",)),
+    "efficientnet_b0": _Entry(_efficientnet_b0, default_size=224, min_size=32, options=("dropout",)),
     "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)
