@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--option", action="append", default=[], help="a model option KEY=VALUE (the config file's "
                         "model_options), e.g. minimalistic=0; repeatable")
     parser.add_argument("--options", default=None, help="one export's options instead of EXPORTS, e.g. "
-                        "'--per-tensor --calibration-samples 1'")
+                        "'--per-tensor --calibration-samples 1'; '' for the default export alone")
     parser.add_argument("--write", action="store_true", help="rewrite the results from RUNS/cases/*.json")
     args = parser.parse_args()
     cases_dir = args.runs / "cases"
@@ -208,7 +208,7 @@ def main() -> None:
         saved = cases_dir / f"{args.data}-{model_label(args.model, args.alpha, options)}-{args.size}-s{args.seed}.json"
         earlier = json.loads(saved.read_text()) if saved.exists() else {}
         case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha, options, earlier,
-                        (args.options.split(),) if args.options else EXPORTS)
+                        (args.options.split(),) if args.options is not None else EXPORTS)
         case["commands"] = commands_of(earlier) + [command]
         saved.write_text(json.dumps(case))
     if args.write:
