@@ -23,6 +23,7 @@ class _Entry(NamedTuple):
     options: Tuple[str, ...]  # keyword options the builder takes; anything else is refused, not dropped
     pretrained_base: bool = True  # a Keras application base with ImageNet weights (--weights imagenet, --frozen-epochs)
     choices: Mapping[str, Tuple[float, ...]] = {}  # options that are switches: the only values they take
+    first_layers: str = "Rescaling(1/127.5, offset=-1)"  # what the model does to raw pixels first (the manifest says)
 
 
 def preprocess(inputs):
@@ -108,7 +109,8 @@ _REGISTRY: Dict[str, _Entry] = {
                                  choices={"minimalistic": _SWITCH}),
     "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout", "minimalistic"),
                                  choices={"minimalistic": _SWITCH}),
-    "efficientnet_b0": _Entry(_efficientnet_b0, default_size=224, min_size=32, options=("dropout",)),
+    "efficientnet_b0": _Entry(_efficientnet_b0, default_size=224, min_size=32, options=("dropout",),
+                              first_layers="Keras EfficientNet's Rescaling(1/255) and Normalization (ImageNet mean and std with ImageNet weights)"),
     "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)
@@ -131,6 +133,11 @@ def min_image_size(name: str) -> int:
 def model_options(name: str) -> Tuple[str, ...]:
     """The options model `name` takes (e.g. ('alpha', 'dropout') for mobilenet_v2)."""
     return _entry(name).options
+
+
+def in_model_preprocessing(name: str) -> str:
+    """How model `name` turns the raw RGB pixels 0..255 it takes into its first layer's input, in words."""
+    return f"{_entry(name).first_layers}: the model takes raw RGB pixels 0..255"
 
 
 def has_base(name: str) -> bool:

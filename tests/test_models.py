@@ -29,6 +29,8 @@ def test_efficientnet_takes_raw_pixels_through_its_own_first_layers():
     base = next(layer for layer in model.layers if isinstance(layer, keras.Model))
     first = [type(layer).__name__ for layer in base.layers[1:3]]
     assert first == ["Rescaling", "Normalization"] and base.layers[1].scale == 1.0 / 255.0
+    assert models.in_model_preprocessing("efficientnet_b0").startswith("Keras EfficientNet's Rescaling(1/255)")
+    assert models.in_model_preprocessing("mobilenet_v2").startswith("Rescaling(1/127.5, offset=-1)")  # the manifest says
     assert any(layer.name.endswith("se_excite") for layer in base.layers)  # squeeze-excite, not a lookalike
     scores = model(np.full((2, 32, 32, 3), 255.0, np.float32)).numpy()
     assert scores.shape == (2, 4) and scores.dtype == np.float32
