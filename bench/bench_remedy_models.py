@@ -92,8 +92,9 @@ def train(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, 
 
 
 def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: int, alpha: float, options: dict,
-             earlier: dict, exports: tuple = EXPORTS) -> dict:
-    """Train (or reuse) the model and run every export of `exports` that `earlier` (this case's saved JSON) lacks."""
+             earlier: dict, exports: tuple = EXPORTS, remedy: bool = True) -> dict:
+    """Train (or reuse) the model and run every export of `exports` that `earlier` (this case's saved JSON) lacks;
+    with `remedy`, a failing export is run again with --remedy."""
     source, training = train(runs, data, model, size, seed, epochs, alpha, options)
     case = {"data": data, "model": model_label(model, alpha, options), "size": size, "seed": seed, "epochs": epochs, "train": training,
             "exports": list(earlier.get("exports", []))}
@@ -102,7 +103,7 @@ def one_case(runs: Path, data: str, model: str, size: int, seed: int, epochs: in
         stem = source.with_suffix("").name + "".join(options).replace("--", "-")
         entry = {"options": options, "load_before": load(),
                  "default": export_and_parity(source, source.parent / f"{stem}-default", options, remedy=False)}
-        if not entry["default"]["passed"]:
+        if remedy and not entry["default"]["passed"]:
             entry["remedy"] = export_and_parity(source, source.parent / f"{stem}-remedy", options, remedy=True)
         entry["load_after"] = load()
         case["exports"].append(entry)
@@ -198,6 +199,7 @@ def main() -> None:
                         "model_options), e.g. minimalistic=0; repeatable")
     parser.add_argument("--options", default=None, help="one export's options instead of EXPORTS, e.g. "
                         "'--per-tensor --calibration-samples 1'; '' for the default export alone")
+    parser.add_argument("--no-remedy", action="store_true", help="gate each export only; no --remedy run where it fails")
     parser.add_argument("--write", action="store_true", help="rewrite the results from RUNS/cases/*.json")
     args = parser.parse_args()
     cases_dir = args.runs / "cases"
@@ -208,7 +210,7 @@ def main() -> None:
         saved = cases_dir / f"{args.data}-{model_label(args.model, args.alpha, options)}-{args.size}-s{args.seed}.json"
         earlier = json.loads(saved.read_text()) if saved.exists() else {}
         case = one_case(args.runs, args.data, args.model, args.size, args.seed, args.epochs, args.alpha, options, earlier,
-                        (args.options.split(),) if args.options is not None else EXPORTS)
+                        (args.options.split(),) if args.options is not None else EXPORTS, remedy=not args.no_remedy)
         case["commands"] = commands_of(earlier) + [command]
         saved.write_text(json.dumps(case))
     if args.write:
