@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -150,7 +151,9 @@ def write(cases: list, commands: list) -> None:
     lines = ["# Registry models against the default int8 gate (`pipeline export RUN --int8` then `pipeline parity RUN`)", "",
              "Commands:", "", *[f"    {c}" for c in commands], "",
              f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
-             f"{os.cpu_count()} CPUs shared with other helpers' jobs (load averages per row).", "", "```", *cpu, "```", "",
+             f"{os.cpu_count()} CPUs shared with other helpers' jobs (load averages per row)."
+             + (" Rows, commands and ladders of cases this checkout's runs do not hold are kept as the earlier file had them "
+                "(measured earlier, on the same kind of machine)." if old_rows else ""), "", "```", *cpu, "```", "",
              "Gate (defaults): top-1 drop <= 1 pp and agreement >= 0.98. photos: 160 held-out JPEGs (1 image = 0.625 pp); "
              "flowers: 180 held-out records (1 image = 0.556 pp). max |Δscore|: largest difference of a class score, "
              "int8 vs float SavedModel, over the held-out images.", "",
@@ -175,7 +178,7 @@ def write(cases: list, commands: list) -> None:
             ladder = m["ladder"]
             split = ladder["tuning_split"]
             lines += ["", f"### Ladder: {c['data']} {c['model']} {c['size']} px seed {c['seed']}, "
-                      f"`--int8 {' '.join(e['options'])} --remedy`", "",
+                      f"`{' '.join(['--int8', *e['options'], '--remedy'])}`", "",
                       f"Tuning split: {split['images']} training images x {split.get('views_per_image', 1)} views = "
                       f"{split.get('scored', split['images'])} scored. Export exit {m['exit']}, {m['export_seconds']} s "
                       f"(as asked: {e['default']['export_seconds']} s). Chosen: **{ladder['chosen']}**; its held-out "
@@ -205,7 +208,7 @@ def main() -> None:
     cases_dir = args.runs / "cases"
     cases_dir.mkdir(parents=True, exist_ok=True)
     if args.model:
-        command = " ".join([".venv/bin/python", "bench/bench_remedy_models.py", *sys.argv[1:]])
+        command = shlex.join([".venv/bin/python", "bench/bench_remedy_models.py", *sys.argv[1:]])
         options = model_options(args.option)
         saved = cases_dir / f"{args.data}-{model_label(args.model, args.alpha, options)}-{args.size}-s{args.seed}.json"
         earlier = json.loads(saved.read_text()) if saved.exists() else {}
