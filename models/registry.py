@@ -22,6 +22,8 @@ class _Entry(NamedTuple):
     min_size: int  # smallest size the architecture accepts
     options: Tuple[str, ...]  # keyword options the builder takes; anything else is refused, not dropped
     pretrained_base: bool = True  # a Keras application base with ImageNet weights (--weights imagenet, --frozen-epochs)
+    choices: Mapping[str, Tuple[float, ...]] = {}  # options that are switches: the only values they take
+    first_layers: str = "Rescaling(1/127.5, offset=-1)"  # what the model does to raw pixels first (the manifest says)
 
 
 def preprocess(inputs):
@@ -58,18 +60,33 @@ def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, 
 
 
 def _mobilenet_v3(kind: str):
-    """MobileNetV3 Small or Large, Keras' minimalistic variant: ReLU and 3x3 kernels, no hard-swish and
-    no squeeze-excite (Keras' MobileNetV3 docs); tests/test_compile.py checks that every op maps."""
+    """MobileNetV3 Small or Large. minimalistic=1 (the default): Keras' minimalistic variant, ReLU and 3x3
+    kernels, no hard-swish and no squeeze-excite (Keras' MobileNetV3 docs), every op on the Edge TPU
+    (tests/test_compile.py). minimalistic=0: the full variant, hard-swish and squeeze-excite, for a CPU
+    board: the Edge TPU has no HARD_SWISH, so the compiler leaves the rest of the model on the CPU."""
     application = keras.applications.MobileNetV3Small if kind == "small" else keras.applications.MobileNetV3Large
 
-    def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
+    def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2, minimalistic: float = 1):
         # include_preprocessing=False: our own Rescaling layer is the model's first, as in every model.
+        # Keras picks the ImageNet file of the variant asked for (minimalistic or not).
         base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=keras_weights(imagenet),
-                           minimalistic=True, include_preprocessing=False)
+                           minimalistic=bool(minimalistic), include_preprocessing=False)
         return _classifier_head(base(preprocess(inputs)), num_classes, dropout), base
 
     builder.__doc__ = _mobilenet_v3.__doc__
     return builder
+
+
+def _efficientnet_b0(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
+    """EfficientNetB0, Keras' application: swish activations and squeeze-excite blocks (a sigmoid gate
+    multiplied into each block's channels)."""
+    # The base gets raw pixels, not preprocess(): Keras' EfficientNet starts with its own Rescaling(1/255)
+    # and Normalization (ImageNet's mean and variance, loaded with its weights), the input its ImageNet
+    # weights were trained behind; [-1, 1] would reach them as a near-constant image. Those layers are the
+    # model's first, in place of preprocess(); the int8 export only needs the model to take raw pixels.
+    base = keras.applications.EfficientNetB0(input_shape=tuple(inputs.shape[1:]), include_top=False,
+                                             weights=keras_weights(imagenet))
+    return _classifier_head(base(inputs), num_classes, dropout), base
 
 
 def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
@@ -83,11 +100,17 @@ def keras_weights(imagenet: bool):
     return pretrained.IMAGENET if imagenet else None
 
 
+_SWITCH = (0, 1)  # an option that is a switch, as a number (model options are numbers in a config file)
+
 _REGISTRY: Dict[str, _Entry] = {
     "small_cnn": _Entry(_small_cnn, default_size=32, min_size=8, options=("width", "dropout"), pretrained_base=False),
     "mobilenet_v2": _Entry(_mobilenet_v2, default_size=224, min_size=32, options=("alpha", "dropout")),
-    "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout",)),
-    "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout",)),
+    "mobilenet_v3_small": _Entry(_mobilenet_v3("small"), default_size=224, min_size=32, options=("dropout", "minimalistic"),
+                                 choices={"minimalistic": _SWITCH}),
+    "mobilenet_v3_large": _Entry(_mobilenet_v3("large"), default_size=224, min_size=32, options=("dropout", "minimalistic"),
+                                 choices={"minimalistic": _SWITCH}),
+    "efficientnet_b0": _Entry(_efficientnet_b0, default_size=224, min_size=32, options=("dropout",),
+                              first_layers="Keras EfficientNet's Rescaling(1/255) and Normalization (ImageNet mean and std with ImageNet weights)"),
     "xception": _Entry(_xception, default_size=299, min_size=71, options=("dropout",)),
 }
 MODEL_NAMES = tuple(_REGISTRY)
@@ -112,14 +135,20 @@ def model_options(name: str) -> Tuple[str, ...]:
     return _entry(name).options
 
 
+def in_model_preprocessing(name: str) -> str:
+    """How model `name` turns the raw RGB pixels 0..255 it takes into its first layer's input, in words."""
+    return f"{_entry(name).first_layers}: the model takes raw RGB pixels 0..255"
+
+
 def has_base(name: str) -> bool:
     """Whether model `name` is a base network plus a head (what --frozen-epochs freezes)."""
     return _entry(name).pretrained_base
 
 
 def check_options(name: str, options: Mapping[str, object]) -> None:
-    """Refuse options model `name` does not take, naming the ones it does (ValueError)."""
-    taken = _entry(name).options
+    """Refuse options model `name` does not take, naming the ones it does, and values they do not take (ValueError)."""
+    entry = _entry(name)
+    taken = entry.options
     unknown = sorted(set(options) - set(taken))
     if unknown:
         raise ValueError(
@@ -129,6 +158,9 @@ def check_options(name: str, options: Mapping[str, object]) -> None:
     for key, value in options.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"model option {key}={value!r} for {name}, expected a number")
+        allowed = entry.choices.get(key)
+        if allowed is not None and value not in allowed:
+            raise ValueError(f"model option {key}={value!r} for {name}, expected {' or '.join(map(str, allowed))}")
 
 
 def check_weights_file(path) -> Path:

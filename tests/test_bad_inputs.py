@@ -55,6 +55,9 @@ TRAIN_CASES = {
     "misspelled model option in a config": (
         lambda t: ["--config", _config(t, model="mobilenet_v2", image_size=32, model_options={"alhpa": 0.35})],
         ["model mobilenet_v2 does not take option 'alhpa'; it takes alpha, dropout"]),
+    "minimalistic neither 0 nor 1": (
+        lambda t: ["--config", _config(t, model="mobilenet_v3_small", image_size=32, model_options={"minimalistic": 2})],
+        ["model option minimalistic=2 for mobilenet_v3_small, expected 0 or 1"]),
     "random bytes as weights": (
         lambda t: ["--weights", _junk(t, "w.h5", np.random.default_rng(0).bytes(4096))],
         ["w.h5 is not an HDF5 file", "expected Keras weights"]),

@@ -341,7 +341,7 @@ def test_real_compiler(run_copy):
 # Smallest sizes each architecture accepts keep this affordable on a 2-core CPU; the ops the
 # converter emits do not depend on the input size.
 BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "mobilenet_v3_small": (32, ()),
-            "mobilenet_v3_large": (32, ()), "xception": (71, ())}
+            "mobilenet_v3_large": (32, ()), "xception": (71, ()), "efficientnet_b0": (32, ())}
 
 
 @pytest.mark.host
@@ -363,6 +363,27 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     assert result.exit_code == 0, result.output
     prediction = preflight.analyze(run_dir / "model_int8.tflite")
     assert prediction.fully_mapped, preflight.table(prediction)
+
+
+@pytest.mark.host
+def test_full_mobilenet_v3_is_predicted_to_leave_the_edge_tpu_at_its_first_hard_swish(tmp_path):
+    """minimalistic=0 is for CPU boards: the pre-flight says so, and --require-full-mapping refuses it."""
+    import models
+    from pipeline.edgetpu import preflight
+    from tests.helpers import int8_tflite
+
+    model = tmp_path / "mobilenet_v3_small_full.tflite"
+    model.write_bytes(int8_tflite(models.build("mobilenet_v3_small", 3, 32, minimalistic=0), 32))
+    prediction = preflight.analyze(model)
+    first = prediction.first_fallback
+    assert first is not None and first.op == "HARD_SWISH" and "HARD_SWISH" in first.reason
+    assert not any(r.op == "HARD_SWISH" for r in prediction.rows if r.index < first.index)
+    # Everything before the first HARD_SWISH maps, it and everything after it stay on the CPU.
+    assert [r.on_edgetpu for r in prediction.rows] == [r.index < first.index for r in prediction.rows]
+    assert 0 < prediction.ops_on_edgetpu < prediction.ops_on_cpu
+    result = _compile(model, "--check-only", "--require-full-mapping")
+    assert result.exit_code == 1 and "--require-full-mapping: not every op maps" in result.output
+    assert f"falls back to the CPU from op {first.index} HARD_SWISH" in result.output
 
 
 def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():

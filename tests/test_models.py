@@ -18,6 +18,52 @@ def test_models_take_raw_pixels_and_give_probabilities(name, size, options):
     np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
 
 
+def test_efficientnet_takes_raw_pixels_through_its_own_first_layers():
+    """Keras' EfficientNet normalizes 0..255 pixels itself, as its ImageNet weights expect: no preprocess layer."""
+    import tf_keras as keras
+
+    import models
+
+    model = models.build("efficientnet_b0", 4, 32)
+    assert not any(layer.name == "preprocess" for layer in model.layers)
+    base = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+    first = [type(layer).__name__ for layer in base.layers[1:3]]
+    assert first == ["Rescaling", "Normalization"] and base.layers[1].scale == 1.0 / 255.0
+    assert models.in_model_preprocessing("efficientnet_b0").startswith("Keras EfficientNet's Rescaling(1/255)")
+    assert models.in_model_preprocessing("mobilenet_v2").startswith("Rescaling(1/127.5, offset=-1)")  # the manifest says
+    assert any(layer.name.endswith("se_excite") for layer in base.layers)  # squeeze-excite, not a lookalike
+    scores = model(np.full((2, 32, 32, 3), 255.0, np.float32)).numpy()
+    assert scores.shape == (2, 4) and scores.dtype == np.float32
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["small", "large"])
+def test_mobilenet_v3_minimalistic_switch(kind):
+    """Default (1): the minimalistic model, as before the option; 0: hard-swish and squeeze-excite."""
+    import tf_keras as keras
+
+    import models
+
+    def base_layers(**options):
+        model = models.build(f"mobilenet_v3_{kind}", 3, 32, **options)
+        base = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+        # Kinds and weight shapes: some layer names count the models built so far.
+        return [(type(layer).__name__, [w.shape for w in layer.weights]) for layer in base.layers]
+
+    default, minimalistic, full = base_layers(), base_layers(minimalistic=1), base_layers(minimalistic=0)
+    assert default == minimalistic
+    assert ("Multiply", []) not in default  # no squeeze-excite, no hard-swish
+    assert ("Multiply", []) in full and len(full) > len(default)
+
+
+@pytest.mark.parametrize("value", [2, 0.5, -1])
+def test_minimalistic_takes_only_0_or_1(value):
+    import models
+
+    with pytest.raises(ValueError, match=f"minimalistic={value} for mobilenet_v3_large, expected 0 or 1"):
+        models.check_options("mobilenet_v3_large", {"minimalistic": value})
+
+
 def test_local_weights_are_loaded(tmp_path):
     import models
 

@@ -33,6 +33,25 @@ def test_imagenet_offline_exits_1_naming_the_cache_file_and_url(tmp_path):
     assert_nothing_kept(run)
 
 
+@pytest.mark.parametrize("name, options, file, url", [
+    ("efficientnet_b0", {}, "efficientnetb0_notop.h5", "https://storage.googleapis.com/keras-applications/efficientnetb0_notop.h5"),
+    ("mobilenet_v3_small", {"minimalistic": 0}, "weights_mobilenet_v3_small_224_1.0_float_no_top_v2.h5",
+     "https://storage.googleapis.com/tensorflow/keras-applications/mobilenet_v3/weights_mobilenet_v3_small_224_1.0_float_no_top_v2.h5"),
+])
+def test_imagenet_offline_names_each_models_own_file(name, options, file, url, tmp_path, monkeypatch):
+    """The same offline error for the newer builders; the full MobileNetV3 asks for its own (not minimalistic) file."""
+    import models
+
+    (tmp_path / "home" / ".keras").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for proxy in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
+    with pytest.raises(models.WeightsUnavailable) as err:
+        models.build(name, 3, 32, weights="imagenet", **options)
+    assert f"place it at {tmp_path / 'home' / '.keras' / 'models' / file}" in str(err.value)
+    assert f"download {url} " in str(err.value)
+
+
 def test_small_cnn_has_no_imagenet_weights():
     import models
 

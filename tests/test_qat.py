@@ -71,3 +71,21 @@ def test_qat_wraps_a_nested_keras_application_after_flattening_it():
     wrapped = [l for l in qat_model.layers if type(l).__name__ == "QuantizeWrapperV2"]
     assert len(convs) > 50 and len(wrapped) >= len(convs)
     assert qat_model.predict(images, verbose=0).shape == (4, 3)
+
+
+def test_qat_wraps_efficientnet_with_its_normalization_and_squeeze_excite():
+    """tfmot's default scheme refuses EfficientNet's Normalization and the squeeze-excite Multiply; each gets an
+    output quantizer alone, so the model can be wrapped, and the wrapped model runs."""
+    import numpy as np
+
+    from models import registry
+    from pipeline.quant import flatten, qat
+
+    model = registry.build("efficientnet_b0", 3, 32)
+    qat_model = qat.quantize_aware(model)
+    kinds = {type(l.layer).__name__ for l in qat_model.layers if type(l).__name__ == "QuantizeWrapperV2"}
+    assert {"Normalization", "Multiply", "Rescaling", "Conv2D", "DepthwiseConv2D"} <= kinds
+    assert len(qat_model.layers) == len(flatten.flatten(model).layers) + 1  # + tfmot's input QuantizeLayer
+    images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3)).astype(np.float32)
+    scores = qat_model(images, training=False).numpy()
+    assert scores.shape == (4, 3) and np.all(np.isfinite(scores))

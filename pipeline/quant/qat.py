@@ -2,9 +2,10 @@
 
     pipeline export runs/digits --int8 --qat-epochs 2
 
-The models start with a Rescaling layer, which tfmot has no default quantize config for; it gets
-`RescalingQuantizeConfig` below (no weights, its output fake-quantized like any activation), so
-the converted model still takes raw pixels with a (1.0, 0) uint8 input. Everything else, the
+The models start with a Rescaling layer (EfficientNet with Rescaling and Normalization), which tfmot has no
+default quantize config for; it gets `RescalingQuantizeConfig` below (no weights, its output fake-quantized
+like any activation), so the converted model still takes raw pixels with a (1.0, 0) uint8 input; so does a
+squeeze-excite block's Multiply. Everything else, the
 softmax included, uses tfmot's default 8-bit scheme. tfmot annotates layer by layer and refuses a Keras
 application nested as one layer (MobileNetV2's base), so such a model is flattened into one graph first.
 """
@@ -36,7 +37,8 @@ def _rescaling_config_class():
     quant = _tfmot().quantization.keras
 
     class RescalingQuantizeConfig(quant.QuantizeConfig):
-        """Rescaling has no weights and no activation: only its output is fake-quantized."""
+        """A layer with no weights to quantize and no activation (Rescaling, Normalization, Multiply): only its
+        output is fake-quantized."""
 
         def get_weights_and_quantizers(self, layer):
             return []
@@ -59,6 +61,12 @@ def _rescaling_config_class():
     return RescalingQuantizeConfig
 
 
+# Layers without weights to quantize that tfmot's default scheme refuses: the models' input scaling (Rescaling;
+# EfficientNet's Normalization) and the squeeze-excite gate's Multiply. Each gets an output quantizer alone, the
+# tensor the converter quantizes for it.
+_OUTPUT_ONLY = (keras.layers.Rescaling, keras.layers.Normalization, keras.layers.Multiply)
+
+
 def quantize_aware(model: "keras.Model") -> "keras.Model":
     """A quantization-aware copy of `model`, with its trained weights."""
     from pipeline.quant.flatten import flatten, is_nested
@@ -69,7 +77,7 @@ def quantize_aware(model: "keras.Model") -> "keras.Model":
         model = flatten(model)
 
     def annotate(layer):
-        if isinstance(layer, keras.layers.Rescaling):
+        if isinstance(layer, _OUTPUT_ONLY):
             return quant.quantize_annotate_layer(layer, config_class())
         return quant.quantize_annotate_layer(layer)
 

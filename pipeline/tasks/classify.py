@@ -99,7 +99,7 @@ class Classify(Task):
                 "options": dict(config.model_options),
                 "parameters": int(model.count_params()),
                 "weights": weights,  # starting weights: source (imagenet | file), path, url, sha256; None = random
-                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
+                "in_model_preprocessing": models.in_model_preprocessing(config.model),
             },
             # How an image becomes the model's input, for every later stage and the device.
             "preprocessing": data_mod.TRAINING_CONTRACT.as_record(),

@@ -57,7 +57,7 @@ class TrainConfig:
         to_config=lambda given: tuple(given) or None))
     # a name from models.MODEL_NAMES
     model: str = option("small_cnn", resume=True, flag=Flag(
-        "--model", "small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | xception"))
+        "--model", "small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | efficientnet_b0 | xception"))
     # square input size; None = the model's default
     image_size: Optional[int] = option(None, resume=True, flag=Flag("--image-size", "square input size; default: the model's"))
     # builder options, e.g. (("alpha", 0.35),)
