@@ -2,10 +2,10 @@
 
     pipeline export runs/digits --int8 --qat-epochs 2
 
-The models start with a Rescaling layer (EfficientNet with Rescaling and Normalization), which tfmot has no
-default quantize config for; it gets `RescalingQuantizeConfig` below (no weights, its output fake-quantized
-like any activation), so the converted model still takes raw pixels with a (1.0, 0) uint8 input; so does a
-squeeze-excite block's Multiply. Everything else, the
+tfmot's default 8-bit scheme has no quantize config for three weightless layers the registry's models use: the
+input's Rescaling (every model), EfficientNet's own Normalization, and Multiply (squeeze-excite gates, hard-swish).
+They get `OutputQuantizeConfig` below (no weights, the output fake-quantized like any activation), so the
+converted model still takes raw pixels with a (1.0, 0) uint8 input. Everything else, the
 softmax included, uses tfmot's default 8-bit scheme. tfmot annotates layer by layer and refuses a Keras
 application nested as one layer (MobileNetV2's base), so such a model is flattened into one graph first.
 """
@@ -33,12 +33,11 @@ def _tfmot():
     return tfmot
 
 
-def _rescaling_config_class():
+def _output_config_class():
     quant = _tfmot().quantization.keras
 
-    class RescalingQuantizeConfig(quant.QuantizeConfig):
-        """A layer with no weights to quantize and no activation (Rescaling, Normalization, Multiply): only its
-        output is fake-quantized."""
+    class OutputQuantizeConfig(quant.QuantizeConfig):
+        """A layer with no weights to quantize and no activation of its own: only its output is fake-quantized."""
 
         def get_weights_and_quantizers(self, layer):
             return []
@@ -58,12 +57,10 @@ def _rescaling_config_class():
         def get_config(self):
             return {}
 
-    return RescalingQuantizeConfig
+    return OutputQuantizeConfig
 
 
-# Layers without weights to quantize that tfmot's default scheme refuses: the models' input scaling (Rescaling;
-# EfficientNet's Normalization) and the squeeze-excite gate's Multiply. Each gets an output quantizer alone, the
-# tensor the converter quantizes for it.
+# The layers tfmot's default scheme refuses: each gets an output quantizer alone, the tensor the converter quantizes for it.
 _OUTPUT_ONLY = (keras.layers.Rescaling, keras.layers.Normalization, keras.layers.Multiply)
 
 
@@ -72,7 +69,7 @@ def quantize_aware(model: "keras.Model") -> "keras.Model":
     from pipeline.quant.flatten import flatten, is_nested
 
     quant = _tfmot().quantization.keras
-    config_class = _rescaling_config_class()
+    config_class = _output_config_class()
     if is_nested(model):
         model = flatten(model)
 
