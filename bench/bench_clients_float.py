@@ -4,8 +4,8 @@ model too, or only the int8 one? And a calibration set fed as the clients feed, 
     .venv/bin/python bench/bench_clients_float.py score RUN HELDOUT_FOLDER
     .venv/bin/python bench/bench_clients_float.py calibration TRAIN_FOLDER SIZE OUT.npy
 
-`score` prints the float model's top-1 on the held-out JPEGs (a folder of class folders) as MediaPipe feeds them
-(edge.clients' reproduction), as pycoral does (LANCZOS stretch) and stretched with Pillow's antialiased bilinear.
+`score` prints the float model's top-1 on the held-out JPEGs (a folder of class folders) as MediaPipe and pycoral
+feed them (edge.clients' reproductions) and stretched with Pillow's antialiased bilinear.
 `calibration` writes every training JPEG three times (MediaPipe's feed, LANCZOS, antialiased bilinear) as uint8.
 """
 from __future__ import annotations
@@ -22,12 +22,13 @@ from edge import clients  # noqa: E402
 
 
 def _details(size: int) -> dict:
+    # A uint8 input with Coral's grid, as the int8 models have: both clients then hand the pixels over as they are.
     return {"dtype": np.uint8, "shape": np.array([1, size, size, 3]), "quantization": (1 / 128, 128)}
 
 
 def feeds(size: int) -> dict:
     return {"mediapipe": lambda path: clients.mediapipe_classify(path, _details(size))[0],
-            "pycoral": lambda path: np.asarray(Image.open(path).convert("RGB").resize((size, size), Image.LANCZOS)),
+            "pycoral": lambda path: clients.pycoral_classify(path, _details(size))[0],
             "bilinear_aa": lambda path: np.asarray(Image.open(path).convert("RGB").resize((size, size), Image.BILINEAR))}
 
 
