@@ -61,11 +61,11 @@ def model_options(given: list) -> dict:
     for item in given:
         key, sep, value = item.partition("=")
         try:
-            options[key] = float(value) if sep and key else None
+            if not (key and sep):
+                raise ValueError(item)
+            options[key] = float(value)
         except ValueError:
-            options[key] = None
-        if options[key] is None:
-            raise SystemExit(f"--option {item!r}, expected KEY=NUMBER, e.g. minimalistic=0")
+            raise SystemExit(f"--option {item!r}, expected KEY=NUMBER, e.g. minimalistic=0") from None
     return options
 
 
