@@ -80,12 +80,14 @@ def _fill(fd: int, tmp: Path, data: bytes, path: Path) -> None:
 def signals_held() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait until the body is done, then take effect as usual: a temporary file and its
     rename, or a rename sequence and its roll-back, are not cut in half. Python runs signal handlers in the
-    main thread only, so swapping the handlers there holds them whichever thread the OS delivered the signal to."""
+    main thread only, so swapping the handlers there holds them whichever thread the OS delivered the signal to.
+    A signal the process was started to ignore (`nohup`, a background job) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: List[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    # Held, an ignored SIGINT would be received first and sent again to nothing, and a SIGTERM after it lost.
+    held = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in held}
     try:
         yield

@@ -5,13 +5,14 @@ import io
 import json
 import os
 import signal
+import tempfile
 
 import numpy as np
 import pytest
 
 from edge import atomic
 from edge.image_files import IMAGE_SUFFIXES, is_image_file
-from signal_moments import signal_when_made
+from signal_moments import Terminated, signal_when_made
 
 
 def _record_fsyncs(monkeypatch):
@@ -54,6 +55,34 @@ def test_a_signal_while_writing_waits_for_the_rename_and_leaves_no_temporary(tmp
         with pytest.raises(stopped_by):
             atomic.write_bytes_atomic(tmp_path / "model.tflite", b"new")
     assert [p.name for p in tmp_path.iterdir()] == ["model.tflite"]  # written whole, then the signal took effect
+    assert (tmp_path / "model.tflite").read_bytes() == b"new"
+
+
+def test_a_sigterm_while_writing_is_not_lost_behind_an_ignored_ctrl_c(tmp_path, monkeypatch):
+    """Started with Ctrl-C ignored (`nohup`, a background job), a SIGINT and then a SIGTERM land while writing: the
+    SIGINT stays ignored and the SIGTERM takes effect once the file is in place."""
+    real = tempfile.mkstemp
+
+    def make_then_signal(*args, **kwargs):
+        made = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return made
+
+    def terminated(signum, frame):
+        raise Terminated()
+
+    monkeypatch.setattr(tempfile, "mkstemp", make_then_signal)
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, terminated)}
+    try:
+        with pytest.raises(Terminated):
+            atomic.write_bytes_atomic(tmp_path / "model.tflite", b"new")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.tflite"]
     assert (tmp_path / "model.tflite").read_bytes() == b"new"
 
 
