@@ -65,6 +65,16 @@ def pytest_collection_modifyitems(config, items):
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
 
 
+@pytest.fixture
+def ctrl_c_as_at_a_terminal():
+    """For a test that sends SIGINT to a process it starts: the process begins with SIGINT at its default even when
+    pytest was started with SIGINT ignored (tests/edge/signal_moments.py)."""
+    from tests.edge.signal_moments import ctrl_c_as_at_a_terminal
+
+    with ctrl_c_as_at_a_terminal():
+        yield
+
+
 @pytest.fixture(scope="session")
 def session_folder(tmp_path_factory) -> Path:
     """A folder all xdist workers of this pytest session share, new each session (tests/session_cache.py)."""

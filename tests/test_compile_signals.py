@@ -82,6 +82,7 @@ def _start(run_dir: Path, compiler: Path, mode: str, pid_file: Path, *extra: str
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
 
 
+@pytest.mark.usefixtures("ctrl_c_as_at_a_terminal")
 @pytest.mark.parametrize("signum, code, words", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                                  (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
 def test_a_signal_ends_the_compiler_and_its_child_and_leaves_the_run(tmp_path, compiler, signum, code, words):

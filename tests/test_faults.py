@@ -279,6 +279,7 @@ def _temporary_in(run_dir: Path) -> bool:
     return any(p.name.endswith(".tmp") or p.name.startswith(".save-") for p in run_dir.rglob(".*"))
 
 
+@pytest.mark.usefixtures("ctrl_c_as_at_a_terminal")
 @pytest.mark.parametrize("stage", list(WRITERS))
 def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_again(run_copy, stage):
     for when, sig in _moments(stage):

@@ -4,6 +4,9 @@ finalizer.
 The first instant is where a signal used to leave a temporary behind (CI once saw a lock holder's `.tmp` stay after
 a SIGTERM); a test that waits for a `.tmp` to appear and then signals hits it only by chance. Shared by the
 device tests (edge.atomic) and the host's (the run's lock, staged folders).
+
+These tests check what Ctrl-C does at a terminal, so they give SIGINT that meaning however pytest was started
+(`ctrl_c_as_at_a_terminal`).
 """
 from __future__ import annotations
 
@@ -22,6 +25,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 class Terminated(Exception):
     """What SIGTERM raises during the test (its default action would end pytest itself)."""
+
+
+@contextmanager
+def ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """Within the block, SIGINT raises KeyboardInterrupt in this process, and a process started here begins with
+    SIGINT at its default, as at a terminal. Only needed when pytest was started with SIGINT ignored (a background
+    job of a shell without job control, `nohup`): Python then installs no handler, and children inherit the
+    ignoring through exec. The commands themselves keep an ignored SIGINT ignored: whoever started them asked for it."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets a handler to the default, not SIG_IGN
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextmanager
@@ -44,7 +63,8 @@ def signal_when_made(monkeypatch, maker: str, signum: int) -> Iterator[Type[Base
     previous = signal.signal(signal.SIGTERM, terminated)
     monkeypatch.setattr(tempfile, maker, make_then_signal)
     try:
-        yield KeyboardInterrupt if signum == signal.SIGINT else Terminated
+        with ctrl_c_as_at_a_terminal():
+            yield KeyboardInterrupt if signum == signal.SIGINT else Terminated
     finally:
         monkeypatch.setattr(tempfile, maker, real)
         signal.signal(signal.SIGTERM, previous)
@@ -67,4 +87,5 @@ def run_with_signal_in_finalizer(script: str, signum: str, timeout: float = 300)
     """Run `script` (indented as in a test is fine) in a new interpreter, in the repository, with `SignalsWhenFreed`
     defined; `signum` is "SIGTERM" or "SIGINT"."""
     source = _SIGNALS_WHEN_FREED.format(signum=signum) + textwrap.dedent(script)
-    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    with ctrl_c_as_at_a_terminal():
+        return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=REPO, timeout=timeout)

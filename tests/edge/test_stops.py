@@ -6,9 +6,14 @@ mid-training, finish every epoch and exit 0. These tests put the signal inside a
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
-from signal_moments import run_with_signal_in_finalizer
+from signal_moments import REPO, run_with_signal_in_finalizer
 
 
 @pytest.mark.parametrize("signum, code, said", [("SIGTERM", 143, "terminated (SIGTERM)"),
@@ -47,3 +52,42 @@ def test_a_loop_that_asks_stops_at_its_next_step():
     assert "Exception ignored" in done.stderr, done.stderr
     assert done.stdout == "step 0\nstep 1\n" and done.returncode == 143, (done.stdout, done.stderr)
     assert "terminated (SIGTERM): what this command was writing was rolled back" in done.stderr
+
+
+def test_a_command_started_with_ctrl_c_ignored_keeps_it_ignored():
+    """`nohup pipeline train ... &`, or a background job of a script, asks for Ctrl-C to be ignored: a command does
+    not put a handler of its own back."""
+    script = textwrap.dedent("""
+        import os, signal
+        from edge.errors import exits_cleanly
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        @exits_cleanly()
+        def command():
+            os.kill(os.getpid(), signal.SIGINT)
+            print("finished")
+
+        command()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "finished\n"), done.stderr
+
+
+# The Ctrl-C tests: one in this process (edge.atomic's held rename), one in a child (the finalizer above).
+CTRL_C_TESTS = [
+    "tests/edge/test_atomic_and_images.py::test_a_signal_while_writing_waits_for_the_rename_and_leaves_no_temporary",
+    "tests/edge/test_stops.py::test_a_stop_a_finalizer_dropped_still_ends_the_command_with_its_code",
+]
+
+
+def test_the_ctrl_c_tests_pass_when_pytest_was_started_with_ctrl_c_ignored(tmp_path):
+    """Started from a background job of a script or by `nohup`, pytest and the processes it starts inherit SIGINT
+    ignored; the Ctrl-C tests still check what Ctrl-C does at a terminal."""
+    start_ignoring = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                      "sys.exit(pytest.main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this session's worker settings
+    done = subprocess.run([sys.executable, "-c", start_ignoring, "-q", "-p", "no:cacheprovider",
+                           "--basetemp", str(tmp_path / "inner"), *CTRL_C_TESTS],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
