@@ -3,6 +3,7 @@ and the real clients where they run here (pycoral's classify_image.py, MediaPipe
 
     .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--model mobilenet_v2 --alpha 0.35] [--camera] [--digits] \
         [--device-python P39] [--mediapipe-python P] [--client-fits off|on|both] > bench/results/clients.md
+    .venv/bin/python bench/bench_clients.py --run RUN [--device-python P39] [--mediapipe-python P]
 
 Data: four classes (the left and right halves of scikit-learn's two photos), 200 JPEG crops each, cut at
 random places and sizes and saved at their own non-square size (160 to 420 px a side), flipped and exposed
@@ -11,8 +12,9 @@ small CNN by default) is trained, exported to int8 and scored by `pipeline parit
 byte for byte as parity's bundle ships it, is fed to the int8 model as each client would (the .tflite alone, no sidecar for the real clients).
 With --digits, the same for `pipeline run`'s 8x8 digits model. Without --device-python / --mediapipe-python the
 environments are built with .ci/edge-env and .ci/mediapipe-env (a minute or two). --client-fits both trains
-every model twice, without and with `pipeline train --client-fits`, same seed, same split. Deterministic apart
-from training: no timing.
+every model twice, without and with `pipeline train --client-fits`, same seed, same split. --run measures an
+existing run's int8 model (exported and checked by parity) instead of training any.
+Deterministic apart from training: no timing.
 """
 from __future__ import annotations
 
@@ -209,10 +211,13 @@ def main() -> None:
                         help="a photo model's input size; repeat for several models (default 48)")
     parser.add_argument("--model", default="small_cnn", help="the photo models' architecture (default small_cnn)")
     parser.add_argument("--alpha", type=float, help="the photo models' width multiplier (mobilenet_v2 only)")
+    parser.add_argument("--run", type=Path, help="measure this run's int8 model (exported) instead of training")
     parser.add_argument("--camera", action="store_true",
                         help="the tests' camera-size photos (640x480 JPEG crops, 200 per class) instead of the 160-420 px crops")
     args = parser.parse_args()
-    args.image_size = args.image_size or [48]
+    if args.run and (args.image_size or args.digits or args.camera):
+        parser.error("--run measures an existing run; it takes no --image-size, --digits or --camera")
+    args.image_size = args.image_size or ([] if args.run else [48])
 
     import PIL
     import tensorflow as tf
@@ -222,7 +227,10 @@ def main() -> None:
         tmp = Path(tmp_name)
         envs = {"device": args.device_python or build_env("edge-env", tmp / "device"),
                 "mediapipe": args.mediapipe_python or build_env("mediapipe-env", tmp / "mediapipe")}
-        if args.camera:
+        if args.run:
+            (tmp / "mrun").mkdir()
+            results.append(measure(f"the run {args.run}", args.run.resolve(), tmp / "mrun", envs))  # no training
+        elif args.camera:
             from tests.helpers import write_camera_jpegs
 
             data = write_camera_jpegs(tmp / "photos", per_class=200, halves=True)

@@ -33,7 +33,7 @@ def main() -> None:
     import numpy as np
 
     from pipeline import export, tasks
-    from pipeline.quant import remedy
+    from pipeline.quant import remedy, tuning_split
     from pipeline.rundir.run import Run
     from pipeline.tasks import detect_export, detect_parity
 
@@ -45,7 +45,7 @@ def main() -> None:
     tuning = task.split(run, config.seed)
     heldout = detect_parity.heldout_images(run)
     size = (run.image_size, run.image_size)
-    held = remedy.TuningSplit(np.arange(len(heldout)), [e.id for e in heldout],
+    held = tuning_split.TuningSplit(np.arange(len(heldout)), [e.id for e in heldout],
                               np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in heldout]), heldout, 0, 0, 1)
     sets = {"tuning": tuning, "held-out": held}
     reference = {name: task.reference(run, s) for name, s in sets.items()}

@@ -36,7 +36,7 @@ def main() -> None:
     from pipeline import export
     from pipeline.data.heldout import heldout_examples
     from pipeline.parity import _heldout_pixels
-    from pipeline.quant import remedy
+    from pipeline.quant import remedy, tuning_split
     from pipeline.rundir.run import Run
 
     run = Run.open(args.run)
@@ -44,8 +44,8 @@ def main() -> None:
                                  calibration_samples=args.calibration_samples)
     splits = {}
     for views in args.views:
-        remedy.TUNING_VIEWS = views  # the module's constant, set for this measurement only
-        splits[f"tuning x{views}"] = remedy.tuning_split(run, config.seed)
+        tuning_split.TUNING_VIEWS = views  # the module's constant, set for this measurement only
+        splits[f"tuning x{views}"] = tuning_split.tuning_split(run, config.seed)
     tuning = next(iter(splits.values()))
     heldout_images, heldout_labels = _heldout_pixels(run, heldout_examples(run, None))
     sets = {name: (s.images, s.truth) for name, s in splits.items()}

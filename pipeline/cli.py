@@ -129,15 +129,18 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
 @click.option("--remedy", is_flag=True, help="int8: when the model fails the parity gate on a tuning split of the training "
               "data, try repairs cheapest first (calibration, equalization, bias correction, per-channel, QAT) that keep the Edge TPU "
               "mapping; exit 1 if none passes")
+@click.option("--clients", "clients", default="none", help="with --remedy: clients the ladder gates like the int8 model, "
+              "each fed the tuning split as it feeds a picture, comma-separated: pycoral, mediapipe, all or none (default none)")
 @reports_errors
 def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
-                   remedy):
+                   remedy, clients):
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
     console.import_tensorflow()
     from pipeline import export
     from pipeline.errors import ConfigError
+    from pipeline.inference.client_scores import parse_clients
 
     chosen = [mode for flag, mode in ((int8, export.Mode.INT8), (float16, export.Mode.FLOAT16),
                                       (dynamic_range, export.Mode.DYNAMIC_RANGE)) if flag]
@@ -145,7 +148,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
         raise ConfigError(f"got {' and '.join('--' + m.value for m in chosen)}; expected at most one mode")
     config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
                                  io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs, repair=remedy,
-                                 calibration_data=Path(calibration_data) if calibration_data else None)
+                                 calibration_data=Path(calibration_data) if calibration_data else None,
+                                 clients=parse_clients(clients))
     result = export.export_model(config, Path(run_dir))
     click.echo(result.table)
     for note in result.notes:

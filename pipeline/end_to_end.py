@@ -91,7 +91,8 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         exported = export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         say("== export int8")
-        exported = export.export_model(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits), run_dir)
+        exported = export.export_model(export.ExportConfig(mode=export.Mode.INT8, repair=config.remedy, gate=limits,
+                                                           clients=config.clients if config.remedy else ()), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
         remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
         compiler = shutil.which("edgetpu_compiler")

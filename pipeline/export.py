@@ -18,7 +18,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like the models
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
@@ -70,6 +70,7 @@ class ExportConfig:
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
     calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
     float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
+    clients: Tuple[str, ...] = ()  # with repair: clients (pipeline/inference/client_scores.py) the ladder gates like the int8 model
 
     def validate(self) -> None:
         if not isinstance(self.mode, Mode):
@@ -89,6 +90,9 @@ class ExportConfig:
             ]
             if used:
                 raise ConfigError(f"{', '.join(used)} apply to --int8 only; got mode {self.mode.value}")
+        if self.clients and not self.repair:
+            raise ConfigError(f"--clients {','.join(self.clients)} applies with --remedy: the export gates nothing else "
+                              "(pipeline parity --clients gates the held-out images)")
         if self.calibration_samples is not None and self.calibration_samples < 1:
             raise ConfigError(f"--calibration-samples {self.calibration_samples}, expected at least 1")
         if self.io_type is not None and self.io_type not in IO_TYPES:
@@ -122,7 +126,12 @@ def export_model(config: ExportConfig, run_dir: Path) -> ExportResult:
     """Convert, verify, then write the model, its sidecar and its report with the manifest, all or nothing."""
     config.validate()
     with writing(run_dir, "pipeline export") as run:
-        own = tasks.of_run(run).export(config, run)  # a task with its own conversion (detection)
+        task = tasks.of_run(run)
+        if config.clients:
+            from pipeline.inference.client_scores import for_task
+
+            config = replace(config, clients=for_task(config.clients, task.name))  # "all" as this task has them
+        own = task.export(config, run)  # a task with its own conversion (detection)
         if own is not None:
             write_report(run.dir)
             return own

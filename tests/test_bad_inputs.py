@@ -208,6 +208,8 @@ EXPORT_CASES = {
     "int8 option without --int8": (["--per-tensor"], ["--per-tensor apply to --int8 only"]),
     "no calibration samples": (["--int8", "--calibration-samples", "0"], ["--calibration-samples 0, expected at least 1"]),
     "negative QAT epochs": (["--int8", "--qat-epochs", "-1"], ["--qat-epochs -1, expected 0 or more"]),
+    "clients without --remedy": (["--int8", "--clients", "mediapipe"], ["--clients mediapipe applies with --remedy"]),
+    "unknown client": (["--int8", "--remedy", "--clients", "tflite"], ["--clients 'tflite': unknown client tflite"]),
 }
 
 

@@ -51,9 +51,14 @@ def test_a_failing_detection_export_is_repaired_and_every_attempt_recorded(run_c
     from pipeline.gate import GATE
 
     limits = GATE._replace(min_agreement=MIN_AGREEMENT)
-    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True, gate=limits), run_copy)
+    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True, gate=limits, clients=("all",)),
+                          run_copy)
     remedy = result.remedy
     assert remedy["limits"]["metric"] == "map50" and remedy["limits"]["min_agreement"] == MIN_AGREEMENT  # the detection gate's
+    # A detector's tuning split has no client feeds: the clients asked for ("all": a detector's three) are said to be
+    # left to parity, not silently dropped.
+    note = "clients pycoral, mediapipe, frigate are gated in parity only"
+    assert remedy["clients"] == [] and remedy["clients_note"].startswith(note) and note in result.table
     attempts = remedy["attempts"]
     first = attempts[0]
     assert first["remedy"] == "none" and not first["passed"], first

@@ -160,3 +160,18 @@ def test_a_client_that_cannot_feed_the_model_is_reported_and_fails_only_when_gat
     gated = _pipeline("parity", run, "--max-drop", "100", "--min-agreement", "0", "--clients", "pycoral")
     assert gated.exit_code == 1
     assert "client_pycoral: cannot feed the model" in gated.output
+
+
+def test_the_worst_client_line_names_the_repair_when_a_client_loses_beyond_the_contract():
+    from pipeline.inference.parity_report import CLIENT_GAP_PP, worst_client
+    from pipeline.tasks.detect_parity import DETECT_WORST
+
+    def rows(mediapipe_drop):
+        return {"edgeflow": {"top1": 0.95, "drop_pp": 0.5}, "pycoral": {"top1": 0.94, "drop_pp": 1.5},
+                "mediapipe": {"top1": 0.95 - mediapipe_drop / 100, "drop_pp": mediapipe_drop}}
+
+    far = worst_client(rows(0.5 + CLIENT_GAP_PP + 0.1))
+    assert "worst client: mediapipe," in far and "--remedy --clients mediapipe" in far and "2.10 pp more" in far
+    assert "--remedy" not in worst_client(rows(0.5 + CLIENT_GAP_PP))  # at the gap: the int8 model's own loss, nearly
+    detect = {n: {"map50": r["top1"], "drop_pp": r["drop_pp"]} for n, r in rows(5.0).items()}
+    assert "--remedy" not in worst_client(detect, DETECT_WORST)  # a detector's ladder cannot judge clients

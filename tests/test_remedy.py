@@ -60,11 +60,11 @@ def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, bl
 
 def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
     from pipeline.data.identity import resolve_split
-    from pipeline.quant import remedy
+    from pipeline.quant import tuning_split
     from pipeline.rundir.run import Run
 
     run = Run.open(run_copy)
-    first, again, other = remedy.tuning_split(run, 0), remedy.tuning_split(run, 0), remedy.tuning_split(run, 1)
+    first, again, other = tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 1)
     source, heldout = resolve_split(run, "heldout")
     heldout_digests = {source.examples[i].digest for i in heldout}
     assert first.ids == again.ids and first.ids != other.ids
@@ -133,7 +133,7 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     """A --val-data folder names its files as the training folder does (china_left/IMG_0000.jpg in both): the tuning
     split is told apart from the held-out images by their bytes, not their names."""
     from pipeline.data.identity import resolve_split
-    from pipeline.quant import remedy
+    from pipeline.quant import tuning_split
     from pipeline.rundir.run import Run
     from pipeline.train import TrainConfig, train_model as train
     from tests.helpers import write_camera_jpegs
@@ -143,13 +143,13 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     run_dir = train(TrainConfig(data=str(train_dir), val_data=str(val_dir), epochs=1, model="small_cnn", image_size=SIZE),
                     tmp_path / "run")
     run = Run.open(run_dir)
-    tuning = remedy.tuning_split(run, 0)
+    tuning = tuning_split.tuning_split(run, 0)
     source, heldout = resolve_split(run, "heldout")
     assert {source.examples[i].id for i in heldout} & set(tuning.ids)  # the same names, which is why bytes decide
     train_source, train = resolve_split(run, "train")
     assert not {train_source.examples[i].digest for i in train[tuning.positions]} & {source.examples[i].digest for i in heldout}
-    views = remedy.TUNING_MIN * remedy.TUNING_VIEWS
-    assert len(tuning.ids) == remedy.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.truth) == views
+    views = tuning_split.TUNING_MIN * tuning_split.TUNING_VIEWS
+    assert len(tuning.ids) == tuning_split.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.truth) == views
 
 
 def test_chance_of_at_least_is_the_binomial_tail():
@@ -187,9 +187,9 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     """Equalization applies only to per-tensor weights; both edits take their statistics from every training image
     outside the tuning split, not from the few a user may have asked for."""
     from pipeline.export import ExportConfig, Mode
-    from pipeline.quant import remedy
+    from pipeline.quant import remedy, tuning_split
 
-    tuning = remedy.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7, 100)
+    tuning = tuning_split.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7, 100)
     rungs = {r.name: r for r in remedy.LADDER}
     asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
     skipped = rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning)
@@ -200,3 +200,68 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
         assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
     names = [r.name for r in remedy.LADDER]
     assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
+
+
+def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, black):
+    """With --clients, every attempt is scored as each named client feeds the tuning views, and a client that
+    loses more than the limits allow fails the attempt as the int8 model would."""
+    from pipeline.export import ExportConfig, Mode, export_model
+
+    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True, clients=("pycoral", "mediapipe")),
+                          run_copy)
+    attempts = result.remedy["attempts"]
+    assert result.remedy["clients"] == ["pycoral", "mediapipe"]
+    for attempt in attempts:
+        assert set(attempt["clients"]) == {"pycoral", "mediapipe"}
+        assert set(attempt["clients"]["mediapipe"]) >= {"top1", "agreement"}
+    # Calibrated on black frames, the model answers nothing like float in any client either.
+    first = attempts[0]
+    assert first["clients"]["mediapipe"]["agreement"] < 0.98
+    assert any(line.startswith("client_mediapipe: ") for line in first["failures"]), first["failures"]
+    assert result.remedy["passed"] == attempts[-1]["passed"]
+    assert "as pycoral, mediapipe feed it is gated too" in result.table and "mediapipe 0." in result.table
+    html = (run_copy / "report.html").read_text()
+    assert "mediapipe: top1 / agreement" in html and html.count('class="remedy-attempt"') == len(attempts)
+
+
+def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
+    from pipeline import gate
+    from pipeline.quant.remedy import tuning_failures
+
+    def scores(correct, agree, n=960):
+        return {"top1": gate.Score.counted(correct, n), gate.AGREEMENT: gate.Score.counted(agree, n),
+                "macro_f1": gate.Score.counted(correct, n)}
+
+    reference = scores(900, 960)
+    assert tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION, {"pycoral": scores(899, 950)}) == []
+    lines = tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
+                            {"pycoral": scores(899, 950), "mediapipe": scores(870, 920)})
+    assert len(lines) == 2 and all(line.startswith("client_mediapipe: ") for line in lines), lines
+    assert "drop" in lines[0] and "beyond chance" in lines[1]
+
+
+def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
+    """The clients get each view's region of the original, flipped and exposed as the view was, at the original's
+    resolution; the whole-image views are the stored file, byte for byte."""
+    from PIL import Image
+
+    from pipeline.quant import tuning_split
+    from pipeline.rundir.run import Run
+    from pipeline.train import TrainConfig, train_model as train
+    from tests.helpers import write_camera_jpegs
+
+    photos = write_camera_jpegs(tmp_path / "photos", per_class=12, size=(96, 64), seed=0, halves=True)
+    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE), tmp_path / "run"))
+    tuning = tuning_split.tuning_split(run, 0)
+    assert len(tuning.recipes) == len(tuning.images)
+    near, mirrored = [], []
+    for i, view in enumerate(tuning.recipes):
+        picture = tuning_split.client_picture(tuning, i)
+        if view.box is None:
+            assert picture == tuning.originals[view.original]  # JPEG bytes as stored
+            continue
+        seen = np.asarray(picture.resize((SIZE, SIZE), Image.BILINEAR), np.float32)
+        near.append(np.abs(seen - tuning.images[i]).mean())
+        mirrored.append(np.abs(seen[:, ::-1] - tuning.images[i]).mean())
+    # The same region within a few grey levels (the contract decodes JPEGs at reduced scale first); mirrored, not.
+    assert np.median(near) < 4 and np.median(near) < np.median(mirrored) / 2, (np.median(near), np.median(mirrored))

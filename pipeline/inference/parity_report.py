@@ -35,21 +35,31 @@ def summary_table(report: dict) -> str:
     return "\n".join(rows)
 
 
-CLASSIFY_WORST = ("top1", "top-1", "pycoral,mediapipe")  # the metric a client row's drop_pp is of, its name, the hint
+# The metric a client row's drop_pp is of, its name, the --clients that gates them, and whether the remedy ladder
+# can judge the clients on this task's tuning split (`pipeline export --remedy --clients`).
+CLASSIFY_WORST = ("top1", "top-1", "pycoral,mediapipe", True)
+CLIENT_GAP_PP = 2.0  # a client this much further below float than the int8 model on the pixel contract gets advice
 
 
 def worst_client(clients: dict, worst=CLASSIFY_WORST) -> str:
-    """One line naming the client that loses most against the float model (manifest or report entries), or "".
-    `worst`: (the rows' metric key, its name, the --clients that gates them) for the run's task."""
-    key, shown, hint = worst
+    """One line naming the client that loses most against the float model (manifest or report entries), or "";
+    with what repairs it when it loses more than CLIENT_GAP_PP beyond the int8 model on the pixel contract (the
+    "edgeflow" row) and the task's remedy ladder can judge clients."""
+    key, shown, hint, repairable = worst
     scored = {name: c for name, c in clients.items() if "refused" not in c and name != "edgeflow"}
     if not scored:
         return ""
     name = max(scored, key=lambda n: scored[n]["drop_pp"])
     gated = [n for n, c in clients.items() if c.get("gated")]
     how = f"gated: {', '.join(gated)}" if gated else f"reported, not gated; --clients {hint} gates them"
-    return (f"worst client: {name}, {shown} {scored[name][key]:.4f}, drop {scored[name]['drop_pp']:.2f} pp against "
+    line = (f"worst client: {name}, {shown} {scored[name][key]:.4f}, drop {scored[name]['drop_pp']:.2f} pp against "
             f"the float model ({how})")
+    contract = clients.get("edgeflow", {})
+    gap = scored[name]["drop_pp"] - contract["drop_pp"] if "drop_pp" in contract else 0.0
+    if repairable and gap > CLIENT_GAP_PP:
+        line += (f"; {gap:.2f} pp more than the int8 model fed the pixel contract: `pipeline export RUN --int8 --remedy "
+                 f"--clients {name}` repairs it with {name} judged")
+    return line
 
 
 def _client_markdown(report: dict) -> List[str]:

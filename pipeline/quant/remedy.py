@@ -3,9 +3,9 @@ whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
 
     pipeline export runs/photos --int8 --remedy
 
-The gate is applied to a TUNING split drawn from the training split (seeded, class-balanced, recorded by
-example id, scored on the images and seeded views of them), never to the held-out images `pipeline parity`
-reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of
+The gate is applied to a TUNING split drawn from the training split (pipeline/quant/tuning_split.py: seeded,
+class-balanced, recorded by example id, scored on the images and seeded views of them), never to the held-out
+images `pipeline parity` reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of
 the training split, so calibration and tuning do not overlap. Each rung is a small function of the user's export
 config returning another (or None: it does not apply); the ladder converts it with the export stage's own
 `convert`, predicts its Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's
@@ -17,6 +17,10 @@ parts from float on 2-3% of them where it parts on 0.6-3% of held-out images), s
 with like: an attempt fails on agreement only when its disagreements are more than a model exactly at the limit
 would show by chance (one-sided binomial test, `SIGNIFICANCE`). The export as asked is judged so first, and the
 ladder starts only when it fails there. The top-1 drop is judged as the gate judges it.
+
+With `--clients`, each named client is gated on the tuning split like the int8 model: every view is fed to the
+candidate as that client would feed a user's photo of it (the view's region of the original, fitted to the input
+by the client's own resize), and scored against the float model on the view (`TuningTask.clients`).
 
 The task is a `TuningTask`: it draws the tuning split, scores the reference and a candidate on it, turns them into
 the gate's named scores (pipeline/gate.py), reads the user's limits as its own gate does, and names the rungs that
@@ -34,89 +38,11 @@ import numpy as np
 
 from pipeline import gate
 from pipeline.errors import PipelineError
-from pipeline.quant.calibration import balanced_sample
+from pipeline.inference.client_scores import gate_name
+from pipeline.quant.tuning_split import ClientPictures, TuningSplit, tuning_split
 
-TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
-TUNING_MIN = 20  # fewer tuning images than this cannot tell 98% agreement from 95%
-TUNING_SEED_OFFSET = 7919  # the tuning draw uses another seed than the calibration draw
-# Views of each tuning image (the image itself, then seeded crops, flips and exposure): the model has learned its
-# training images, so on them alone int8 and float agree even when they part on new images; new views of them
-# bring back the borderline answers a held-out image gets.
-TUNING_VIEWS = 16  # 60 photos x 16 views = 960 scored: 4 views (240) could not tell 2 of 160 held-out misses from 5
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
-
-
-# --- the tuning split -----------------------------------------------------------------------------------------
-
-
-class TuningSplit(NamedTuple):
-    positions: np.ndarray  # positions in the training split (what the calibration draw excludes)
-    ids: List[str]  # the examples' identities, for the manifest
-    images: np.ndarray  # uint8 [n,S,S,3], decoded by the run's pixel contract as parity decodes held-out images
-    truth: object  # what the task scores against, one per scored image: class ids [n], or a detector's examples (boxes)
-    seed: int
-    train_count: int  # images in the training split it was drawn from (the calibration rungs calibrate on the rest)
-    views: int = TUNING_VIEWS  # scored images per tuning image (the image itself first)
-
-    def record(self) -> Dict[str, object]:
-        return {"source": "train split", "images": len(self.ids), "views_per_image": self.views, "scored": len(self.images),
-                "seed": self.seed, "ids": list(self.ids)}
-
-
-def tuning_count(train_count: int) -> int:
-    """How many training images the tuning split takes; refused when too few would be left to calibrate on."""
-    from pipeline.errors import DataError
-
-    n = max(TUNING_MIN, int(round(train_count * TUNING_SHARE)))
-    if n >= train_count:
-        raise DataError(f"the training split has {train_count} images; the remedy ladder needs more than {n} "
-                        "(a tuning split to choose on, and the rest to calibrate on)")
-    return n
-
-
-def tuning_split(run, seed: int) -> TuningSplit:
-    """Classification's: a seeded, class-balanced share of the training split, each image with seeded views;
-    refused if any of it is a held-out image."""
-    from pipeline.data.identity import resolve_split
-    from pipeline.errors import DataError
-
-    source, train = resolve_split(run, "train")
-    heldout_source, heldout = resolve_split(run, "heldout")
-    examples = [source.examples[i] for i in train]
-    labels = np.array([e.label for e in examples], np.int64)
-    n = tuning_count(len(examples))
-    tuning_seed = seed + TUNING_SEED_OFFSET
-    positions = np.sort(balanced_sample(labels, n, tuning_seed))
-    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
-    held = {heldout_source.examples[i].digest for i in heldout}
-    chosen = [examples[p] for p in positions]
-    if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
-        raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
-    contract = run.contract
-    originals = source.originals(train[positions])
-    size, rng = run.image_size, np.random.default_rng(tuning_seed)
-    images, view_labels = [], []
-    for original, example in zip(originals, chosen):
-        large = contract.load_pixels(original, (2 * size, 2 * size), name=example.id)
-        images.append(contract.load_pixels(original, (size, size), name=example.id))
-        images += [_view(large, size, rng) for _ in range(TUNING_VIEWS - 1)]
-        view_labels += [example.label] * TUNING_VIEWS
-    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed,
-                       len(examples))
-
-
-def _view(large: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of an image decoded at twice the size."""
-    from PIL import Image
-
-    h, w = large.shape[:2]
-    ch, cw = int(h * rng.uniform(0.75, 1.0)), int(w * rng.uniform(0.75, 1.0))
-    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-    crop = Image.fromarray(large[y:y + ch, x:x + cw]).resize((size, size), Image.BILINEAR)
-    if rng.random() < 0.5:
-        crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-    return np.clip(np.asarray(crop, np.float32) * rng.uniform(0.85, 1.15), 0, 255).astype(np.uint8)
 
 
 # --- the task: how a model is scored on the tuning split ---------------------------------------------------------
@@ -130,6 +56,9 @@ class TuningTask(NamedTuple):
     scores: Callable  # (outputs, reference outputs, TuningSplit, class names) -> {metric key: gate.Score}
     limits: Callable = lambda limits: limits  # the user's GateLimits as this task's parity gate applies them
     not_applicable: Mapping[str, str] = {}  # rung name -> why it does not apply to this task (recorded as skipped)
+    # (model bytes, TuningSplit, PixelContract, client names) -> ({client: outputs}, {client: why it cannot feed});
+    # None: the task's clients are not judged on its tuning split
+    clients: Optional[Callable] = None
 
 
 def _savedmodel_outputs(run, tuning: TuningSplit) -> np.ndarray:
@@ -150,6 +79,18 @@ def _tflite_outputs(model: bytes, tuning: TuningSplit, contract) -> np.ndarray:
     return runner.score_all(tuning.images)
 
 
+def _client_outputs(model: bytes, tuning: TuningSplit, contract, names: Sequence[str]):
+    """Each named client's scores of the candidate on the tuning split, every view fed as that client feeds a
+    picture (parity's client rows, on the tuning views)."""
+    from edge.runner import Runner
+    from pipeline.console import native_quiet
+    from pipeline.inference.client_scores import score_clients
+
+    with native_quiet():
+        runner = Runner.with_contract(model, contract, edgetpu=False)
+    return score_clients(runner, ClientPictures(tuning), contract, names, what="tuning view")
+
+
 def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: TuningSplit, classes: Sequence[str]):
     from pipeline.inference import class_metrics
 
@@ -160,7 +101,8 @@ def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: T
     return gate.classification_scores(entry)
 
 
-CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores)
+CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores,
+                                 clients=_client_outputs)
 
 
 # --- the rungs --------------------------------------------------------------------------------------------------
@@ -240,6 +182,7 @@ class Attempt(NamedTuple):
     mapping_lowered: bool  # fewer ops predicted on the Edge TPU than the export as asked
     seconds: float
     error: Optional[str] = None  # the rung could not make a model (e.g. QAT cannot wrap a nested base model)
+    clients: Mapping[str, Dict[str, gate.Score]] = {}  # the gated clients' scores on the tuning split, by client
 
     @property
     def passed(self) -> bool:
@@ -258,7 +201,8 @@ class Attempt(NamedTuple):
                 "edgetpu": {"ops_on_edgetpu": self.ops_on_edgetpu, "total_ops": self.total_ops,
                             "lowered": self.mapping_lowered},
                 "size_bytes": len(self.model.bytes) if self.model else None, "seconds": round(self.seconds, 2),
-                "error": self.error}
+                "error": self.error,
+                "clients": {name: {key: score.shown for key, score in scores.items()} for name, scores in self.clients.items()}}
 
 
 class Outcome(NamedTuple):
@@ -270,6 +214,8 @@ class Outcome(NamedTuple):
     metrics: Mapping[str, gate.Metric] = gate.CLASSIFICATION  # the task's, for the table's column names
     skipped: Tuple[Tuple[str, str], ...] = ()  # (rung, why) for the rungs reached that do not apply
     reference: Optional[Dict[str, gate.Score]] = None  # the float reference's own scores on the tuning split
+    clients: Tuple[str, ...] = ()  # the clients gated like the int8 model on the tuning split
+    clients_note: Optional[str] = None  # why clients asked for were not judged (a task without client feeds)
 
     @property
     def passed(self) -> bool:
@@ -290,15 +236,22 @@ class Outcome(NamedTuple):
                 "limits": {"max_drop_pp": self.limits.max_drop, "min_agreement": self.limits.min_agreement, "metric": metric},
                 "reference": {key: score.shown for key, score in (self.reference or {}).items()},
                 "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
-                "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures()}
+                "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures(),
+                "clients": list(self.clients), "clients_note": self.clients_note}
 
 
 def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: TuningTask = CLASSIFICATION_TASK,
            ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
     """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
     kept. `convert(config, run)` is the export stage's (a task's own: anything with `.bytes` and `.contract`);
-    `layer_errors(model)` names the layers that motivated it."""
+    `layer_errors(model)` names the layers that motivated it. The clients in `config.clients` are judged like the
+    int8 model, each on the tuning views as it feeds them, where the task can feed them."""
     limits = task.limits(limits).validate(task.metrics)
+    clients, clients_note = tuple(config.clients), None
+    if clients and task.clients is None:
+        clients_note = f"clients {', '.join(clients)} are gated in parity only: this task's tuning split has no client feeds"
+        say(clients_note)
+        clients = ()
     tuning = task.split(run, config.seed)
     reference = task.reference(run, tuning)
     reference_scores = task.scores(reference, reference, tuning, run.labels)
@@ -328,9 +281,14 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             baseline_ops = ops_on
         outputs = task.candidate(model.bytes, tuning, model.contract)
         scores = task.scores(outputs, reference, tuning, run.labels)
-        failures = tuning_failures(scores, reference_scores, limits, task.metrics)
+        client_scores, refused = {}, {}
+        if clients:
+            fed, refused = task.clients(model.bytes, tuning, model.contract, clients)
+            client_scores = {name: task.scores(fed[name], reference, tuning, run.labels) for name in clients if name in fed}
+        failures = tuning_failures(scores, reference_scores, limits, task.metrics, client_scores)
+        failures += [f"{gate_name(name)}: cannot feed the model: {why}" for name, why in refused.items()]
         attempt = Attempt(rung.name, rung.what, model, scores, failures, ops_on, total, ops_on < baseline_ops,
-                          time.monotonic() - start)
+                          time.monotonic() - start, clients=client_scores)
         attempts.append(attempt)
         say(row(attempt, limits.metric))
         if attempt.passed:
@@ -338,21 +296,25 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         if rung.name == "none" and layer_errors is not None:
             motivation = layer_errors(model)
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
-    return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores)
+    return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores, clients,
+                   clients_note)
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
-                    metrics: Mapping[str, gate.Metric]) -> List[str]:
-    """The gate's failures on the tuning split, but agreement under the limit only when it is so beyond chance."""
+                    metrics: Mapping[str, gate.Metric], clients: Mapping[str, Dict[str, gate.Score]] = {}) -> List[str]:
+    """The gate's failures on the tuning split, for the int8 model and each gated client (by client name), but
+    agreement under the limit only when it is so beyond chance."""
+    judged = {"int8_cpu": scores, **{gate_name(name): client for name, client in clients.items()}}
     limits_drop_only = limits._replace(min_agreement=0.0)
-    failures = gate.check({gate.REFERENCE: reference, "int8_cpu": scores}, limits_drop_only, metrics)
-    agreement = scores[gate.AGREEMENT]
-    if agreement.exact < limits.min_agreement and agreement.total:
-        off, n = agreement.total - agreement.count, agreement.total
-        p = chance_of_at_least(off, n, 1.0 - limits.min_agreement)
-        if p < SIGNIFICANCE:
-            failures.append(f"int8_cpu: {gate.AGREEMENT} {agreement.describe()} is under --min-agreement "
-                            f"{limits.min_agreement:g} beyond chance (p={p:.3g} for a model at the limit)")
+    failures = gate.check({gate.REFERENCE: reference, **judged}, limits_drop_only, metrics, gated=tuple(judged))
+    for name, judged_scores in judged.items():
+        agreement = judged_scores[gate.AGREEMENT]
+        if agreement.exact < limits.min_agreement and agreement.total:
+            off, n = agreement.total - agreement.count, agreement.total
+            p = chance_of_at_least(off, n, 1.0 - limits.min_agreement)
+            if p < SIGNIFICANCE:
+                failures.append(f"{name}: {gate.AGREEMENT} {agreement.describe()} is under --min-agreement "
+                                f"{limits.min_agreement:g} beyond chance (p={p:.3g} for a model at the limit)")
     return failures
 
 
@@ -389,8 +351,10 @@ def row(attempt: Attempt, metric: str) -> str:
         return f"{attempt.remedy:<12} could not make a model ({attempt.seconds:.1f} s): {attempt.error}"
     s = attempt.scores
     gate_text = "pass" if attempt.passed else ("lower" if attempt.mapping_lowered else "fail")
+    clients = "".join(f"  {name} {scores[metric].shown:.4f}" for name, scores in attempt.clients.items())
     return (f"{attempt.remedy:<12} {s[metric].shown:>14.4f} {s[gate.AGREEMENT].shown:>9.4f} {gate_text:>6} "
-            f"{attempt.ops_on_edgetpu:>4}/{attempt.total_ops:<4} {len(attempt.model.bytes):>9,} {attempt.seconds:>8.1f}")
+            f"{attempt.ops_on_edgetpu:>4}/{attempt.total_ops:<4} {len(attempt.model.bytes):>9,} {attempt.seconds:>8.1f}"
+            + clients)
 
 
 def skip_row(name: str, why: str) -> str:
@@ -401,11 +365,15 @@ def table(outcome: Outcome) -> str:
     tuning = outcome.tuning
     views = f" x {tuning.views} views" if tuning.views > 1 else ""
     metric = outcome.metrics[outcome.limits.metric]
-    lines = [f"remedy ladder on a tuning split of {len(tuning.ids)} training images{views} (never the held-out ones):",
+    judged = f"; the int8 model as {', '.join(outcome.clients)} feed{'s' if len(outcome.clients) == 1 else ''} it is gated too" \
+        if outcome.clients else ""
+    lines = [f"remedy ladder on a tuning split of {len(tuning.ids)} training images{views} (never the held-out ones){judged}:",
              header(metric), *(row(a, outcome.limits.metric) for a in outcome.attempts),
              *(skip_row(name, why) for name, why in outcome.skipped)]
     if outcome.reference:
         lines.insert(2, f"{'float':<12} {outcome.reference[metric.key].shown:>14.4f} {'(reference)':>9}")
+    if outcome.clients_note:
+        lines.append(outcome.clients_note)
     lines.append(f"chosen: {outcome.chosen.remedy}" if outcome.passed else
                  f"nothing passed; kept the best attempt, {outcome.chosen.remedy}")
     return "\n".join(lines)

@@ -274,7 +274,8 @@ def summary_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-DETECT_WORST = ("map50", "mAP@.5", "pycoral,mediapipe,frigate")  # worst_client's metric, its name, the --clients hint
+# worst_client's metric, its name, the --clients hint; a detector's tuning split has no client feeds (no advice)
+DETECT_WORST = ("map50", "mAP@.5", "pycoral,mediapipe,frigate", False)
 
 
 def _exact(value: float):

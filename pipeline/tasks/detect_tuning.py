@@ -31,14 +31,14 @@ QAT_SKIPPED = "quantization-aware training fits with the classifier's loss; a de
 
 
 def split(run, seed: int):
-    """A seeded share of the training split's images (at least remedy.TUNING_MIN), each decoded by the run's pixel
+    """A seeded share of the training split's images (at least tuning_split.TUNING_MIN), each decoded by the run's pixel
     contract as parity decodes held-out images; refused if any of them is a held-out image."""
-    from pipeline.quant import remedy
+    from pipeline.quant import tuning_split
     from pipeline.tasks.detect_export import training_examples
 
     examples = training_examples(run)
-    n = remedy.tuning_count(len(examples))
-    tuning_seed = seed + remedy.TUNING_SEED_OFFSET
+    n = tuning_split.tuning_count(len(examples))
+    tuning_seed = seed + tuning_split.TUNING_SEED_OFFSET
     positions = np.sort(np.random.default_rng(tuning_seed).permutation(len(examples))[:n])
     chosen = [examples[p] for p in positions]
     held = {digest for _, digest in ((run.data.identity or {}).get("heldout") or {}).get("examples") or ()}
@@ -47,7 +47,7 @@ def split(run, seed: int):
         raise DataError(f"tuning image {touching[0]} is also a held-out image; the held-out split must stay unseen by the remedy")
     size = (run.image_size, run.image_size)
     images = np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in chosen])
-    return remedy.TuningSplit(positions, [e.id for e in chosen], images, chosen, tuning_seed, len(examples), views=1)
+    return tuning_split.TuningSplit(positions, [e.id for e in chosen], images, chosen, tuning_seed, len(examples), views=1)
 
 
 def reference(run, tuning) -> list:

@@ -1,0 +1,157 @@
+"""The remedy ladder's tuning split (`TuningSplit`, every task's), classification's draw of it (a seeded,
+class-balanced share of the training split, each image with seeded views), and how a client is fed each view.
+
+    tuning = tuning_split(run, seed)                 # images [n,S,S,3] by the pixel contract, truth, recipes
+    picture = client_picture(tuning, i)              # what a client opens for scored image i
+    pictures = ClientPictures(tuning)                # all of them, made one at a time
+
+The views (crops, flips, exposure) bring back the borderline answers a held-out image gets: on its own training
+images a model agrees with itself too easily. Each view keeps its recipe, so a client can be fed the same picture
+as it would feed a user's photo: the view's region of the original at the original's resolution, which the client
+then fits to the input its own way. The split never holds a held-out image (checked by bytes).
+"""
+from __future__ import annotations
+
+import collections.abc
+import io
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from pipeline.quant.calibration import balanced_sample
+
+TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
+TUNING_MIN = 20  # fewer tuning images than this cannot tell 98% agreement from 95%
+TUNING_SEED_OFFSET = 7919  # the tuning draw uses another seed than the calibration draw
+# Views of each tuning image (the image itself, then seeded crops, flips and exposure): the model has learned its
+# training images, so on them alone int8 and float agree even when they part on new images; new views of them
+# bring back the borderline answers a held-out image gets.
+TUNING_VIEWS = 16  # 60 photos x 16 views = 960 scored: 4 views (240) could not tell 2 of 160 held-out misses from 5
+
+
+class TuningSplit(NamedTuple):
+    positions: np.ndarray  # positions in the training split (what the calibration draw excludes)
+    ids: List[str]  # the examples' identities, for the manifest
+    images: np.ndarray  # uint8 [n,S,S,3], decoded by the run's pixel contract as parity decodes held-out images
+    truth: object  # what the task scores against, one per scored image: class ids [n], or a detector's examples (boxes)
+    seed: int
+    train_count: int  # images in the training split it was drawn from (the calibration rungs calibrate on the rest)
+    views: int = TUNING_VIEWS  # scored images per tuning image (the image itself first)
+    originals: Tuple = ()  # the tuning images as stored (encoded bytes; uint8 pixels for digits), for the clients
+    recipes: Tuple["View", ...] = ()  # per scored image, how it was made from its original (for the clients)
+
+    def record(self) -> Dict[str, object]:
+        return {"source": "train split", "images": len(self.ids), "views_per_image": self.views, "scored": len(self.images),
+                "seed": self.seed, "ids": list(self.ids)}
+
+
+def tuning_count(train_count: int) -> int:
+    """How many training images the tuning split takes; refused when too few would be left to calibrate on."""
+    from pipeline.errors import DataError
+
+    n = max(TUNING_MIN, int(round(train_count * TUNING_SHARE)))
+    if n >= train_count:
+        raise DataError(f"the training split has {train_count} images; the remedy ladder needs more than {n} "
+                        "(a tuning split to choose on, and the rest to calibrate on)")
+    return n
+
+
+def tuning_split(run, seed: int) -> TuningSplit:
+    """Classification's: a seeded, class-balanced share of the training split, each image with seeded views;
+    refused if any of it is a held-out image."""
+    from pipeline.data.identity import resolve_split
+    from pipeline.errors import DataError
+
+    source, train = resolve_split(run, "train")
+    heldout_source, heldout = resolve_split(run, "heldout")
+    examples = [source.examples[i] for i in train]
+    labels = np.array([e.label for e in examples], np.int64)
+    n = tuning_count(len(examples))
+    tuning_seed = seed + TUNING_SEED_OFFSET
+    positions = np.sort(balanced_sample(labels, n, tuning_seed))
+    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
+    held = {heldout_source.examples[i].digest for i in heldout}
+    chosen = [examples[p] for p in positions]
+    if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
+        raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
+    contract = run.contract
+    originals = source.originals(train[positions])
+    size, rng = run.image_size, np.random.default_rng(tuning_seed)
+    images, view_labels, recipes = [], [], []
+    for k, (original, example) in enumerate(zip(originals, chosen)):
+        large = contract.load_pixels(original, (2 * size, 2 * size), name=example.id)
+        images.append(contract.load_pixels(original, (size, size), name=example.id))
+        recipes.append(View(k))
+        for _ in range(TUNING_VIEWS - 1):
+            pixels, view = _view(large, size, rng, k)
+            images.append(pixels)
+            recipes.append(view)
+        view_labels += [example.label] * TUNING_VIEWS
+    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed,
+                       len(examples), originals=tuple(originals), recipes=tuple(recipes))
+
+
+class View(NamedTuple):
+    """How one scored tuning image was made from its original, so a client can be fed the same picture."""
+
+    original: int  # position in TuningSplit.originals
+    box: Optional[Tuple[float, float, float, float]] = None  # (left, top, right, bottom) as shares of each side; None: whole
+    flip: bool = False
+    gain: float = 1.0  # exposure: pixel values times this, clipped to 0..255
+
+
+def _view(large: np.ndarray, size: int, rng: np.random.Generator, original: int) -> Tuple[np.ndarray, View]:
+    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of an image decoded at twice the size,
+    and its recipe."""
+    from PIL import Image
+
+    h, w = large.shape[:2]
+    ch, cw = int(h * rng.uniform(0.75, 1.0)), int(w * rng.uniform(0.75, 1.0))
+    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    crop = Image.fromarray(large[y:y + ch, x:x + cw]).resize((size, size), Image.BILINEAR)
+    flip = bool(rng.random() < 0.5)
+    if flip:
+        crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+    gain = float(rng.uniform(0.85, 1.15))
+    view = View(original, (x / w, y / h, (x + cw) / w, (y + ch) / h), flip, gain)
+    return np.clip(np.asarray(crop, np.float32) * gain, 0, 255).astype(np.uint8), view
+
+
+def client_picture(tuning: TuningSplit, index: int):
+    """What a client opens for scored image `index`: the stored file itself for a whole-image view, else the
+    view's region of the fully decoded original (a PIL image), flipped and exposed as the view was. A client then
+    fits it to the input its own way, from the original's resolution, as it would a user's photo."""
+    from PIL import Image
+
+    from edge.bundle import image_file
+
+    view = tuning.recipes[index]
+    original = tuning.originals[view.original]
+    if view.box is None and view.gain == 1.0 and not view.flip:
+        return image_file(index, tuning.ids[view.original], original)[1]  # as parity ships a held-out image
+    image = Image.fromarray(original) if isinstance(original, np.ndarray) else Image.open(io.BytesIO(original))
+    image = image.convert("RGB")
+    if view.box is not None:
+        left, top, right, bottom = view.box
+        w, h = image.size
+        image = image.crop((round(left * w), round(top * h), max(round(right * w), round(left * w) + 1),
+                            max(round(bottom * h), round(top * h) + 1)))
+    if view.flip:
+        image = image.transpose(Image.FLIP_LEFT_RIGHT)
+    return Image.fromarray(np.clip(np.asarray(image, np.float32) * view.gain, 0, 255).astype(np.uint8))
+
+
+class ClientPictures(collections.abc.Sequence):
+    """The tuning views as the clients open them, made one at a time (each is a region at the original's
+    resolution: thousands of them would not fit in memory together)."""
+
+    def __init__(self, tuning: TuningSplit):
+        self.tuning = tuning
+
+    def __len__(self) -> int:
+        return len(self.tuning.recipes)
+
+    def __getitem__(self, index: int):
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return client_picture(self.tuning, index)
