@@ -203,14 +203,15 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
 
 
 def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, black):
-    """With --clients, every attempt is scored as each named client feeds the tuning views, and a client that
-    loses more than the limits allow fails the attempt as the int8 model would."""
+    """With --clients, every attempt is scored as each named client feeds the tuning views, against the float model
+    fed the same pixels, and a client that loses more than the limits allow fails the attempt as the int8 model would."""
     from pipeline.export import ExportConfig, Mode, export_model
 
     result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True, clients=("pycoral", "mediapipe")),
                           run_copy)
     attempts = result.remedy["attempts"]
     assert result.remedy["clients"] == ["pycoral", "mediapipe"]
+    assert set(result.remedy["client_references"]) == {"pycoral", "mediapipe"}
     for attempt in attempts:
         assert set(attempt["clients"]) == {"pycoral", "mediapipe"}
         assert set(attempt["clients"]["mediapipe"]) >= {"top1", "agreement"}
@@ -219,7 +220,8 @@ def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, 
     assert first["clients"]["mediapipe"]["agreement"] < 0.98
     assert any(line.startswith("client_mediapipe: ") for line in first["failures"]), first["failures"]
     assert result.remedy["passed"] == attempts[-1]["passed"]
-    assert "as pycoral, mediapipe feed it is gated too" in result.table and "mediapipe 0." in result.table
+    assert "as pycoral, mediapipe feed them, int8 is gated against float fed the same" in result.table
+    assert "mediapipe 0." in result.table
     html = (run_copy / "report.html").read_text()
     assert "mediapipe: top1 / agreement" in html and html.count('class="remedy-attempt"') == len(attempts)
 
@@ -233,9 +235,12 @@ def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
                 "macro_f1": gate.Score.counted(correct, n)}
 
     reference = scores(900, 960)
-    assert tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION, {"pycoral": scores(899, 950)}) == []
+    # Each client against the float model fed as that client feeds it: its own reference, not the contract's.
+    fed_float = scores(880, 960)
+    assert tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
+                           {"pycoral": (scores(879, 950), fed_float)}) == []
     lines = tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
-                            {"pycoral": scores(899, 950), "mediapipe": scores(870, 920)})
+                            {"pycoral": (scores(879, 950), fed_float), "mediapipe": (scores(860, 920), fed_float)})
     assert len(lines) == 2 and all(line.startswith("client_mediapipe: ") for line in lines), lines
     assert "drop" in lines[0] and "beyond chance" in lines[1]
 

@@ -101,24 +101,23 @@ def for_task(names: Sequence[str], task: str) -> Tuple[str, ...]:
     return parse_clients(",".join(names), task)
 
 
-def score_clients(runner: Any, files: Sequence[Any], contract: PixelContract, names: Sequence[str] = tuple(CLIENTS),
-                  what: str = "held-out image") -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
-    """[N, classes] scores per client on the files (bytes, or PIL images: the remedy's tuning views) through
-    `runner`'s interpreter, and, for a client that cannot feed this model or one of these files, the one-line
-    reason (its row then holds no scores); `what` names a file in that reason."""
+def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
+                  names: Sequence[str] = tuple(CLIENTS)) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+    """[N, classes] scores per client on the held-out files through `runner`'s interpreter, and, for a client
+    that cannot feed this model or one of these files, the one-line reason (its row then holds no scores)."""
     interpreter = runner.interpreter
     answers, refused = _each_client(interpreter, names, files,
                                     lambda name, data, details: (CLIENTS[name].feed(data, details, contract), None),
-                                    lambda _: get_scores(interpreter), what)
+                                    lambda _: get_scores(interpreter))
     return {name: np.stack(rows).astype(np.float32) for name, rows in answers.items()}, refused
 
 
 def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
                  feed: Callable[[str, bytes, Dict[str, Any]], Tuple[np.ndarray, Any]],
-                 read: Callable[[Any], Any], what: str = "held-out image") -> Tuple[Dict[str, list], Dict[str, str]]:
+                 read: Callable[[Any], Any]) -> Tuple[Dict[str, list], Dict[str, str]]:
     """Per client name, read(fed) after each file is fed as feed(name, file, input details) -> (tensor, fed) and
     invoked; a client that cannot feed the model or one of the files gets the one-line reason instead, naming the
-    file as `what` and its position."""
+    held-out image."""
     details = input_details(interpreter)
     answers: Dict[str, list] = {}
     refused: Dict[str, str] = {}
@@ -129,9 +128,9 @@ def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
                 try:
                     tensor, fed = feed(name, data, details)
                 except InputError as err:
-                    raise InputError(f"{what} {i}: {err}") from err
+                    raise InputError(f"held-out image {i}: {err}") from err
                 interpreter.set_tensor(details["index"], tensor)
-                invoke(interpreter, f"{what} {i} as {name} feeds it")
+                invoke(interpreter, f"held-out image {i} as {name} feeds it")
                 rows.append(read(fed))
         except InputError as err:
             refused[name] = str(err)

@@ -18,9 +18,12 @@ with like: an attempt fails on agreement only when its disagreements are more th
 would show by chance (one-sided binomial test, `SIGNIFICANCE`). The export as asked is judged so first, and the
 ladder starts only when it fails there. The top-1 drop is judged as the gate judges it.
 
-With `--clients`, each named client is gated on the tuning split like the int8 model: every view is fed to the
-candidate as that client would feed a user's photo of it (the view's region of the original, fitted to the input
-by the client's own resize), and scored against the float model on the view (`TuningTask.clients`).
+With `--clients`, the ladder also judges each named client's feed: every view becomes a picture (the view's region
+of the original, at the original's resolution), each client fits it to the input its own way, and the candidate
+fed those pixels is gated against the float model fed the same pixels, as the int8 model is on the contract's. That
+is the part of a client's loss a remedy can repair: what a client's resize costs the float model too (parity's
+client rows hold it) is the training's to fix (`train --client-fits`), and a gate on it would fail every rung alike.
+The clients' pixels are computed once, from the export as asked (every rung keeps its input, Coral's convention).
 
 The task is a `TuningTask`: it draws the tuning split, scores the reference and a candidate on it, turns them into
 the gate's named scores (pipeline/gate.py), reads the user's limits as its own gate does, and names the rungs that
@@ -56,8 +59,8 @@ class TuningTask(NamedTuple):
     scores: Callable  # (outputs, reference outputs, TuningSplit, class names) -> {metric key: gate.Score}
     limits: Callable = lambda limits: limits  # the user's GateLimits as this task's parity gate applies them
     not_applicable: Mapping[str, str] = {}  # rung name -> why it does not apply to this task (recorded as skipped)
-    # (model bytes, TuningSplit, PixelContract, client names) -> ({client: outputs}, {client: why it cannot feed});
-    # None: the task's clients are not judged on its tuning split
+    # (model bytes, TuningSplit, PixelContract, client names) -> ({client: uint8 pixels [n,S,S,3]}, {client: why not}):
+    # what each client hands a model whose input takes the camera bytes as they are; None: not judged on the split
     clients: Optional[Callable] = None
 
 
@@ -79,16 +82,24 @@ def _tflite_outputs(model: bytes, tuning: TuningSplit, contract) -> np.ndarray:
     return runner.score_all(tuning.images)
 
 
-def _client_outputs(model: bytes, tuning: TuningSplit, contract, names: Sequence[str]):
-    """Each named client's scores of the candidate on the tuning split, every view fed as that client feeds a
-    picture (parity's client rows, on the tuning views)."""
+def _client_pixels(model: bytes, tuning: TuningSplit, contract, names: Sequence[str]):
+    """The pixels each named client hands the model for the views as pictures (the view's region of the original,
+    which the client fits to the input its own way), or why it cannot feed this model."""
+    from edge.classify import input_details
+    from edge.errors import InputError
     from edge.runner import Runner
     from pipeline.console import native_quiet
-    from pipeline.inference.client_scores import score_clients
+    from pipeline.inference.client_scores import CLIENTS
 
     with native_quiet():
-        runner = Runner.with_contract(model, contract, edgetpu=False)
-    return score_clients(runner, ClientPictures(tuning), contract, names, what="tuning view")
+        details = input_details(Runner.with_contract(model, contract, edgetpu=False).interpreter)
+    pixels, refused = {}, {}
+    for name in names:
+        try:
+            pixels[name] = np.concatenate([CLIENTS[name].feed(p, details, contract) for p in ClientPictures(tuning)])
+        except InputError as err:
+            refused[name] = f"a tuning view: {err}"
+    return pixels, refused
 
 
 def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: TuningSplit, classes: Sequence[str]):
@@ -102,7 +113,7 @@ def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: T
 
 
 CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores,
-                                 clients=_client_outputs)
+                                 clients=_client_pixels)
 
 
 # --- the rungs --------------------------------------------------------------------------------------------------
@@ -216,6 +227,7 @@ class Outcome(NamedTuple):
     reference: Optional[Dict[str, gate.Score]] = None  # the float reference's own scores on the tuning split
     clients: Tuple[str, ...] = ()  # the clients gated like the int8 model on the tuning split
     clients_note: Optional[str] = None  # why clients asked for were not judged (a task without client feeds)
+    client_references: Mapping[str, Dict[str, gate.Score]] = {}  # the float model's scores as each client feeds the views
 
     @property
     def passed(self) -> bool:
@@ -237,15 +249,17 @@ class Outcome(NamedTuple):
                 "reference": {key: score.shown for key, score in (self.reference or {}).items()},
                 "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
                 "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures(),
-                "clients": list(self.clients), "clients_note": self.clients_note}
+                "clients": list(self.clients), "clients_note": self.clients_note,
+                "client_references": {name: {key: score.shown for key, score in scores.items()}
+                                      for name, scores in self.client_references.items()}}
 
 
 def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: TuningTask = CLASSIFICATION_TASK,
            ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
     """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
     kept. `convert(config, run)` is the export stage's (a task's own: anything with `.bytes` and `.contract`);
-    `layer_errors(model)` names the layers that motivated it. The clients in `config.clients` are judged like the
-    int8 model, each on the tuning views as it feeds them, where the task can feed them."""
+    `layer_errors(model)` names the layers that motivated it. Each client in `config.clients` (where the task can
+    feed them) is judged too: the candidate fed the views as that client feeds them, against float fed the same."""
     limits = task.limits(limits).validate(task.metrics)
     clients, clients_note = tuple(config.clients), None
     if clients and task.clients is None:
@@ -255,6 +269,9 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     tuning = task.split(run, config.seed)
     reference = task.reference(run, tuning)
     reference_scores = task.scores(reference, reference, tuning, run.labels)
+    client_pixels: Optional[Dict[str, np.ndarray]] = None  # from the export as asked, with the float model's answers
+    client_references: Dict[str, Tuple[np.ndarray, Dict[str, gate.Score]]] = {}
+    refused: Dict[str, str] = {}
     attempts: List[Attempt] = []
     skipped: List[Tuple[str, str]] = []
     baseline_ops: Optional[int] = None
@@ -281,11 +298,18 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             baseline_ops = ops_on
         outputs = task.candidate(model.bytes, tuning, model.contract)
         scores = task.scores(outputs, reference, tuning, run.labels)
-        client_scores, refused = {}, {}
-        if clients:
-            fed, refused = task.clients(model.bytes, tuning, model.contract, clients)
-            client_scores = {name: task.scores(fed[name], reference, tuning, run.labels) for name in clients if name in fed}
-        failures = tuning_failures(scores, reference_scores, limits, task.metrics, client_scores)
+        if clients and client_pixels is None:
+            client_pixels, refused = task.clients(model.bytes, tuning, model.contract, clients)
+            for name, pixels in client_pixels.items():
+                float_outputs = task.reference(run, tuning._replace(images=pixels))
+                client_references[name] = (float_outputs, task.scores(float_outputs, float_outputs, tuning, run.labels))
+        client_scores = {}
+        for name, pixels in (client_pixels or {}).items():
+            as_fed = tuning._replace(images=pixels)
+            client_scores[name] = task.scores(task.candidate(model.bytes, as_fed, model.contract), client_references[name][0],
+                                              as_fed, run.labels)
+        failures = tuning_failures(scores, reference_scores, limits, task.metrics,
+                                   {name: (s, client_references[name][1]) for name, s in client_scores.items()})
         failures += [f"{gate_name(name)}: cannot feed the model: {why}" for name, why in refused.items()]
         attempt = Attempt(rung.name, rung.what, model, scores, failures, ops_on, total, ops_on < baseline_ops,
                           time.monotonic() - start, clients=client_scores)
@@ -297,18 +321,21 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             motivation = layer_errors(model)
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
     return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores, clients,
-                   clients_note)
+                   clients_note, {name: scores for name, (_, scores) in client_references.items()})
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
-                    metrics: Mapping[str, gate.Metric], clients: Mapping[str, Dict[str, gate.Score]] = {}) -> List[str]:
-    """The gate's failures on the tuning split, for the int8 model and each gated client (by client name), but
-    agreement under the limit only when it is so beyond chance."""
-    judged = {"int8_cpu": scores, **{gate_name(name): client for name, client in clients.items()}}
+                    metrics: Mapping[str, gate.Metric],
+                    clients: Mapping[str, Tuple[Dict[str, gate.Score], Dict[str, gate.Score]]] = {}) -> List[str]:
+    """The gate's failures on the tuning split, for the int8 model against `reference` and for each gated client
+    (name -> its scores, and the float model's fed the same way), but agreement under the limit only when it is so
+    beyond chance."""
+    judged = [("int8_cpu", scores, reference), *((gate_name(name), mine, theirs) for name, (mine, theirs) in clients.items())]
     limits_drop_only = limits._replace(min_agreement=0.0)
-    failures = gate.check({gate.REFERENCE: reference, **judged}, limits_drop_only, metrics, gated=tuple(judged))
-    for name, judged_scores in judged.items():
-        agreement = judged_scores[gate.AGREEMENT]
+    failures: List[str] = []
+    for name, mine, theirs in judged:
+        failures += gate.check({gate.REFERENCE: theirs, name: mine}, limits_drop_only, metrics, gated=(name,))
+        agreement = mine[gate.AGREEMENT]
         if agreement.exact < limits.min_agreement and agreement.total:
             off, n = agreement.total - agreement.count, agreement.total
             p = chance_of_at_least(off, n, 1.0 - limits.min_agreement)
@@ -365,13 +392,14 @@ def table(outcome: Outcome) -> str:
     tuning = outcome.tuning
     views = f" x {tuning.views} views" if tuning.views > 1 else ""
     metric = outcome.metrics[outcome.limits.metric]
-    judged = f"; the int8 model as {', '.join(outcome.clients)} feed{'s' if len(outcome.clients) == 1 else ''} it is gated too" \
-        if outcome.clients else ""
+    judged = (f"; as {', '.join(outcome.clients)} feed{'s' if len(outcome.clients) == 1 else ''} them, int8 is gated "
+              "against float fed the same") if outcome.clients else ""
     lines = [f"remedy ladder on a tuning split of {len(tuning.ids)} training images{views} (never the held-out ones){judged}:",
              header(metric), *(row(a, outcome.limits.metric) for a in outcome.attempts),
              *(skip_row(name, why) for name, why in outcome.skipped)]
     if outcome.reference:
-        lines.insert(2, f"{'float':<12} {outcome.reference[metric.key].shown:>14.4f} {'(reference)':>9}")
+        lines.insert(2, f"{'float':<12} {outcome.reference[metric.key].shown:>14.4f} {'(reference)':>9}"
+                     + "".join(f"  {name} {scores[metric.key].shown:.4f}" for name, scores in outcome.client_references.items()))
     if outcome.clients_note:
         lines.append(outcome.clients_note)
     lines.append(f"chosen: {outcome.chosen.remedy}" if outcome.passed else

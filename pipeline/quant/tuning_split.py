@@ -117,10 +117,11 @@ def _view(large: np.ndarray, size: int, rng: np.random.Generator, original: int)
     return np.clip(np.asarray(crop, np.float32) * gain, 0, 255).astype(np.uint8), view
 
 
-def client_picture(tuning: TuningSplit, index: int):
+def client_picture(tuning: TuningSplit, index: int, opened=None):
     """What a client opens for scored image `index`: the stored file itself for a whole-image view, else the
     view's region of the fully decoded original (a PIL image), flipped and exposed as the view was. A client then
-    fits it to the input its own way, from the original's resolution, as it would a user's photo."""
+    fits it to the input its own way, from the original's resolution, as it would a user's photo. `opened`: the
+    original already decoded (`decoded`), when the caller keeps it."""
     from PIL import Image
 
     from edge.bundle import image_file
@@ -129,8 +130,7 @@ def client_picture(tuning: TuningSplit, index: int):
     original = tuning.originals[view.original]
     if view.box is None and view.gain == 1.0 and not view.flip:
         return image_file(index, tuning.ids[view.original], original)[1]  # as parity ships a held-out image
-    image = Image.fromarray(original) if isinstance(original, np.ndarray) else Image.open(io.BytesIO(original))
-    image = image.convert("RGB")
+    image = opened if opened is not None else decoded(original)
     if view.box is not None:
         left, top, right, bottom = view.box
         w, h = image.size
@@ -141,12 +141,22 @@ def client_picture(tuning: TuningSplit, index: int):
     return Image.fromarray(np.clip(np.asarray(image, np.float32) * view.gain, 0, 255).astype(np.uint8))
 
 
+def decoded(original):
+    """A stored original (encoded bytes, or uint8 pixels) as a fully decoded RGB PIL image."""
+    from PIL import Image
+
+    image = Image.fromarray(original) if isinstance(original, np.ndarray) else Image.open(io.BytesIO(original))
+    return image.convert("RGB")
+
+
 class ClientPictures(collections.abc.Sequence):
     """The tuning views as the clients open them, made one at a time (each is a region at the original's
-    resolution: thousands of them would not fit in memory together)."""
+    resolution: thousands of them would not fit in memory together). The views of one original are consecutive,
+    so its decoded image is kept until the next original's view is asked for."""
 
     def __init__(self, tuning: TuningSplit):
         self.tuning = tuning
+        self._opened: Tuple[int, object] = (-1, None)
 
     def __len__(self) -> int:
         return len(self.tuning.recipes)
@@ -154,4 +164,7 @@ class ClientPictures(collections.abc.Sequence):
     def __getitem__(self, index: int):
         if not 0 <= index < len(self):
             raise IndexError(index)
-        return client_picture(self.tuning, index)
+        original = self.tuning.recipes[index].original
+        if self._opened[0] != original:
+            self._opened = (original, decoded(self.tuning.originals[original]))
+        return client_picture(self.tuning, index, self._opened[1])
