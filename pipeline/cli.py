@@ -129,8 +129,9 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
 @click.option("--remedy", is_flag=True, help="int8: when the model fails the parity gate on a tuning split of the training "
               "data, try repairs cheapest first (calibration, equalization, bias correction, per-channel, QAT) that keep the Edge TPU "
               "mapping; exit 1 if none passes")
-@click.option("--clients", "clients", default="none", help="with --remedy: clients the ladder gates like the int8 model, "
-              "each fed the tuning split as it feeds a picture, comma-separated: pycoral, mediapipe, all or none (default none)")
+@click.option("--clients", "clients", default="none", help="with --remedy: clients whose feed the ladder judges too (the "
+              "int8 model fed the tuning views as each client feeds them, against float fed the same), comma-separated: "
+              "pycoral, mediapipe, all or none (default none)")
 @reports_errors
 def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
                    remedy, clients):

@@ -70,7 +70,7 @@ class ExportConfig:
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
     calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
     float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
-    clients: Tuple[str, ...] = ()  # with repair: clients (pipeline/inference/client_scores.py) the ladder gates like the int8 model
+    clients: Tuple[str, ...] = ()  # with repair: clients whose feed of the tuning split the ladder judges too (remedy.py)
 
     def validate(self) -> None:
         if not isinstance(self.mode, Mode):
