@@ -7,6 +7,7 @@ checked from its DOM against the run's JSON files; screenshots are kept in the t
 """
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import re
@@ -74,6 +75,8 @@ def browser():
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the test extra)")
+    if ctypes.util.find_library("atomic") is None:  # the driver would die at start: "Connection closed"
+        pytest.skip("needs libatomic.so.1 for Playwright's Node.js driver (apt-get install libatomic1; .ci/run installs it)")
     with sync_api.sync_playwright() as playwright:
         # Playwright gives every launch a fresh, temporary user-data-dir.
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
