@@ -19,11 +19,13 @@ from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from edge import clients  # noqa: E402
+from pipeline.quant import convention  # noqa: E402
 
 
 def _details(size: int) -> dict:
-    # A uint8 input with Coral's grid, as the int8 models have: both clients then hand the pixels over as they are.
-    return {"dtype": np.uint8, "shape": np.array([1, size, size, 3]), "quantization": (1 / 128, 128)}
+    # A uint8 input on Coral's grid, as the int8 models have: both clients then hand the pixels over as they are.
+    return {"dtype": np.uint8, "shape": np.array([1, size, size, 3]),
+            "quantization": (convention.SCALE, convention.ZERO_POINT["uint8"])}
 
 
 def feeds(size: int) -> dict:
