@@ -1,7 +1,7 @@
 """What `pipeline parity` writes for people: the summary table, report.md and the confusion/delta plot."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, NamedTuple
 
 import numpy as np
 
@@ -35,13 +35,20 @@ def summary_table(report: dict) -> str:
     return "\n".join(rows)
 
 
-# The metric a client row's drop_pp is of, its name, the --clients that gates them, and whether the remedy ladder
-# can judge the clients on this task's tuning split (`pipeline export --remedy --clients`).
-CLASSIFY_WORST = ("top1", "top-1", "pycoral,mediapipe", True)
+class ClientRows(NamedTuple):
+    """How a task's client rows are named in the worst-client line."""
+
+    key: str  # the metric a row's drop_pp is of
+    shown: str  # its name for people
+    hint: str  # the --clients that gates them
+    repairable: bool  # the remedy ladder can judge these clients on the task's tuning split (`export --remedy --clients`)
+
+
+CLASSIFY_WORST = ClientRows("top1", "top-1", "pycoral,mediapipe", repairable=True)
 CLIENT_GAP_PP = 2.0  # a client this much further below float than the int8 model on the pixel contract gets advice
 
 
-def worst_client(clients: dict, worst=CLASSIFY_WORST) -> str:
+def worst_client(clients: dict, worst: ClientRows = CLASSIFY_WORST) -> str:
     """One line naming the client that loses most against the float model (manifest or report entries), or "";
     with what repairs it when it loses more than CLIENT_GAP_PP beyond the int8 model on the pixel contract (the
     "edgeflow" row) and the task's remedy ladder can judge clients."""

@@ -27,6 +27,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 
 from pipeline.errors import ConfigError, DataError
+from pipeline.inference.parity_report import ClientRows
 
 REFERENCE = "float_savedmodel"
 MODELS = {"float_tflite_cpu": "model_float", "int8_cpu": "model_int8"}
@@ -274,8 +275,8 @@ def summary_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-# worst_client's metric, its name, the --clients hint; a detector's tuning split has no client feeds (no advice)
-DETECT_WORST = ("map50", "mAP@.5", "pycoral,mediapipe,frigate", False)
+# A detector's tuning split has no client feeds: no remedy advice.
+DETECT_WORST = ClientRows("map50", "mAP@.5", "pycoral,mediapipe,frigate", repairable=False)
 
 
 def _exact(value: float):
