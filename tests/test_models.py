@@ -138,3 +138,18 @@ def test_weights_of_another_model_are_named(tmp_path):
     models.build("small_cnn", 4, 16, width=8).save_weights(str(path))
     with pytest.raises(ValueError, match=r"weights file .*other\.weights\.h5 does not fit small_cnn"):
         models.build("small_cnn", 4, 16, weights=path)
+
+
+def test_train_help_names_every_registry_model():
+    """The --model help is written out by hand (the training config does not import the registry, which imports
+    TensorFlow): a model added to the registry must be added there too."""
+    from click.testing import CliRunner
+
+    import models
+    from pipeline import cli
+
+    result = CliRunner().invoke(cli.main, ["train", "--help"])
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.output.split())
+    missing = [name for name in models.MODEL_NAMES if name not in words]
+    assert not missing, f"pipeline train --help does not name {missing}"
