@@ -13,7 +13,7 @@ and cached as `pipeline train` caches them; the first epoch read whole (decoding
 read for SECONDS with a 20 ms pause per batch (a training step), then the iterator freed and
 timed. Speed: the first epoch's seconds (decoding into the cache) and the batches per second of
 the whole run without the pauses, a second iterator read for SECONDS as fast as it goes.
-Results: a section of bench/results/train.md.
+Results: bench/results/feed_teardown.md (rewritten whole by each run).
 """
 from __future__ import annotations
 
@@ -30,9 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-RESULTS = REPO / "bench" / "results" / "train.md"
-MARK = "<!-- bench_feed_teardown.py: this section is rewritten by it -->"
-END = "<!-- bench_feed_teardown.py: end -->"
+RESULTS = REPO / "bench" / "results" / "feed_teardown.md"
 BATCH, SIZE, STEP_S = 32, 96, 0.02
 
 
@@ -102,7 +100,7 @@ def main() -> None:
 def write(args, rows: dict, loads: list) -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if line.startswith("Model name")), "unknown CPU")
-    lines = [MARK, "", "## Freeing the training feed's iterator, tf.data autotuning on and off", "",
+    lines = ["# Freeing the training feed's iterator, tf.data autotuning on and off", "",
              f"Command: `.venv/bin/python bench/bench_feed_teardown.py --trials {args.trials} --seconds {args.seconds:g}`  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {cpu}, {os.cpu_count()} CPUs shared with other "
              f"jobs, load average {min(loads):.1f}-{max(loads):.1f}; Python {sys.version.split()[0]}", "",
@@ -121,17 +119,8 @@ def write(args, rows: dict, loads: list) -> None:
     on, off = rows["on"], rows["off"]
     ratio = statistics.median(b["batches_per_s"] / a["batches_per_s"] for a, b in zip(on, off))
     first = statistics.median(b["first_epoch"] / a["first_epoch"] for a, b in zip(on, off))
-    lines += ["", f"Per-trial ratios off / on (medians): batches/s {ratio:.2f}, first epoch's seconds {first:.2f}.", "", END]
-    text = RESULTS.read_text()
-    if MARK in text:
-        head, rest = text.split(MARK, 1)
-        tail = rest.split(END, 1)[1] if END in rest else ""
-        text = head + "\n".join(lines) + tail
-    else:  # before the whole-process section, which its bench rewrites to the end of the file
-        marker = "<!-- bench_train_process.py"
-        head, rest = text.split(marker, 1)
-        text = head + "\n".join(lines) + "\n\n" + marker + rest
-    RESULTS.write_text(text)
+    lines += ["", f"Per-trial ratios off / on (medians): batches/s {ratio:.2f}, first epoch's seconds {first:.2f}."]
+    RESULTS.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The remedy ladder on models trained from scratch on camera-like photo crops: default drop, each rung, the chosen one.
 
-    .venv/bin/python bench/bench_remedy.py [--runs DIR]      writes bench/results/remedy.md
+    .venv/bin/python bench/bench_remedy.py [--runs DIR]      writes bench/results/remedy_bench.md
 
 The photo folders of tests/helpers.py (write_camera_jpegs(halves=True): 4 classes, 240 training JPEGs seed 0,
 160 held-out JPEGs seed 1), MobileNetV2 alpha 0.35 and MobileNetV3 Small at 96 px, 15 epochs from scratch
