@@ -31,3 +31,9 @@ def test_every_path_a_page_cites_exists(page):
     missing = sorted(path for path in _cited(page.read_text())
                      if not (list(REPO.glob(path)) if "*" in path else (REPO / path).exists()))
     assert not missing, f"{page.relative_to(REPO)} cites paths that are not in the repository: {missing}"
+
+
+def test_bench_readme_lists_every_script_in_bench():
+    index = (REPO / "bench" / "README.md").read_text()
+    unlisted = sorted(s.name for s in (REPO / "bench").glob("*.py") if f"`{s.name}`" not in index)
+    assert not unlisted, f"bench/README.md does not list: {unlisted}"
