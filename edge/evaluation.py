@@ -62,25 +62,33 @@ def detection_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sam
     return [Sample(f, f.relative_to(data).as_posix(), None) for f in images_under(data, "--data")], labels
 
 
-def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None, workers: Optional[int] = None,
+                        post_on_workers: bool = False) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """(one predictions entry per image read, one error entry per image not): every object the post-processing op
-    kept, boxes normalized to the image, the images decoded ahead on a worker as `edge detect` does. `progress`
-    wraps the iteration (a progress bar), or None."""
+    kept, boxes normalized to the image. Images are decoded on `workers` threads (None: one per core) while this
+    thread invokes; reading the outputs into the entry (the post-processing) runs here after each invoke, or on the
+    workers with `post_on_workers` (worth it when the post-processing costs more than a hand-over to a thread).
+    `progress` wraps the iteration (a progress bar), or None."""
     from edge import detect as det
-    from edge.prefetch import prefetch
+    from edge.prefetch import pipelined
 
     def load(sample: Sample):
         return detector.runner.pixels(sample.path, str(sample.path))
 
+    def run(sample: Sample, pixels):  # the outputs are copies: the next invoke may overwrite the interpreter's own
+        return det.detect_raw(detector, pixels, str(sample.path))
+
+    def post(sample: Sample, raw):
+        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
+        return predictions_doc.detection(sample.rel, sample.id, sample.sha256, *det.kept(raw, 0.0))
+
     entries, errors = [], []
-    loaded = prefetch(samples, load)
-    for sample, pixels, error in (progress(loaded) if progress is not None else loaded):
+    done = pipelined(samples, load, run, post, workers=workers, post_on_workers=post_on_workers)
+    for sample, entry, error in (progress(done) if progress is not None else done):
         if error is not None:
             errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
             continue
-        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
-        found = det.kept(det.detect_raw(detector, pixels, str(sample.path)), 0.0)
-        entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, *found))
+        entries.append(entry)
     return entries, errors
 
 
