@@ -279,7 +279,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
         rate = end_to_end_rate(runner, files) if files else None
         what = "invoke, scores"
     if files:
-        click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, {what}): {rate:.1f} images/s, "
+        click.echo(f"end to end over {len(files)} images (decode + resize ahead on one worker per core, {what}): {rate:.1f} images/s, "
                    f"{rate / (1000 / median):.2f} of the bare invoke rate")
     if json_out:
         write_json_atomic(Path(json_out), latency_document(
