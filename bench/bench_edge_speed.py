@@ -82,6 +82,11 @@ def lscpu_head() -> str:
     return "\n".join(done.stdout.splitlines()[:10])
 
 
+def lscpu_block() -> list:
+    """The report lines that show `lscpu | head` as a code block."""
+    return ["`lscpu | head`:", "", "```", lscpu_head(), "```", ""]
+
+
 def cpu_info() -> str:
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), platform.processor())

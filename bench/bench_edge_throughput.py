@@ -253,7 +253,7 @@ def _spread(values) -> str:
 
 
 def report(runner, detector, files, rows, decode, rates, gil, main_ms, uptime_before: str, uptime_after: str, argv) -> str:
-    from bench_edge_speed import cpu_info, lscpu_head, source_commit
+    from bench_edge_speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
@@ -277,12 +277,7 @@ def report(runner, detector, files, rows, decode, rates, gil, main_ms, uptime_be
         "other agents' work (training, tests): every ratio is taken within one round, and the numbers are what that "
         "load left, not what an idle machine gives",
         "",
-        "`lscpu | head`:",
-        "",
-        "```",
-        lscpu_head(),
-        "```",
-        "",
+        *lscpu_block(),
         f"## This machine, {len(rows)} rounds: images/s and the share of the bare rate",
         "",
         "Bare: the classifier's invoke alone; the detector's set input + invoke + reading the objects (threshold 0). "

@@ -105,6 +105,11 @@ def test_evaluate_detections_post_on_workers_gives_the_same_entries():
     on_workers = evaluate_detections(detector, samples, workers=3, post_on_workers=True)
     assert json.dumps(inline) == json.dumps(on_workers)
     assert [e["file"] for e in inline[0]] == [s.rel for s in samples]
+    # Another head's decoding (a YOLO decode + NMS would be one) plugs in as `read` and `decode`, on the workers too.
+    best = evaluate_detections(detector, samples, workers=3, post_on_workers=True,
+                               read=lambda d: det.get_raw(d.runner.interpreter, d.indices),
+                               decode=lambda raw: tuple(a[:1] for a in det.kept(raw, 0.0)))
+    assert [e["objects"] for e in best[0]] == [e["objects"][:1] for e in inline[0]]
 
 
 def test_classify_a_folder_gives_the_same_lines_with_1_and_n_workers(classifier: Path, tmp_path: Path):
