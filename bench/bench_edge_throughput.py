@@ -245,6 +245,27 @@ def main_thread_ms(runner, detector, files) -> dict:
     return {"classifier": (classifier + handover) * 1000, "detector": (detector_ms + handover) * 1000}
 
 
+def bare_cpu_ms(runner, detector, files) -> dict:
+    """CPU ms per image of the bare path on its own thread: the classifier's invoke; the detector's set input, invoke
+    and reading the objects."""
+    from bench_edge_detect_command import bare_pass
+    from edge.timing import invoke_seconds
+
+    start = time.thread_time()
+    invoke_seconds(runner.interpreter, 200)
+    classifier = (time.thread_time() - start) / 200
+    pixels = [detector.runner.pixels(f, str(f)) for f in files[:200]]
+    return {"classifier": classifier * 1000, "detector": bare_pass(detector, pixels, with_objects=True)[2] * 1000}
+
+
+def idle_share(bare_ms: float, around_ms: float, decode_ms: float, workers: int, cores: int = 2) -> float:
+    """The share of the bare rate an idle machine of `cores` cores allows, from CPU costs alone: the invoking thread
+    needs bare + around per image, the workers decode at most `workers` images at once, and all of it shares the
+    cores. An upper bound (no cache or memory contention, no waiting between the threads)."""
+    period = max(bare_ms + around_ms, decode_ms / workers, (bare_ms + around_ms + decode_ms) / cores)
+    return bare_ms / period
+
+
 # --- the report -------------------------------------------------------------------------------------------------
 
 def _spread(values) -> str:
@@ -252,7 +273,8 @@ def _spread(values) -> str:
     return f"median {statistics.median(values):.2f} (min {min(values):.2f}, max {max(values):.2f}, {len(values)} rounds)"
 
 
-def report(runner, detector, files, rows, decode, rates, gil, main_ms, uptime_before: str, uptime_after: str, argv) -> str:
+def report(runner, detector, files, rows, decode, rates, gil, main_ms, bare_ms, uptime_before: str, uptime_after: str,
+           argv) -> str:
     from bench_edge_speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
@@ -305,6 +327,18 @@ def report(runner, detector, files, rows, decode, rates, gil, main_ms, uptime_be
     lines += [
         "",
         f"Target: >= {TARGET} of the bare rate with nothing else running.",
+        "",
+        "What an idle machine with these 2 cores allows at most, from CPU costs measured here (one thread's CPU ms per "
+        "image, which waiting for a core does not stretch; contention for caches under load still inflates them): the "
+        "invoking thread needs bare + around the invoke, the decode needs its own, and both share the 2 cores.",
+        "",
+        "| model | bare, CPU ms | around the invoke, CPU ms | decode, CPU ms | upper bound, 1 worker | upper bound, 2 workers |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind, decode_key in (("classifier", "classifier (224x224)"), ("detector", "detector here")):
+        b, m, d = bare_ms[kind], main_ms[kind], decode[decode_key]
+        lines.append(f"| {kind} | {b:.2f} | {m:.2f} | {d:.2f} | {idle_share(b, m, d, 1):.2f} | {idle_share(b, m, d, 2):.2f} |")
+    lines += [
         "",
         "## The decode alone: its cost, and threads against processes",
         "",
@@ -385,7 +419,8 @@ def run(speed: Path, detect: Path, count: int, write: bool, argv) -> int:
         rates = decode_rates(files, 224, max(2, count // 2))
         gil = gil_share(files, 224)
         main_ms = main_thread_ms(runner, detector, files)
-        text = report(runner, detector, files, rows, decode, rates, gil, main_ms, before, uptime(), argv)
+        bare_ms = bare_cpu_ms(runner, detector, files)
+        text = report(runner, detector, files, rows, decode, rates, gil, main_ms, bare_ms, before, uptime(), argv)
     print(text)
     if write:
         RESULTS.write_text(text)
