@@ -29,7 +29,7 @@ from edge.workers import checked_workers
 T = TypeVar("T")
 R = TypeVar("R")
 
-AHEAD = 4  # decoded images waiting at most, per worker pool of one: enough to cover a slow file, small for a board
+AHEAD = 4  # decoded images waiting at most with 1 or 2 workers: enough to cover a slow file, small for a board
 _END = object()
 
 

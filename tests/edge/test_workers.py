@@ -134,6 +134,13 @@ def test_detect_a_folder_gives_the_same_lines_with_1_and_n_workers(tmp_path: Pat
     assert one.stdout == many.stdout and one.stdout.count("object(s)") == 12
 
 
+def test_a_folder_without_images_is_refused_by_name(classifier: Path, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    result = run_edge("classify", classifier, FIXTURES / "images" / "red.png", tmp_path / "empty")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert f"folder {tmp_path / 'empty'} holds no images" in result.stderr and result.stdout == ""
+
+
 @pytest.mark.parametrize("command", ["evaluate", "classify", "detect"])
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_workers_below_one_are_refused_in_one_line(classifier: Path, tmp_path: Path, command, value):
