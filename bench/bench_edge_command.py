@@ -65,13 +65,14 @@ def prepare(folder: Path, work: Path):
     return model, folder / PHOTOS, one.parent
 
 
-def timed_command(tree: Path, model: Path, data: Path, out: Path, expect: int):
-    """(wall seconds, child CPU seconds) of one `edge evaluate` from source tree `tree`, checking it scored `expect` images."""
+def timed_command(tree: Path, model: Path, data: Path, out: Path, expect: int, extra=()):
+    """(wall seconds, child CPU seconds) of one `edge evaluate` from source tree `tree` (with `extra` options), checking
+    it scored `expect` images."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "edge.cli", "evaluate", str(model), "--data", str(data), "--out", str(out),
-                           "--threads", "1"], capture_output=True, text=True, env=env)
+                           "--threads", "1", *extra], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or not done.stdout.startswith(f"{expect} images"):

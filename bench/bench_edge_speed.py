@@ -51,7 +51,7 @@ def make(out: Path, per_class: int = 50) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MODEL).write_bytes(mobilenet_models()[1])
-    (out / CONTRACT).write_text(json.dumps(convention.contract(PixelContract().as_record(), int8=True)))
+    (out / CONTRACT).write_text(json.dumps(convention.contract(PixelContract(), int8=True).as_record()))
     write_camera_jpegs(out / PHOTOS, per_class=per_class, size=(640, 480))
     print(f"wrote {out / MODEL} and {len(list((out / PHOTOS).rglob('*.jpg')))} JPEGs under {out / PHOTOS}")
 
@@ -80,6 +80,11 @@ def lscpu_head() -> str:
     except OSError:
         return "lscpu not available"
     return "\n".join(done.stdout.splitlines()[:10])
+
+
+def lscpu_block() -> list:
+    """The report lines that show `lscpu | head` as a code block."""
+    return ["`lscpu | head`:", "", "```", lscpu_head(), "```", ""]
 
 
 def cpu_info() -> str:

@@ -30,6 +30,7 @@ from edge.latency import latency_document
 from edge.prefetch import prefetch
 from edge.runner import Runner
 from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
+from edge.workers import checked_workers
 
 _fail_cleanly = exits_cleanly(EdgeError)
 
@@ -59,6 +60,16 @@ BACKEND_OPTION = click.option(
     help=f"Force the interpreter: {', '.join(CPU_ORDER)} (default: tflite_runtime for Edge TPU models, else the fastest installed).")
 
 
+WORKERS_OPTION = click.option(
+    "--workers", default=None, type=int, metavar="N",
+    help="Threads that decode and resize the next images while the model runs (default: one per core this process may use).")
+
+
+def _expand(images: Tuple[str, ...]) -> List[str]:
+    """The IMAGES arguments with each folder replaced by every image under it (sorted), in the order given."""
+    return [str(f) for arg in images for f in (images_under(arg, "folder") if Path(arg).is_dir() else [arg])]
+
+
 def _running_options(command):
     """The options every command that runs a model on images shares."""
     for option in reversed((
@@ -72,6 +83,7 @@ def _running_options(command):
                           "a float input with neither option gets raw pixels)."),
         click.option("--input-std", "std", default=None,
                      help="For a model with no record or metadata: pixel std, one number or R,G,B (default 128)."),
+        WORKERS_OPTION,
     )):
         command = option(command)
     return command
@@ -89,11 +101,13 @@ def main() -> None:
 @_running_options
 @_fail_cleanly
 def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
-    """Print the top-k classes of each IMAGE."""
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
+    """Print the top-k classes of each IMAGE (a folder: every image under it)."""
+    workers = checked_workers(workers)
+    images = _expand(images)
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     failed = []
-    for image_path, scores, error in runner.score_files(images):
+    for image_path, scores, error in runner.score_files(images, workers=workers):
         if error is not None:
             click.echo(f"error: {error}", err=True)
             failed.append(image_path)
@@ -118,10 +132,13 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
 @_fail_cleanly
 def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optional[str], json_out: Optional[str],
            labels_file: Optional[str], edgetpu: bool, no_verify: bool, threads: Optional[int], backend: Optional[str],
-           mean: Optional[str], std: Optional[str]) -> None:
-    """Print the objects a detector finds in each IMAGE: label, score, box in the image's pixels."""
+           mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
+    """Print the objects a detector finds in each IMAGE (a folder: every image under it): label, score, box in the
+    image's pixels."""
     from edge import detect as det
 
+    workers = checked_workers(workers)
+    images = _expand(images)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; expected a folder for the annotated images")
@@ -131,7 +148,7 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     results, failed, written = [], [], set()
-    for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path)):
+    for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path), workers=workers):
         if error is not None:
             click.echo(f"error: {error}", err=True)
             failed.append({"image": image_path, "error": str(error)})
@@ -166,20 +183,21 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
 @_running_options
 @_fail_cleanly
 def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
-             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str]) -> None:
+             threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
     """Score every image under --data and write all scores to --out."""
+    workers = checked_workers(workers)
     data = data_folder(Path(data_dir))
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     from edge import detect as det
 
     if det.is_detector(runner.interpreter):  # objects per image, not scores: the host scores them against its boxes
-        _evaluate_detector(Path(model), runner, data, out)
+        _evaluate_detector(Path(model), runner, data, out, workers)
         return
     samples, labels = list_samples(data, runner.labels)
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
     # On a terminal the bar is drawn at most about 100 times, not once per image (a terminal write each).
-    with click.progressbar(runner.score_files(samples, lambda sample: sample.path), length=len(samples), label="evaluating",
+    with click.progressbar(runner.score_files(samples, lambda sample: sample.path, workers=workers), length=len(samples), label="evaluating",
                            file=sys.stderr, update_min_steps=max(1, len(samples) // 100)) as bar:
         for sample, scores, error in bar:
             if error is not None:
@@ -192,7 +210,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     _refuse_unreadable(errors, len(samples), out, "scored")
 
 
-def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> None:
+def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, workers: int) -> None:
     from edge import detect as det
     from edge.evaluation import detection_samples, detections_document, evaluate_detections
     from edge.predictions import write_detections
@@ -207,7 +225,7 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str) -> Non
                 yield item
                 bar.update(1)
 
-    entries, errors = evaluate_detections(detector, samples, progress)
+    entries, errors = evaluate_detections(detector, samples, progress, workers)
     write_detections(Path(out), detections_document(model, detector, labels, entries, errors))
     found = sum(len(e["objects"]) for e in entries)
     click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
@@ -261,7 +279,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
         rate = end_to_end_rate(runner, files) if files else None
         what = "invoke, scores"
     if files:
-        click.echo(f"end to end over {len(files)} images (decode + resize ahead on a worker, {what}): {rate:.1f} images/s, "
+        click.echo(f"end to end over {len(files)} images (decode + resize ahead on one worker per core, {what}): {rate:.1f} images/s, "
                    f"{rate / (1000 / median):.2f} of the bare invoke rate")
     if json_out:
         write_json_atomic(Path(json_out), latency_document(

@@ -13,7 +13,7 @@ a bundle or any folder of images, and writes every image's objects; mAP is the h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -62,25 +62,42 @@ def detection_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sam
     return [Sample(f, f.relative_to(data).as_posix(), None) for f in images_under(data, "--data")], labels
 
 
-def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """(one predictions entry per image read, one error entry per image not): every object the post-processing op
-    kept, boxes normalized to the image, the images decoded ahead on a worker as `edge detect` does. `progress`
-    wraps the iteration (a progress bar), or None."""
+def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None, workers: Optional[int] = None,
+                        post_on_workers: bool = False, read: Optional[Callable[[Any], Any]] = None,
+                        decode: Optional[Callable[[Any], Any]] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(one predictions entry per image read, one error entry per image not): every object kept, boxes normalized to
+    the image. Images are decoded on `workers` threads (None: one per core) while this thread sets the input, invokes
+    and `read`s the outputs (copies: the next invoke overwrites the interpreter's); `decode` turns them into (class ids,
+    scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
+    more than a hand-over to a thread, as a decode + NMS in numpy does). The defaults read the SSD post-processing
+    op's four outputs and keep every detection (threshold 0). `progress` wraps the iteration (a progress bar), or None."""
     from edge import detect as det
-    from edge.prefetch import prefetch
+    from edge.classify import invoke, set_input
+    from edge.prefetch import pipelined
+
+    runner = detector.runner
+    read = read or (lambda d: det.get_raw(d.runner.interpreter, d.indices))
+    # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
+    decode = decode or (lambda raw: det.kept(raw, 0.0))
 
     def load(sample: Sample):
-        return detector.runner.pixels(sample.path, str(sample.path))
+        return runner.pixels(sample.path, str(sample.path))
+
+    def run(sample: Sample, pixels):
+        set_input(runner.interpreter, pixels, runner.contract.norm)
+        invoke(runner.interpreter, str(sample.path))
+        return read(detector)
+
+    def post(sample: Sample, outputs):
+        return predictions_doc.detection(sample.rel, sample.id, sample.sha256, *decode(outputs))
 
     entries, errors = [], []
-    loaded = prefetch(samples, load)
-    for sample, pixels, error in (progress(loaded) if progress is not None else loaded):
+    done = pipelined(samples, load, run, post, workers=workers, post_on_workers=post_on_workers)
+    for sample, entry, error in (progress(done) if progress is not None else done):
         if error is not None:
             errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})
             continue
-        # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
-        found = det.kept(det.detect_raw(detector, pixels, str(sample.path)), 0.0)
-        entries.append(predictions_doc.detection(sample.rel, sample.id, sample.sha256, *found))
+        entries.append(entry)
     return entries, errors
 
 

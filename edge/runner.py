@@ -124,16 +124,17 @@ class Runner:
         return self.top_k(self.scores(self.pixels(source, name), name), k)
 
     def score_files(self, items: Iterable[T], path_of: Callable[[T], Any] = lambda item: item,
-                    name_of: Optional[Callable[[T], str]] = None) -> Iterator[Tuple[T, Optional[np.ndarray], Optional[InputError]]]:
+                    name_of: Optional[Callable[[T], str]] = None,
+                    workers: Optional[int] = None) -> Iterator[Tuple[T, Optional[np.ndarray], Optional[InputError]]]:
         """(item, scores, None) per item in order, or (item, None, the InputError naming the file it could not read).
         `path_of(item)` is a file or encoded bytes; `name_of(item)` names it in errors (default: its path).
-        The next images are decoded and resized on a worker thread while the interpreter runs."""
+        The next images are decoded and resized on `workers` threads (None: one per core) while the interpreter runs."""
         name = name_of or (lambda item: str(path_of(item)))
 
         def load(item: T) -> np.ndarray:
             return self.pixels(path_of(item), name(item))
 
-        for item, pixels, error in prefetch(items, load):
+        for item, pixels, error in prefetch(items, load, workers=workers):
             yield item, (None if error is not None else self.scores(pixels, name(item))), error
 
     def score_all(self, images: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ def invoke_seconds(interpreter: Any, runs: int) -> List[float]:
 
 def end_to_end_rate(runner: Any, files: Sequence[Path]) -> float:
     """Images per second through the runner's score loop (edge.runner.Runner.score_files: decode and resize
-    ahead on a worker, set_input, invoke, get_scores). A file that cannot be read is an error here: a
+    ahead on one worker thread per core, set_input, invoke, get_scores). A file that cannot be read is an error here: a
     benchmark must not skip work."""
     start = time.perf_counter()
     for _, _, error in runner.score_files(files):

@@ -224,13 +224,14 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--tpu", help="float: TPU name, 'local' or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
 @click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")
+@click.option("--workers", type=int, help="int8/edgetpu: threads decoding the next images while the model runs (default: one per core)")
 @reports_errors
-def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads):
+def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers):
     """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
     from pipeline import predict
 
     config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
-                                   batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads)
+                                   batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads, workers=workers)
     say = functools.partial(click.echo, err=True)
     result = predict.predict_unlabeled(config, run_dir, say=say, progress=_progressbar)
     for line in result.skipped:

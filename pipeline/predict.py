@@ -46,6 +46,7 @@ class PredictConfig:
     tpu: Optional[str] = None  # float: as `pipeline train --tpu` (None = TPU_NAME or no TPU)
     cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
     threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
+    workers: Optional[int] = None  # int8 | edgetpu: decode threads beside the interpreter (None = one per core)
 
     def checked(self) -> "PredictConfig":
         if self.model not in MODELS:
@@ -56,7 +57,7 @@ class PredictConfig:
             raise ConfigError(f"--out {self.out}: predict writes a local file; write it here and copy it (gsutil cp)")
         if Path(self.out).is_dir():
             raise ConfigError(f"--out {self.out} is a folder; expected a file name such as submission.csv")
-        for name in ("top_k", "batch_size", "cpu_replicas", "threads"):
+        for name in ("top_k", "batch_size", "cpu_replicas", "threads", "workers"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {value}, expected 1 or more")
@@ -64,8 +65,9 @@ class PredictConfig:
         if self.model != "float" and wrong:
             raise ConfigError(f"{', '.join(wrong)} apply to --model float (the batched SavedModel); "
                               f"--model {self.model} runs the TFLite model one image at a time")
-        if self.model == "float" and self.threads is not None:
-            raise ConfigError("--threads applies to the TFLite models (--model int8 or edgetpu)")
+        for name in ("threads", "workers"):
+            if self.model == "float" and getattr(self, name) is not None:
+                raise ConfigError(f"--{name} applies to the TFLite models (--model int8 or edgetpu)")
         return self
 
     @property
@@ -231,7 +233,7 @@ def _tflite_scores(config: PredictConfig, run: Run, model_path: Path, inputs: un
     bad: Dict[int, str] = {}
     with progress(int(keep.sum()), "predicting") as update:
         elements = runner.score_files(inputs.encoded(keep), path_of=lambda element: element[1],
-                                      name_of=lambda element: inputs.items[element[0]].name)
+                                      name_of=lambda element: inputs.items[element[0]].name, workers=config.workers)
         for (position, _), row, error in elements:
             if error is not None:
                 bad[position] = str(error)

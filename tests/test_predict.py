@@ -303,3 +303,20 @@ def test_options_that_do_not_apply_are_refused(kaggle, tmp_path):
     result = _pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, "--model", "edgetpu")
     _refused(result, "pipeline compile")
     assert not out.exists()
+
+
+def test_int8_answers_are_the_same_bytes_with_1_and_n_decode_workers(kaggle, int8_csv, tmp_path):
+    for workers in ("1", "3"):
+        out = tmp_path / f"w{workers}.csv"
+        result = _pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, "--model", "int8",
+                           "--workers", workers)
+        assert result.exit_code == 0, result.output
+        assert out.read_bytes() == int8_csv.read_bytes()  # the default (one worker per core) wrote int8_csv
+
+
+@pytest.mark.parametrize("args, needle", [(("--model", "int8", "--workers", "0"), "--workers 0, expected 1 or more"),
+                                          (("--workers", "2"), "--workers applies to the TFLite models")])
+def test_workers_below_one_or_for_the_float_model_are_refused(kaggle, tmp_path, args, needle):
+    out = tmp_path / "x.csv"
+    _refused(_pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, *args), needle)
+    assert not out.exists()

@@ -56,9 +56,10 @@ def predict(config, run, say, progress):
     rows: List[dict] = []
     found_in = set()
     keep = inputs.kept(problems)
-    elements = inputs.encoded(keep)  # (position, encoded bytes), decoded ahead on a worker as the device does
+    elements = inputs.encoded(keep)  # (position, encoded bytes), decoded ahead on workers as the device does
     with progress(int(keep.sum()), "detecting") as update:
-        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], inputs.items[e[0]].name)):
+        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], inputs.items[e[0]].name),
+                                                           workers=config.workers):
             item = inputs.items[position]
             if error is not None:
                 problems[position] = str(error)

@@ -171,7 +171,7 @@ def test_edge_bench_times_a_detector_and_its_reading(detector_copy, wide_image):
     result = run_edge("bench", detector_copy, "--runs", "3", "--images", wide_image.parent)
     assert result.exit_code == 0, result.stderr
     assert "reading the detections after the invoke" in result.stdout
-    assert "end to end over 1 images (decode + resize ahead on a worker, invoke, objects)" in result.stdout
+    assert "end to end over 1 images (decode + resize ahead on one worker per core, invoke, objects)" in result.stdout
 
 
 def test_two_images_of_one_name_get_two_annotated_files(detector_copy, tmp_path):

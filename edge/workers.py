@@ -1,0 +1,39 @@
+"""How many decode workers a command runs: by default one per core this process may use, or what `--workers N` says.
+
+    from edge.workers import checked_workers, default_workers
+    workers = checked_workers(option_value)     # None -> default_workers(); 0 or less -> InputError
+
+The workers are threads (edge.prefetch): Pillow's JPEG decode and resize run with the GIL released, so
+threads decode in parallel (bench/results/edge_throughput.md measures threads against processes).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from edge.errors import InputError
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (Linux), else every core
+    (macOS has no sched_getaffinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def default_workers() -> int:
+    """One decode worker per available core: the invoke mostly waits on the interpreter (or the Edge TPU) with the
+    GIL released, so decoding may use every core."""
+    return available_cores()
+
+
+def checked_workers(workers: Optional[int], option: str = "--workers") -> int:
+    """`workers`, or the default when None; InputError for 0 or a negative count."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"{option} {workers!r}, expected a whole number of decode workers, 1 or more "
+                         f"(default: {default_workers()}, one per core this process may use)")
+    return workers

@@ -1,0 +1,291 @@
+"""Decode workers (edge.prefetch, edge.workers): the same answers byte for byte with 1 and N workers, input order
+kept whatever order the workers finish in, a bounded look-ahead, --workers 0 refused, and a stop that ends the
+command with its workers."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from edge import workers as workers_mod
+from edge.errors import InputError
+from edge.integrity import write_sidecar
+from edge.contract import PixelContract
+from edge.prefetch import look_ahead, pipelined, prefetch
+from edge_paths import FIXTURES, LABELS, run_edge
+
+DETECTOR = FIXTURES / "tiny_detector_int8.tflite"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _photos(root: Path, per_class: int = 12, damaged: bool = True) -> Path:
+    """Class folders of JPEGs and PNGs of different sizes (one damaged in the middle of the order)."""
+    rng = np.random.default_rng(3)
+    for c, name in enumerate(LABELS):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            h, w = int(rng.integers(20, 300)), int(rng.integers(20, 300))
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            pixels[..., c] = 255  # each class leans to its colour
+            Image.fromarray(pixels).save(root / name / f"{i:02d}.{'jpg' if i % 2 else 'png'}")
+    if damaged:
+        (root / LABELS[1] / "05.jpg").write_bytes(b"not an image")
+    return root
+
+
+@pytest.fixture
+def classifier(int8_copy: Path) -> Path:
+    write_sidecar(int8_copy, labels=LABELS, preprocessing=PixelContract().as_record())
+    return int8_copy
+
+
+def _evaluate(model: Path, data: Path, out: Path, *workers: str):
+    """(the result, the predictions' bytes), the same file name each time in a folder of its own, and the command
+    run in that folder: the stdout naming it is comparable too."""
+    out.mkdir()
+    here = os.getcwd()
+    os.chdir(out)
+    try:
+        result = run_edge("evaluate", model, "--data", data, "--out", "p.json", *(("--workers",) + workers if workers else ()))
+    finally:
+        os.chdir(here)
+    return result, (out / "p.json").read_bytes()
+
+
+def test_evaluate_writes_the_same_bytes_with_1_and_n_workers_classifier(classifier: Path, tmp_path: Path):
+    data = _photos(tmp_path / "data")
+    one, one_bytes = _evaluate(classifier, data, tmp_path / "one", "1")
+    many, many_bytes = _evaluate(classifier, data, tmp_path / "many", "4")
+    default, default_bytes = _evaluate(classifier, data, tmp_path / "default")
+    assert one.exit_code == many.exit_code == default.exit_code == 1  # the damaged image, named
+    assert "green/05.jpg" in many.stderr and "1 of 36 images could not be read" in many.stderr
+    assert one_bytes == many_bytes == default_bytes
+    document = json.loads(one_bytes)
+    files = [p["file"] for p in document["predictions"]]
+    assert files == sorted(files) and len(files) == 35  # folder order, every readable image once
+    assert one.stdout == many.stdout == default.stdout
+
+
+def test_evaluate_writes_the_same_bytes_with_1_and_n_workers_detector(tmp_path: Path):
+    data = tmp_path / "images"
+    rng = np.random.default_rng(11)
+    for i in range(30):
+        folder = data / ("sub" if i % 3 == 0 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        h, w = int(rng.integers(30, 200)), int(rng.integers(30, 200))
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / f"{i:02d}.png")
+    outputs = {}
+    for n in ("1", "3"):
+        result, outputs[n] = _evaluate(DETECTOR, data, tmp_path / f"p{n}", n)
+        assert result.exit_code == 0, result.stderr
+    assert outputs["1"] == outputs["3"]
+    document = json.loads(outputs["1"])
+    assert len(document["predictions"]) == 30 and sum(len(p["objects"]) for p in document["predictions"]) > 0
+
+
+def test_evaluate_detections_post_on_workers_gives_the_same_entries():
+    from edge import detect as det
+    from edge.evaluation import Sample, evaluate_detections
+
+    images = sorted((FIXTURES / "images").glob("*.png")) * 5
+    samples = [Sample(f, f"{i}/{f.name}", None) for i, f in enumerate(images)]
+    detector = det.open_detector(DETECTOR, verify_sha256=False)
+    inline = evaluate_detections(detector, samples, workers=1)
+    on_workers = evaluate_detections(detector, samples, workers=3, post_on_workers=True)
+    assert json.dumps(inline) == json.dumps(on_workers)
+    assert [e["file"] for e in inline[0]] == [s.rel for s in samples]
+    # Another head's decoding (a YOLO decode + NMS would be one) plugs in as `read` and `decode`, on the workers too.
+    best = evaluate_detections(detector, samples, workers=3, post_on_workers=True,
+                               read=lambda d: det.get_raw(d.runner.interpreter, d.indices),
+                               decode=lambda raw: tuple(a[:1] for a in det.kept(raw, 0.0)))
+    assert [e["objects"] for e in best[0]] == [e["objects"][:1] for e in inline[0]]
+
+
+def test_classify_a_folder_gives_the_same_lines_with_1_and_n_workers(classifier: Path, tmp_path: Path):
+    data = _photos(tmp_path / "data", per_class=6, damaged=False)
+    one = run_edge("classify", classifier, data, "--workers", "1")
+    many = run_edge("classify", classifier, data, "--workers", "3")
+    assert one.exit_code == many.exit_code == 0, one.stderr + many.stderr
+    assert one.stdout == many.stdout
+    named = [line[:-1] for line in one.stdout.splitlines() if not line.startswith(" ")]
+    assert named == [str(f) for f in sorted(data.rglob("*")) if f.is_file()]
+
+
+def test_detect_a_folder_gives_the_same_lines_with_1_and_n_workers(tmp_path: Path):
+    data = tmp_path / "images"
+    data.mkdir()
+    for f in sorted((FIXTURES / "images").glob("*.png")):
+        for i in range(4):
+            shutil.copy(f, data / f"{i}_{f.name}")
+    one = run_edge("detect", DETECTOR, data, "--workers", "1", "--threshold", "0")
+    many = run_edge("detect", DETECTOR, data, "--workers", "4", "--threshold", "0")
+    assert one.exit_code == many.exit_code == 0, one.stderr + many.stderr
+    assert one.stdout == many.stdout and one.stdout.count("object(s)") == 12
+
+
+def test_a_folder_without_images_is_refused_by_name(classifier: Path, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    result = run_edge("classify", classifier, FIXTURES / "images" / "red.png", tmp_path / "empty")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert f"folder {tmp_path / 'empty'} holds no images" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["evaluate", "classify", "detect"])
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_workers_below_one_are_refused_in_one_line(classifier: Path, tmp_path: Path, command, value):
+    out = tmp_path / "p.json"
+    args = {"evaluate": ("evaluate", classifier, "--data", _photos(tmp_path / "d", 1, False), "--out", out),
+            "classify": ("classify", classifier, FIXTURES / "images" / "red.png"),
+            "detect": ("detect", DETECTOR, FIXTURES / "images" / "red.png")}[command]
+    result = run_edge(*args, "--workers", value)
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --workers {value}, expected a whole number of decode workers, 1 or more "
+        f"(default: {workers_mod.default_workers()}, one per core this process may use)"]
+    assert not out.exists()
+
+
+def test_the_default_is_the_cores_this_process_may_use_and_falls_back_without_affinity(monkeypatch):
+    if hasattr(os, "sched_getaffinity"):
+        assert workers_mod.default_workers() == len(os.sched_getaffinity(0))
+        monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert workers_mod.default_workers() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # os.cpu_count may not know
+    assert workers_mod.default_workers() == 1
+    assert workers_mod.checked_workers(None) == 1 and workers_mod.checked_workers(3) == 3
+    with pytest.raises(InputError, match="--workers 0, expected"):
+        workers_mod.checked_workers(0)
+    with pytest.raises(InputError):
+        list(prefetch([1], lambda i: i, workers=-1))
+
+
+def _jittered(i: int) -> int:
+    time.sleep(random.Random(i).uniform(0, 0.02))  # later items often finish first
+    return i
+
+
+def test_order_is_kept_whatever_order_the_workers_finish_in():
+    got = list(pipelined(range(40), _jittered, run=lambda i, v: v * 2, post=lambda i, v: _jittered(v) + 1, workers=4,
+                         post_on_workers=True))
+    assert [item for item, _, _ in got] == list(range(40))
+    assert [value for _, value, _ in got] == [2 * i + 1 for i in range(40)]
+
+
+def test_a_load_error_stays_with_its_item_and_post_and_run_skip_it():
+    def load(i):
+        if i % 7 == 3:
+            raise InputError(f"cannot read {i}")
+        return _jittered(i)
+
+    ran = []
+    got = list(pipelined(range(20), load, run=lambda i, v: ran.append(i) or v, post=lambda i, v: -v, workers=3,
+                         post_on_workers=True))
+    assert [e is None for _, _, e in got] == [i % 7 != 3 for i in range(20)]
+    assert [v for _, v, e in got if e is None] == [-i for i in range(20) if i % 7 != 3]
+    assert ran == [i for i in range(20) if i % 7 != 3]  # the interpreter's stage runs one item at a time, in order
+
+
+class _Counted:
+    """An iterator that counts how far it was read."""
+
+    def __init__(self, n: int):
+        self.read, self.n = 0, n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.read >= self.n:
+            raise StopIteration
+        self.read += 1
+        return self.read - 1
+
+
+@pytest.mark.parametrize("post_on_workers", [False, True])
+def test_a_slow_consumer_does_not_make_the_workers_read_every_image_ahead(post_on_workers):
+    source = _Counted(1000)
+    stream = pipelined(source, lambda i: i, post=lambda i, v: v, workers=4, post_on_workers=post_on_workers)
+    next(stream)
+    time.sleep(0.3)  # unbounded workers would have read all 1000 by now
+    bound = look_ahead(4) + 4 + 1  # decoded ahead, post-processings handed back at most `workers` behind, the one yielded
+    assert source.read <= bound
+    for _ in range(10):
+        next(stream)
+        time.sleep(0.01)
+    assert source.read <= 11 + bound
+    stream.close()
+    assert source.read < 1000
+
+
+def test_stopping_early_leaves_no_worker_behind():
+    stream = pipelined(range(1000), lambda i: time.sleep(0.01) or i, workers=4)
+    assert next(stream)[1] == 0
+    stream.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("edge-decode")]
+
+
+def test_an_error_of_the_post_processing_propagates_and_ends_the_workers():
+    def post(i, v):
+        if i == 5:
+            raise RuntimeError("bug in a decoder")
+        return v
+
+    with pytest.raises(RuntimeError, match="bug in a decoder"):
+        list(pipelined(range(50), _jittered, post=post, workers=3, post_on_workers=True))
+    assert not [t for t in threading.enumerate() if t.name.startswith("edge-decode")]
+
+
+_SIGTERM_MID_EVALUATE = """
+import os, signal, sys, time
+from edge import contract, runner
+
+started = open({started!r}, "a", buffering=1)
+real_load = contract.PixelContract.load_pixels
+
+def slow_load(self, source, *args, **kwargs):
+    started.write(str(source) + "\\n")
+    time.sleep(0.3)  # every worker is busy decoding when the signal comes
+    return real_load(self, source, *args, **kwargs)
+
+contract.PixelContract.load_pixels = slow_load
+real_scores, scored = runner.Runner.scores, []
+
+def scores(self, *args, **kwargs):
+    scored.append(1)
+    if len(scored) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real_scores(self, *args, **kwargs)
+
+runner.Runner.scores = scores
+from edge.cli import main
+main(["evaluate", {model!r}, "--data", {data!r}, "--out", {out!r}, "--workers", "3"])
+"""
+
+
+def test_sigterm_with_workers_decoding_ends_the_command_with_143_and_its_workers(classifier: Path, tmp_path: Path):
+    data = _photos(tmp_path / "data", per_class=20, damaged=False)  # 60 images: 6 s of decoding on 3 workers
+    started, out = tmp_path / "started.txt", tmp_path / "p.json"
+    script = textwrap.dedent(_SIGTERM_MID_EVALUATE).format(started=str(started), model=str(classifier), data=str(data),
+                                                            out=str(out))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # A worker left running would keep the process alive (the pool's threads are joined at exit): the timeout
+    # catches that.
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                          start_new_session=True)
+    assert done.returncode == 143, done.stderr
+    assert "terminated (SIGTERM)" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
+    loads = started.read_text().splitlines()
+    assert 3 <= len(loads) <= 3 + look_ahead(3) + 3  # nothing new was decoded after the stop
