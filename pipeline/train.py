@@ -169,5 +169,11 @@ def serving_signature(model):
 
 
 def _versions() -> Dict[str, str]:
-    return {"python": platform.python_version(), "tensorflow": tf.__version__,
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        edgeflow = version("edgeflow")  # a newer manifest's reader names it: "made by edgeflow X; update"
+    except PackageNotFoundError:
+        edgeflow = "unknown"
+    return {"edgeflow": edgeflow, "python": platform.python_version(), "tensorflow": tf.__version__,
             "tf_keras": keras.__version__, "numpy": np.__version__}

@@ -13,18 +13,21 @@ import os
 from pathlib import Path
 from typing import List, Sequence
 
+from edge.bounded import loads_json, read_regular
 from pipeline.detection.examples import DetSource, check_unique, image_size, make_example
 from pipeline.errors import DataError
+
+# COCO 2017's train annotations are 448 MB; the host reads them, not the board.
+MAX_ANNOTATIONS_BYTES = 2 << 30
 
 
 def read_coco(path, images: Sequence[str] = ()) -> DetSource:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular(path, MAX_ANNOTATIONS_BYTES, "annotations file", DataError)
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror}); expected a COCO annotations.json") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not JSON ({err}); expected a COCO annotations.json") from err
+    doc = loads_json(data, str(path), DataError, "a COCO annotations.json")
     for key in ("images", "annotations", "categories"):
         if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
             raise DataError(f"{path}: no {key!r} list; expected COCO's 'images', 'annotations' and 'categories'")

@@ -13,6 +13,7 @@ from typing import List, NamedTuple, Sequence
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from edge.bounded import MAX_IMAGE_PIXELS
 from pipeline.data.examples import Split, digest, heldout_mask
 from pipeline.errors import DataError
 
@@ -57,9 +58,12 @@ def image_size(data: bytes, where: str) -> tuple:
         raise DataError(f"{where}: the image is empty (0 bytes); expected a JPEG or PNG image")
     try:
         with Image.open(io.BytesIO(data)) as im:
+            width, height = im.size  # from the header: an image bomb is refused before it is decoded
+            if width * height > MAX_IMAGE_PIXELS:
+                raise DataError(f"{where}: the image is {width}x{height} pixels, more than the {MAX_IMAGE_PIXELS} "
+                                "edgeflow decodes (docs/trust.md); expected a smaller image")
             im.load()  # decodes the pixels: a truncated file fails here, not during training
-            width, height = im.size
-    except (UnidentifiedImageError, OSError, ValueError) as err:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as err:
         raise DataError(f"{where}: the image cannot be decoded ({err}); expected a JPEG or PNG image") from err
     return height, width
 

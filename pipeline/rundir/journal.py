@@ -34,6 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
+from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
 from edge.confined import OutsideFolder, inside
 from edge.atomic import fsync_dir, write_bytes_atomic, write_new_file, write_temp_sibling
 from pipeline.rundir.files import fsync_tree
@@ -230,10 +231,11 @@ def _folders(run_dir: Path, record: Dict[str, Any]) -> Iterable[Path]:
 
 def _read(run_dir: Path) -> Dict[str, Any]:
     path = run_dir / JOURNAL_NAME
+    expected = "the journal of an unfinished transaction"
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ManifestError(f"{path} is not readable JSON ({err}); expected the journal of an unfinished transaction") from err
+        record = loads_json(read_regular(path, MAX_DOCUMENT_BYTES, "journal", ManifestError), str(path), ManifestError, expected)
+    except OSError as err:
+        raise ManifestError(f"{path} is not readable ({err}); expected {expected}") from err
     if not isinstance(record, dict) or record.get("version") != JOURNAL_VERSION:
         raise ManifestError(f"{path} is not a version {JOURNAL_VERSION} journal; expected the journal this edgeflow writes")
     for section in ("paths", "removing"):

@@ -1,0 +1,125 @@
+"""Data sets, calibration arrays and manifests from elsewhere (issue 39): each crafted input is refused in one line
+naming the file, before it can take the machine's memory or time."""
+from __future__ import annotations
+
+import io
+import json
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.detection.coco import read_coco
+from pipeline.detection.yolo import read_yolo
+from pipeline.errors import DataError, ManifestError
+from pipeline.quant.calibration import read_calibration_npy
+from pipeline.rundir import manifest as manifest_io
+
+pytestmark = pytest.mark.host
+
+
+def _png(width=60, height=40) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _yolo(tmp_path, data_yaml: bytes, label: bytes = b"0 0.5 0.5 0.2 0.2\n") -> Path:
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(_png())
+    (tmp_path / "labels" / "a.txt").write_bytes(label)
+    (tmp_path / "data.yaml").write_bytes(data_yaml)
+    return tmp_path / "data.yaml"
+
+
+def test_a_data_yaml_of_nested_aliases_is_refused_at_once(tmp_path):
+    """The audit's 419-byte data.yaml took 4.8 GB and 19 s before a traceback."""
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for i, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[i]
+        lines.append(f"{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]")
+    lines.append("names: *i")
+    path = _yolo(tmp_path, "\n".join(lines).encode())
+    start = time.monotonic()
+    with pytest.raises(DataError, match="uses YAML aliases"):
+        read_yolo(path)
+    assert time.monotonic() - start < 5
+
+
+def test_a_non_utf8_data_yaml_is_one_line(tmp_path):
+    with pytest.raises(DataError, match=r"data.yaml: not UTF-8 text"):
+        read_yolo(_yolo(tmp_path, b"names: [caf\xe9]\n"))
+
+
+def test_a_non_utf8_label_file_is_one_line(tmp_path):
+    with pytest.raises(DataError, match=r"a.txt: not UTF-8 text"):
+        read_yolo(_yolo(tmp_path, b"names: [cat]\n", label=b"0 0.5 0.5 0.2 0.2 \xff\n"))
+
+
+def test_mixed_type_yolo_names_keys_are_one_line(tmp_path):
+    with pytest.raises(DataError, match="names has keys .*expected whole numbers"):
+        read_yolo(_yolo(tmp_path, b"names: {0: cat, '1': dog}\n"))
+
+
+def test_a_coco_image_whose_png_header_says_100000x100000_is_one_line(tmp_path):
+    data = bytearray(_png(1, 1))
+    struct.pack_into(">II", data, 16, 100_000, 100_000)
+    struct.pack_into(">I", data, 29, zlib.crc32(bytes(data[12:29])))
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(bytes(data))
+    doc = {"images": [{"id": 1, "file_name": "images/a.png", "width": 100_000, "height": 100_000}],
+           "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 5, 20, 10]}],
+           "categories": [{"id": 1, "name": "cat"}]}
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=r"a.png.*(100000x100000 pixels, more than|cannot be decoded)"):
+        read_coco(tmp_path / "annotations.json")
+
+
+def test_coco_annotations_nested_100000_deep_are_one_line(tmp_path):
+    (tmp_path / "annotations.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match="nested deeper than"):
+        read_coco(tmp_path / "annotations.json")
+
+
+def _npy_header(shape, dtype="|u1") -> bytes:
+    header = repr({"descr": dtype, "fortran_order": False, "shape": tuple(shape)}).encode()
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header
+
+
+def test_a_3_kb_npy_declaring_715_gib_is_refused_from_its_header(tmp_path):
+    path = tmp_path / "calib.npy"
+    path.write_bytes(_npy_header((5_000_000, 224, 224, 3)) + b"\0" * 3000)
+    with pytest.raises(DataError, match=r"declares \d+ bytes of images but holds 3000"):
+        read_calibration_npy(path, 224)
+
+
+def test_an_npy_of_the_wrong_shape_or_a_pickle_is_refused(tmp_path):
+    path = tmp_path / "calib.npy"
+    np.save(path, np.zeros((2, 8, 8, 3), np.float32))
+    with pytest.raises(DataError, match=r"declares float32 \[2, 8, 8, 3\]; expected .*uint8"):
+        read_calibration_npy(path, 8)
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(DataError, match="calib.npy"):
+        read_calibration_npy(path, 8)
+    images = np.arange(2 * 8 * 8 * 3, dtype=np.uint8).reshape(2, 8, 8, 3)
+    np.save(path, images)
+    assert np.array_equal(read_calibration_npy(path, 8), images)
+
+
+def test_a_manifest_from_a_newer_edgeflow_says_which_made_it_and_to_update(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": 7, "versions": {"edgeflow": "9.1"}}))
+    with pytest.raises(ManifestError, match=r"schema_version 7: it was made by a newer edgeflow \(edgeflow 9.1\).*update edgeflow"):
+        manifest_io.load(tmp_path)
+
+
+def test_a_manifest_nested_100000_deep_is_one_line(tmp_path):
+    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ManifestError, match="nested deeper than"):
+        manifest_io.load(tmp_path)
