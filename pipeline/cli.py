@@ -224,10 +224,19 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--tpu", help="float: TPU name, 'local' or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
 @click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")
+@click.option("--overwrite", is_flag=True, help="replace --out when it exists (never a file inside a run directory)")
 @reports_errors
-def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads):
+def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads,
+                    overwrite):
     """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
+    from pathlib import Path
+
+    from edge.outputs import check_output
     from pipeline import predict
+    from pipeline.errors import ConfigError
+
+    if not out.startswith("gs://"):  # (predict refuses gs:// itself)
+        check_output(Path(out), overwrite, "--out", inputs=[Path(d) for d in data_specs if "://" not in d], error=ConfigError)
 
     config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
                                    batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads)
