@@ -125,3 +125,22 @@ def test_a_transaction_refuses_a_symlinked_folder_in_the_run_before_writing(tmp_
             t.write_file(run / "parity" / "report.md", b"# report")
     assert tree_snapshot(elsewhere) == before
     assert tree_snapshot(run) == in_run
+
+
+def test_parity_bundle_never_deletes_what_appeared_in_its_folder_while_staging(tmp_path):
+    """Issue 39: `parity --bundle DIR` moved DIR aside and deleted it, with what appeared in it while staging."""
+    from pipeline.errors import PipelineError
+    from pipeline.inference.bundle import _move_in
+
+    staging = tmp_path / ".scratch" / "bundle"
+    staging.mkdir(parents=True)
+    (staging / "bundle.json").write_text("{}")
+    bundle_dir = tmp_path / "bundle"
+    bundle_dir.mkdir()
+    (bundle_dir / "someone-elses.txt").write_text("keep me")
+    with pytest.raises(PipelineError, match="filled up while the bundle was written"):
+        _move_in(staging, bundle_dir)
+    assert (bundle_dir / "someone-elses.txt").read_text() == "keep me"
+    (bundle_dir / "someone-elses.txt").unlink()
+    _move_in(staging, bundle_dir)  # still empty: the bundle moves in
+    assert (bundle_dir / "bundle.json").exists() and not staging.exists()
