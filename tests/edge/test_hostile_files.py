@@ -168,3 +168,15 @@ def test_a_sidecar_whose_labels_are_not_a_list_of_names_is_one_line(labels, tmp_
                             capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "labels" in result.stderr
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_device_results_with_nan_or_infinity_scores_are_refused(bad, tmp_path):
+    from edge.predictions import read_predictions
+
+    path = tmp_path / "predictions.json"
+    doc = {"schema_version": 1, "model": "m.tflite", "model_sha256": "0" * 64, "backend": "x", "edgetpu": False,
+           "predictions": [{"file": "a.png", "id": "a", "label": 0, "sha256": None, "scores": [0.5, 0.5]}]}
+    path.write_text(json.dumps(doc).replace("[0.5, 0.5]", f"[0.5, {bad}]"))
+    with pytest.raises(InputError, match=r"has scores .*expected a list of numbers \(finite"):
+        read_predictions(path)
