@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 import time
 import zlib
@@ -123,3 +124,44 @@ def test_a_manifest_nested_100000_deep_is_one_line(tmp_path):
     (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ManifestError, match="nested deeper than"):
         manifest_io.load(tmp_path)
+
+
+def test_a_full_disk_while_tensorflow_saves_names_the_folder(tmp_path):
+    """Issue 39: a full disk during a checkpoint or SavedModel save gave a 47-line ResourceExhaustedError traceback."""
+    import tensorflow as tf
+
+    from pipeline.disk_full import DiskFull, disk_full_named
+
+    with pytest.raises(DiskFull, match=rf"{tmp_path}: No space left on device \(ENOSPC\) while writing the SavedModel"):
+        with disk_full_named(tmp_path, "the SavedModel"):
+            raise tf.errors.ResourceExhaustedError(None, None, "/x/variables.data-00000-of-00001.tempstate123; No space left on device")
+    import errno
+
+    with pytest.raises(DiskFull, match=r"ckpt.weights.h5: No space left on device"):
+        with disk_full_named(tmp_path, "the epoch's checkpoint"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "ckpt.weights.h5"))
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="OOM"):  # out of memory is not a full disk
+        with disk_full_named(tmp_path, "x"):
+            raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+
+def test_a_full_disk_during_training_is_one_line_naming_the_path(tmp_path):
+    """The same through `pipeline train`, the save's writes failing as a full disk's (an injected error)."""
+    from tests.helpers import cli, quiet_env
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(  # TensorFlow's own error, raised where Keras writes the SavedModel
+        "import os\n"
+        "os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')\n"
+        "import tensorflow as tf\n"
+        "import tf_keras\n"
+        "def full(self, *args, **kwargs):\n"
+        "    raise tf.errors.ResourceExhaustedError(None, None, 'saved_model/variables/variables.data-00000-of-00001."
+        "tempstate1; No space left on device')\n"
+        "tf_keras.Model.save = full\n")
+    env = quiet_env(PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    result = cli(["train", "--data", "digits", "--epochs", "1", "--out", str(tmp_path / "run")], env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "No space left on device (ENOSPC) while writing the SavedModel" in result.stderr
+    assert not (tmp_path / "run" / "manifest.json").exists()
