@@ -165,3 +165,28 @@ def test_a_full_disk_during_training_is_one_line_naming_the_path(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "No space left on device (ENOSPC) while writing the SavedModel" in result.stderr
     assert not (tmp_path / "run" / "manifest.json").exists()
+
+
+def test_coco_crowd_regions_are_ignored_regions_not_objects(tmp_path):
+    """`iscrowd: 1` as COCOeval takes it: not an object to train or score, and a detection on it is neither right
+    nor wrong (issue 39: crowds were trained and scored as objects)."""
+    from pipeline.detection.evaluate import Detections, evaluate
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(_png(100, 100))
+    doc = {"images": [{"id": 1, "file_name": "images/a.png", "width": 100, "height": 100}],
+           "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]},
+                           {"id": 2, "image_id": 1, "category_id": 1, "bbox": [50, 50, 40, 40], "iscrowd": 1}],
+           "categories": [{"id": 1, "name": "person"}]}
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    example = read_coco(tmp_path / "annotations.json").examples[0]
+    assert example.boxes.shape == (1, 4) and example.crowd.shape == (1, 4)
+    hit = np.array([0.1, 0.1, 0.3, 0.3], np.float32)  # ymin, xmin, ymax, xmax of the one object
+    on_crowd = np.array([0.55, 0.55, 0.85, 0.85], np.float32)
+    alone = evaluate([example], [Detections(hit[None], np.array([0]), np.array([0.9]))], ["person"])
+    with_crowd = evaluate([example], [Detections(np.stack([hit, on_crowd]), np.array([0, 0]), np.array([0.9, 0.95]))], ["person"])
+    assert alone.map == pytest.approx(1.0)
+    assert with_crowd.map == pytest.approx(alone.map)  # a crowd detection ranked first costs nothing
+    doc["annotations"][1]["iscrowd"] = 0  # the same box as an object: that detection is now right, and the object found
+    (tmp_path / "annotations.json").write_text(json.dumps(doc))
+    assert read_coco(tmp_path / "annotations.json").examples[0].boxes.shape == (2, 4)

@@ -30,6 +30,10 @@ class DetExample(NamedTuple):
     width: int
     boxes: np.ndarray  # float32 [N, 4]: ymin, xmin, ymax, xmax, normalized to the image
     classes: np.ndarray  # int32 [N]: 0-based class indices
+    # COCO's `iscrowd: 1` regions, as COCOeval takes them: not objects (never trained or scored as one), regions
+    # where a detection is neither a true nor a false positive. float32 [K, 4] as `boxes`, and their classes [K].
+    crowd: np.ndarray = np.zeros((0, 4), np.float32)
+    crowd_classes: np.ndarray = np.zeros((0,), np.int32)
 
 
 class DetSource(NamedTuple):
@@ -88,11 +92,13 @@ def checked_boxes(boxes: Sequence[Sequence[float]], classes: Sequence[int], num_
     return out, np.asarray(classes, np.int32).reshape(-1)
 
 
-def make_example(ident: str, data: bytes, boxes, classes, num_classes: int, where: str, box_names=None) -> DetExample:
+def make_example(ident: str, data: bytes, boxes, classes, num_classes: int, where: str, box_names=None,
+                 crowd=(), crowd_classes=(), crowd_names=None) -> DetExample:
     height, width = image_size(data, where)
     names = box_names or [f"{where}, object {i}" for i in range(len(boxes))]
     b, c = checked_boxes(boxes, classes, num_classes, names)
-    return DetExample(ident, data, digest(data), height, width, b, c)
+    cb, cc = checked_boxes(crowd, crowd_classes, num_classes, crowd_names or [f"{where}, crowd region {i}" for i in range(len(crowd))])
+    return DetExample(ident, data, digest(data), height, width, b, c, cb, cc)
 
 
 def check_unique(examples: Sequence[DetExample], spec: str) -> None:
