@@ -76,7 +76,7 @@ class TrainConfig:
     # detect: the objects one image may hold; every image's boxes are padded to it (a static shape)
     max_boxes: int = option(32, resume=True, flag=Flag(
         "--max-boxes", "detect: most objects one image may hold (default 32; COCO 2017's crowded images hold up to ~90). "
-        "Every image's boxes are padded to it, a static [batch, N, 4] shape, so each step's memory and time grow with N")),
+        "Every image's boxes are padded to it, a static [batch, N, 4] shape, so each step's memory and time grow with N"))
     # decoded training sets up to this many MB are kept in memory after the first epoch
     cache_mb: int = option(2048, flag=Flag(
         "--cache-mb", "keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)"))
