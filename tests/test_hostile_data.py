@@ -190,3 +190,25 @@ def test_coco_crowd_regions_are_ignored_regions_not_objects(tmp_path):
     doc["annotations"][1]["iscrowd"] = 0  # the same box as an object: that detection is now right, and the object found
     (tmp_path / "annotations.json").write_text(json.dumps(doc))
     assert read_coco(tmp_path / "annotations.json").examples[0].boxes.shape == (2, 4)
+
+
+def test_more_boxes_than_max_boxes_names_the_option_and_the_option_raises_the_cap(tmp_path):
+    from pipeline.detection.augment import MAX_BOXES, padded
+    from pipeline.detection.examples import make_example
+
+    boxes = [(0.1, 0.1, 0.2, 0.2)] * 33
+    example = make_example("crowded.png", _png(), boxes, [0] * 33, 1, "crowded.png")
+    with pytest.raises(DataError, match=r"crowded.png: 33 objects; expected at most 32 per image \(--max-boxes 32: raise it"):
+        padded([example])
+    assert MAX_BOXES == 32
+    _, padded_boxes, _, mask = padded([example], max_boxes=40)
+    assert padded_boxes.shape == (1, 40, 4) and mask.sum() == 33
+
+
+def test_train_help_says_what_max_boxes_costs():
+    from tests.helpers import cli
+
+    result = cli(["train", "--help"])
+    assert result.returncode == 0
+    flat = " ".join(result.stdout.split())
+    assert "--max-boxes" in flat and "static [batch, N, 4] shape" in flat
