@@ -145,6 +145,22 @@ def read_bundle(folder: Path) -> Bundle:
     return Bundle(folder, labels, images)
 
 
+def verified_bytes(path: Path, sha256: str) -> bytes:
+    """The bytes of a bundled image, read once, when they are the ones bundle.json records: the bytes hashed are the
+    bytes decoded (an image replaced after `read_bundle` checked it is refused, not scored under the old hash)."""
+    try:
+        data = read_regular(path, MAX_IMAGE_BYTES, "bundled image", InputError)
+    except FileNotFoundError:
+        raise InputError(f"image {path} not found") from None
+    except OSError as err:
+        raise InputError(f"cannot read image {path}: {err.strerror or err}") from None
+    actual = sha256_bytes(data)
+    if actual != sha256:
+        raise InputError(f"{path} has sha256 {actual[:12]}…, the bundle records {sha256[:12]}…: it changed while the bundle "
+                         "was being evaluated; write a new bundle")
+    return data
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

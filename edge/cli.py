@@ -23,7 +23,7 @@ import numpy as np
 
 from edge.atomic import write_json_atomic
 from edge.errors import EdgeError, InputError, exits_cleanly
-from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document
+from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document, source_of
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
 from edge.latency import latency_document
@@ -193,7 +193,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
     # On a terminal the bar is drawn at most about 100 times, not once per image (a terminal write each).
-    with click.progressbar(runner.score_files(samples, lambda sample: sample.path), length=len(samples), label="evaluating",
+    with click.progressbar(runner.score_files(samples, source_of, lambda s: str(s.path)), length=len(samples), label="evaluating",
                            file=sys.stderr, update_min_steps=max(1, len(samples) // 100)) as bar:
         for sample, scores, error in bar:
             if error is not None:

@@ -98,3 +98,23 @@ def test_edge_evaluate_refuses_a_bundle_with_a_fifo_and_stops_on_one_sigterm(tmp
         pytest.fail(f"edge evaluate waited on a FIFO; after one SIGTERM it exited {child.returncode}")
     assert child.returncode == 1 and "Traceback" not in err, err[-2000:]
     assert "FIFO" in err
+
+
+def test_an_image_replaced_after_the_bundle_was_checked_is_not_scored_under_the_old_hash(tmp_path):
+    """The bytes hashed are the bytes decoded: an image swapped between read_bundle's check and its decoding is an
+    error for that image (issue 39: it was scored under the old hash)."""
+    import hashlib
+
+    from edge.evaluation import list_samples, source_of
+
+    folder = _bundle(tmp_path, "heldout/ok.png")
+    doc = json.loads((folder / "bundle.json").read_text())
+    for entry in doc["images"]:
+        entry["sha256"] = hashlib.sha256((folder / entry["file"]).read_bytes()).hexdigest()
+    doc["images"] = doc["images"][:1]
+    (folder / "bundle.json").write_text(json.dumps(doc))
+    samples, _ = list_samples(folder, ["red", "green", "blue"])
+    assert isinstance(source_of(samples[0]), bytes)
+    (folder / "heldout" / "ok.png").write_bytes((IMAGES / "blue.png").read_bytes())  # replaced mid-run
+    with pytest.raises(InputError, match="changed while the bundle was being evaluated"):
+        source_of(samples[0])
