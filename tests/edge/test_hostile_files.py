@@ -45,7 +45,7 @@ def test_a_packed_member_that_inflates_to_1_gb_is_refused_within_a_1_gb_limit(tm
     model = tmp_path / "bomb.tflite"
     model.write_bytes(INT8.read_bytes() + _zip_bomb(1 << 30))
     assert model.stat().st_size < 3 << 20
-    child = f"""
+    child = """
 import resource, sys
 from pathlib import Path
 import edge  # the interpreter's libraries are mapped before the limit
