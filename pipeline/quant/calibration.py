@@ -39,7 +39,7 @@ def read_calibration_npy(path: Path, size: int) -> np.ndarray:
             f.seek(0)
             return np.lib.format.read_array(f, allow_pickle=False)
     except (OSError, ValueError) as err:
-        raise DataError(f"--calibration-data {path} is not a readable .npy array ({err}); expected {expected}") from None
+        raise DataError(f"--calibration-data {path} is not a .npy array ({err}); expected {expected}") from None
 
 
 def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
