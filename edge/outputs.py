@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Type
+from typing import Iterable, Optional, Type
 
 from edge.documents import MANIFEST_NAME
 from edge.errors import InputError
@@ -20,7 +20,7 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def run_holding(path: Path) -> Path:
+def run_holding(path: Path) -> Optional[Path]:
     """The run directory (or bundle) `path` would land in: the nearest folder above it holding a manifest.json;
     None when there is none."""
     for folder in Path(path).absolute().parents:
