@@ -26,6 +26,8 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from edge.atomic import write_json_atomic, write_text_atomic
+from edge.bounded import MAX_IMAGE_BYTES, read_regular
+from edge.confined import OutsideFolder, inside
 from edge.contract import PixelContract
 from edge.documents import MANIFEST_NAME, load
 from edge.errors import InputError
@@ -119,11 +121,20 @@ def read_bundle(folder: Path) -> Bundle:
     folder = Path(folder)
     path = folder / BUNDLE_NAME
     bundle = load(path, "evaluation bundle", SCHEMA_VERSION, InputError, _EXPECTED, older=_OLDER)
-    labels = [str(x) for x in bundle.get("labels") or []] or None
+    raw_labels = bundle.get("labels")
+    if raw_labels is not None and not (isinstance(raw_labels, list) and all(isinstance(x, str) for x in raw_labels)):
+        raise InputError(f"{path} has labels {_shown(raw_labels)}, expected a list of class names")
+    labels = list(raw_labels or []) or None
+    if not isinstance(bundle.get("images") or [], list):
+        raise InputError(f"{path} has images {_shown(bundle.get('images'))}, expected a list of {{\"file\": ...}} entries")
     images = []
     for i, entry in enumerate(bundle.get("images") or []):
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            raise InputError(f"{path} images[{i}] is {entry!r}, expected {{\"file\": ..., \"label\": ...}}")
+            raise InputError(f"{path} images[{i}] is {_shown(entry)}, expected {{\"file\": ..., \"label\": ...}}")
+        try:  # inside the bundle: no absolute path, no `..`, no symlink on the way
+            inside(folder, entry["file"], f"{path} images[{i}] file")
+        except OutsideFolder as err:
+            raise InputError(str(err)) from None
         label = entry.get("label")
         if label is not None and not (isinstance(label, int) and not isinstance(label, bool) and label >= 0
                                       and (labels is None or label < len(labels))):
@@ -134,13 +145,34 @@ def read_bundle(folder: Path) -> Bundle:
     return Bundle(folder, labels, images)
 
 
+def verified_bytes(path: Path, sha256: str) -> bytes:
+    """The bytes of a bundled image, read once, when they are the ones bundle.json records: the bytes hashed are the
+    bytes decoded (an image replaced after `read_bundle` checked it is refused, not scored under the old hash)."""
+    try:
+        data = read_regular(path, MAX_IMAGE_BYTES, "bundled image", InputError)
+    except FileNotFoundError:
+        raise InputError(f"image {path} not found") from None
+    except OSError as err:
+        raise InputError(f"cannot read image {path}: {err.strerror or err}") from None
+    actual = sha256_bytes(data)
+    if actual != sha256:
+        raise InputError(f"{path} has sha256 {actual[:12]}…, the bundle records {sha256[:12]}…: it changed while the bundle "
+                         "was being evaluated; write a new bundle")
+    return data
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _checked_sha256(folder: Path, entry: Dict[str, Any], bundle: Path) -> Optional[str]:
     """The bundled file's sha256 when it is the one bundle.json records; a file that changed is refused. A missing
     file is left to the scoring, which names it with the other unreadable images."""
     recorded, path = entry.get("sha256"), folder / entry["file"]
-    if not path.is_file():
+    if not path.exists():
         return recorded
-    actual = sha256_bytes(path.read_bytes())
+    actual = sha256_bytes(read_regular(path, MAX_IMAGE_BYTES, "bundled image", InputError))  # no FIFO, no 6 GB file
     if recorded is not None and actual != recorded:
         raise InputError(f"{path} has sha256 {actual[:12]}…, {bundle} records {str(recorded)[:12]}…: the bundle changed after "
                          "`pipeline parity --bundle` wrote it; write a new bundle")

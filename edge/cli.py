@@ -23,7 +23,7 @@ import numpy as np
 
 from edge.atomic import write_json_atomic
 from edge.errors import EdgeError, InputError, exits_cleanly
-from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document
+from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document, source_of
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
 from edge.latency import latency_document
@@ -120,6 +120,19 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
                          "the others are classified")
 
 
+def _annotated_names(out: Path, images: Tuple[str, ...]) -> dict:
+    """image -> the annotated PNG it becomes in `out`: its stem, numbered when two images share one."""
+    targets, taken = {}, set()
+    for image_path in images:
+        stem = Path(image_path).stem
+        target, n = out / f"{stem}.png", 1
+        while target in taken:  # two images of one name from different folders: neither is lost
+            target, n = out / f"{stem}_{n}.png", n + 1
+        taken.add(target)
+        targets[image_path] = target
+    return targets
+
+
 @main.command()
 @click.argument("model")
 @click.argument("images", nargs=-1, required=True)
@@ -128,26 +141,33 @@ def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k:
 @click.option("--out", "out_dir", default=None, metavar="DIR", help="Write each image with its boxes drawn to DIR (PNG).")
 @click.option("--json", "json_out", default=None, metavar="FILE",
               help="Also write the objects to FILE as JSON (label, id, score, box as xmin, ymin, xmax, ymax in pixels).")
+@click.option("--overwrite", is_flag=True, help="Replace files already in --out DIR and --json FILE (never an input image).")
 @_running_options
 @_fail_cleanly
 def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optional[str], json_out: Optional[str],
-           labels_file: Optional[str], edgetpu: bool, no_verify: bool, threads: Optional[int], backend: Optional[str],
-           mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
+           overwrite: bool, labels_file: Optional[str], edgetpu: bool, no_verify: bool, threads: Optional[int],
+           backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
     """Print the objects a detector finds in each IMAGE (a folder: every image under it): label, score, box in the
     image's pixels."""
     from edge import detect as det
+    from edge.outputs import check_output
 
     workers = checked_workers(workers)
     images = _expand(images)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; expected a folder for the annotated images")
+    targets = _annotated_names(out, images) if out is not None else {}
+    for target in targets.values():  # before any work: no input overwritten, nothing existing replaced unasked
+        check_output(target, overwrite, "--out", inputs=[Path(i) for i in images])
+    if json_out:
+        check_output(Path(json_out), overwrite, "--json", inputs=[Path(i) for i in images])
     detector = det.open_detector(model, edgetpu=True if edgetpu else None, threads=threads, backend=backend,
                                  verify_sha256=not no_verify, labels_file=labels_file, mean=_numbers(mean, "--input-mean"),
                                  std=_numbers(std, "--input-std"), say=_say)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    results, failed, written = [], [], set()
+    results, failed = [], []
     for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path), workers=workers):
         if error is not None:
             click.echo(f"error: {error}", err=True)
@@ -160,13 +180,7 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
             b = obj.box
             click.echo(f"  {obj.label:<16} {obj.score:.3f}  xmin {b.xmin:.0f} ymin {b.ymin:.0f} xmax {b.xmax:.0f} ymax {b.ymax:.0f}  (id {obj.id})")
         if out is not None:
-            stem = Path(image_path).stem
-            target = out / f"{stem}.png"
-            n = 1
-            while target in written:  # two images of one name from different folders: neither is lost
-                target, n = out / f"{stem}_{n}.png", n + 1
-            written.add(target)
-            det.annotate(image_path, found, target)
+            det.annotate(image_path, found, targets[image_path])
         results.append({"image": image_path, "width": size[0], "height": size[1], "objects": [det.as_record(o) for o in found]})
     if json_out:
         write_json_atomic(Path(json_out), {"model": Path(model).name, "sha256": detector.runner.sha256, "threshold": threshold,
@@ -197,7 +211,8 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     check_labels(labels, runner.num_classes)
     predictions, errors, tally = [], [], Tally(k)
     # On a terminal the bar is drawn at most about 100 times, not once per image (a terminal write each).
-    with click.progressbar(runner.score_files(samples, lambda sample: sample.path, workers=workers), length=len(samples), label="evaluating",
+    with click.progressbar(runner.score_files(samples, source_of, lambda s: str(s.path), workers=workers), length=len(samples),
+                           label="evaluating",
                            file=sys.stderr, update_min_steps=max(1, len(samples) // 100)) as bar:
         for sample, scores, error in bar:
             if error is not None:

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from edge.atomic import write_bytes_atomic
 from edge.classify import input_details, invoke, set_input
 from edge.errors import InputError, ModelCheckError
 from edge.integrity import check_agreement, metadata_record, recorded_labels
@@ -225,7 +226,9 @@ def annotate(source: Union[str, Path], found: Sequence[Object], out: Path) -> No
         colour = _COLOURS[obj.id % len(_COLOURS)]
         draw.rectangle(list(obj.box), outline=colour, width=width)
         draw.text((obj.box.xmin + width + 1, obj.box.ymin + width), f"{obj.label} {obj.score:.2f}", fill=colour)
-    canvas.save(out)
+    encoded = io.BytesIO()
+    canvas.save(encoded, format=Image.registered_extensions().get(Path(out).suffix.lower(), "PNG"))
+    write_bytes_atomic(Path(out), encoded.getvalue())  # a stop half way leaves the old file or none, never half a PNG
 
 
 _COLOURS = ((255, 64, 64), (64, 200, 64), (64, 128, 255), (255, 200, 0), (200, 64, 255), (0, 200, 200))

@@ -13,10 +13,10 @@ this edgeflow cannot read is refused naming the file, its version and the versio
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Type
 
+from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
 from edge.errors import EdgeError
 
 MANIFEST_NAME = "manifest.json"  # a run's manifest, and a bundle's, sit under this name next to their models
@@ -28,9 +28,10 @@ def load(path: Path, what: str, reads: int, error: Type[EdgeError], expected: st
     `what` names the document ("sidecar"), `expected` says what should be there ("the file `edge bench --json`
     writes"), `older` what to do about a file an older edgeflow made (None: it is refused like any other)."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        data = read_regular(path, MAX_DOCUMENT_BYTES, what, error)
+    except OSError as err:
         raise error(f"cannot read {what} {path} ({err}); expected {expected}") from err
+    obj = loads_json(data, f"{what} {path}", error, expected)
     return check_version(obj, path, what, reads, error, expected, older)
 
 

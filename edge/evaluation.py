@@ -13,12 +13,12 @@ a bundle or any folder of images, and writes every image's objects; mAP is the h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from edge import predictions as predictions_doc
-from edge.bundle import BUNDLE_NAME, is_bundle, read_bundle
+from edge.bundle import BUNDLE_NAME, is_bundle, read_bundle, verified_bytes
 from edge.classify import top_k
 from edge.errors import InputError
 from edge.image_files import is_image_file
@@ -62,6 +62,12 @@ def detection_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sam
     return [Sample(f, f.relative_to(data).as_posix(), None) for f in images_under(data, "--data")], labels
 
 
+def source_of(sample: Sample) -> Union[Path, bytes]:
+    """What to decode for `sample`: a bundled image's bytes, checked against the sha256 the results will carry (the
+    bytes hashed are the bytes decoded); a folder's image by its path."""
+    return verified_bytes(sample.path, sample.sha256) if sample.sha256 is not None else sample.path
+
+
 def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None, workers: Optional[int] = None,
                         post_on_workers: bool = False, read: Optional[Callable[[Any], Any]] = None,
                         decode: Optional[Callable[[Any], Any]] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
@@ -81,7 +87,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
     decode = decode or (lambda raw: det.kept(raw, 0.0))
 
     def load(sample: Sample):
-        return runner.pixels(sample.path, str(sample.path))
+        return runner.pixels(source_of(sample), str(sample.path))
 
     def run(sample: Sample, pixels):
         set_input(runner.interpreter, pixels, runner.contract.norm)

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from edge.bounded import MAX_LABELS_BYTES, read_regular
 from edge.errors import InputError, ModelCheckError
 
 # An id line: digits, a colon or white space, then a name. ASCII digits only: str.isdigit()
@@ -38,7 +39,7 @@ def read_labels(path: Union[str, Path]) -> List[str]:
     """Labels from a label file; list index = class id (see the module docstring for the format)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_LABELS_BYTES, "labels file", InputError)
     except OSError as err:
         raise InputError(f"cannot read labels file {path}: {err.strerror or err}; expected {_FORMS}") from err
     return parse_labels(data, f"labels file {path}")

@@ -19,6 +19,7 @@ import struct
 from typing import Any, List, Optional
 
 from edge.errors import BackendUnavailable, ModelCheckError
+from edge.quant_rules import Quantized, operator_problem
 from edge.tflite_file import FILE_IDENTIFIER
 
 SCHEMA_VERSION = 3
@@ -32,6 +33,14 @@ _INT4 = 17
 _QUANT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 2: (-(2 ** 31), 2 ** 31 - 1), 4: (-(2 ** 63), 2 ** 63 - 1), 16: (0, 65535), 17: (-8, 7)}
 _MAX_BUILTIN = 400  # well above the ~210 builtins of TF 2.21; a damaged code is far larger or negative
 _MAX_TENSOR_BYTES = 1 << 32
+# Quantization scales an interpreter survives (measured with tests/quant_mutants.py on ai-edge-litert 2.3.0 and
+# TF 2.21's interpreter, docs/trust.md): zero and denormal scales end in SIGSEGV on an input, output or
+# activation tensor, so every scale must be a normal float32. A tensor computed at run time gets a higher floor:
+# its scale divides the others' in the kernels' requantization multipliers, which abort when out of range;
+# real models go as low as 7.8e-9 there (MobileNetV2's dead ReLU6 channels), constants (biases) to 6.6e-13.
+_MIN_SCALE = 1.1754943508222875e-38  # the smallest normal float32
+_MIN_ACTIVATION_SCALE = 1e-10
+_MAX_SCALE = 1e30  # far above any real scale (at most ~1e3); a product of two must stay finite in float32
 
 
 class _Reader:
@@ -184,8 +193,7 @@ def _check_structure(buf: bytes, name: str) -> None:
         where = f"subgraphs[{g}]"
         tensors = sub.tables(0, f"{where}.tensors")
         n_tensors = len(tensors)
-        for t, tensor in enumerate(tensors):
-            _check_tensor(r, tensor, f"{where}.tensors[{t}]", buffer_sizes)
+        scales = [_check_tensor(r, tensor, f"{where}.tensors[{t}]", buffer_sizes) for t, tensor in enumerate(tensors)]
         for field, label in ((1, "inputs"), (2, "outputs")):
             for idx in sub.vector(field, "<i", f"{where}.{label}"):
                 if not 0 <= idx < n_tensors:
@@ -199,6 +207,11 @@ def _check_structure(buf: bytes, name: str) -> None:
                 for idx in op.vector(field, "<i", f"{at}.{label}"):
                     if not -1 <= idx < n_tensors:  # -1: an optional input left out
                         r.fail(f"{at}.{label} names tensor {idx}, expected -1..{n_tensors - 1}")
+            problem = operator_problem(max(opcodes[code].scalar(0, "<b"), opcodes[code].scalar(3, "<i")),
+                                       [scales[i] if i >= 0 else None for i in op.vector(1, "<i", at)],
+                                       [scales[i] for i in op.vector(2, "<i", at)])
+            if problem:
+                r.fail(f"{at}: {problem} (an interpreter aborts on it)")
             for field in (4, 12):  # builtin_options, builtin_options_2 (unions of tables)
                 if op.scalar(field - 1, "<B"):
                     op.table(field, f"{at} options")
@@ -230,7 +243,8 @@ def _check_structure(buf: bytes, name: str) -> None:
                     r.fail(f"signature_defs[{i}] names tensor {tmap.scalar(1, '<I')}, expected 0..{n_tensors - 1}")
 
 
-def _check_tensor(r: _Reader, tensor: _Table, at: str, buffer_sizes: List[int]) -> None:
+def _check_tensor(r: _Reader, tensor: _Table, at: str, buffer_sizes: List[int]) -> Optional[Quantized]:
+    """Check one tensor; return its quantization (None when it has none)."""
     shape = tensor.vector(0, "<i", f"{at}.shape")
     dtype = tensor.scalar(1, "<b")
     if dtype not in _ITEMSIZE:
@@ -265,16 +279,27 @@ def _check_tensor(r: _Reader, tensor: _Table, at: str, buffer_sizes: List[int]) 
         quant.vector(1, "<f", f"{at}.quantization.max")
         if quant.scalar(4, "<B"):
             quant.table(5, f"{at}.quantization.details")
-        if any(not math.isfinite(s) or s < 0 for s in scales):
-            r.fail(f"{at} has quantization scales {scales[:4]}, expected finite non-negative numbers")
+        constant = bool(data_size)
+        floor = _MIN_SCALE if constant else _MIN_ACTIVATION_SCALE
+        bad = [x for x in scales if not (math.isfinite(x) and floor <= x <= _MAX_SCALE)]
+        if bad:
+            kind = "a constant" if constant else "a tensor computed at run time"
+            r.fail(f"{at} has quantization scale {bad[0]!r}; expected a finite number from {floor:g} to {_MAX_SCALE:g} "
+                   f"for {kind} (an interpreter aborts or crashes on a zero, denormal or tiny scale)")
+        if zeros and not scales:
+            r.fail(f"{at} has {len(zeros)} zero points and no scales, expected as many of each")
         if scales and len(zeros) != len(scales):
             r.fail(f"{at} has {len(scales)} scales and {len(zeros)} zero points, expected as many of each")
         low, high = _QUANT_RANGE.get(dtype, (-(2 ** 63), 2 ** 63 - 1))
         if any(not low <= z <= high for z in zeros):
             r.fail(f"{at} has zero points {zeros[:4]}, expected {low}..{high} for its type")
         axis = quant.scalar(6, "<i")
-        if len(scales) > 1 and not (0 <= axis < len(shape) and shape[axis] == len(scales)):
+        if not 0 <= axis < max(len(shape), 1):
+            r.fail(f"{at} has quantized dimension {axis}, expected 0..{max(len(shape), 1) - 1} for shape {tuple(shape)}")
+        if len(scales) > 1 and not (axis < len(shape) and shape[axis] == len(scales)):
             r.fail(f"{at} has {len(scales)} per-channel scales on axis {axis} of shape {tuple(shape)}")
+        return Quantized(dtype, scales, zeros, constant) if scales else None
+    return None
 
 
 def check_model(data: bytes, name: str = "model") -> Any:

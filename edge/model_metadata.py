@@ -20,11 +20,11 @@ the run's provenance, so the file alone tells a device how to feed it.
 from __future__ import annotations
 
 import io
-import json
 import math
 import zipfile
 from typing import List, NamedTuple, Optional, Tuple
 
+from edge.bounded import loads_json
 from edge.documents import check_version
 from edge.errors import ModelCheckError
 from edge.model_check import FILE_IDENTIFIER, _Reader, _Table
@@ -33,6 +33,9 @@ METADATA_NAME = b"TFLITE_METADATA"
 METADATA_IDENTIFIER = b"M001"
 EDGEFLOW_RECORD = "edgeflow_model.json"  # the model's own associated file written by `pipeline export`
 EDGEFLOW_RECORD_SCHEMA = 1
+# Caps on the zip appended to a model (docs/trust.md): its members are label files and edgeflow's own record.
+MAX_PACKED_FILES = 64
+MAX_PACKED_BYTES = 16 << 20
 
 # metadata_schema.fbs enums, by schema number (1.x; the "M001" identifier promises these stay).
 _FILE_TYPES = {0: "UNKNOWN", 1: "DESCRIPTIONS", 2: "TENSOR_AXIS_LABELS", 3: "TENSOR_VALUE_LABELS",
@@ -131,7 +134,19 @@ def associated_file(model_bytes: bytes, file_name: str, name: str = "model") -> 
     archive = _open_zip(bytes(model_bytes), name, wanted=file_name)
     try:
         with archive:
-            return archive.read(file_name)
+            info = archive.getinfo(file_name)
+            if info.flag_bits & 0x1:
+                raise ModelCheckError(f"{name}: packed file {file_name!r} is encrypted; expected the plain files "
+                                      "TFLite metadata packs")
+            if info.file_size > MAX_PACKED_BYTES:
+                raise ModelCheckError(f"{name}: packed file {file_name!r} declares {info.file_size} bytes, more than "
+                                      f"the {MAX_PACKED_BYTES} this edgeflow unpacks (docs/trust.md)")
+            with archive.open(info) as member:
+                data = member.read(MAX_PACKED_BYTES + 1)  # the header can lie: the inflated bytes are capped too
+            if len(data) > MAX_PACKED_BYTES:
+                raise ModelCheckError(f"{name}: packed file {file_name!r} inflates past {MAX_PACKED_BYTES} bytes "
+                                      "(its header says less); expected the plain files TFLite metadata packs")
+            return data
     except KeyError:
         raise ModelCheckError(f"{name} packs no file {file_name!r}; its zip holds {sorted(archive.namelist())}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError) as err:
@@ -148,10 +163,8 @@ def embedded_record(model_bytes: bytes, name: str = "model", meta: Optional[Mode
     if not any(f.name == EDGEFLOW_RECORD for f in meta.associated_files):
         return None
     where = f"{EDGEFLOW_RECORD} packed in {name}"
-    try:
-        record = json.loads(associated_file(data, EDGEFLOW_RECORD, name).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ModelCheckError(f"{where} is not readable JSON ({err}); expected the record `pipeline export` writes") from err
+    record = loads_json(associated_file(data, EDGEFLOW_RECORD, name), where, ModelCheckError,
+                        "the record `pipeline export` writes")
     check_version(record, name, f"{EDGEFLOW_RECORD} packed in", EDGEFLOW_RECORD_SCHEMA, ModelCheckError,
                   "the record `pipeline export` writes")
     labels = record.get("labels")
@@ -300,9 +313,14 @@ def _check_against_model(meta: ModelMetadata, facts: _ModelFacts, name: str) -> 
 
 def _open_zip(data: bytes, name: str, wanted: str) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as err:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as err:
         raise ModelCheckError(f"{name} has no readable zip of associated files ({err}), expected one holding {wanted!r}") from err
+    if len(archive.infolist()) > MAX_PACKED_FILES:
+        archive.close()
+        raise ModelCheckError(f"{name}'s zip of associated files holds {len(archive.infolist())} members, more than the "
+                              f"{MAX_PACKED_FILES} this edgeflow opens (docs/trust.md)")
+    return archive
 
 
 def _check_files_packed(data: bytes, meta: ModelMetadata, name: str) -> None:

@@ -18,6 +18,7 @@ is written indented; a detector's, which holds every detection, as compact JSON 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -120,7 +121,7 @@ def read_predictions(path: Path) -> Predictions:
             continue
         scores = p.get("scores")
         if not isinstance(scores, list) or not all(_number(s) for s in scores):
-            raise InputError(f"device result {i} ({p.get('id')}) in {path} has scores {_brief(scores)}, expected a list of numbers")
+            raise InputError(f"device result {i} ({p.get('id')}) in {path} has scores {_brief(scores)}, expected a list of numbers (finite: no NaN or Infinity)")
         predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), scores))
     model_sha256 = document.get("model_sha256")
     return Predictions(path, model_sha256 if isinstance(model_sha256, str) else None, document.get("backend"),
@@ -129,7 +130,7 @@ def read_predictions(path: Path) -> Predictions:
 
 def _objects(p: Dict[str, Any], i: int, path: Path) -> List[Dict[str, Any]]:
     objects = p.get("objects")
-    expected = 'expected a list of {"id": class id, "score": number, "box": [ymin, xmin, ymax, xmax]}'
+    expected = 'expected a list of {"id": class id, "score": finite number, "box": [ymin, xmin, ymax, xmax]}'
     if not isinstance(objects, list):
         raise InputError(f"device result {i} ({p.get('id')}) in {path} has objects {_brief(objects)}, {expected}")
     for o in objects:
@@ -141,7 +142,9 @@ def _objects(p: Dict[str, Any], i: int, path: Path) -> List[Dict[str, Any]]:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite number: a device's NaN or Infinity (JSON's NaN/Infinity constants) is refused, never scored or
+    written into a report as NaN."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _brief(value: Any) -> str:

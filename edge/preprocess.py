@@ -36,6 +36,7 @@ from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from edge.bounded import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, read_regular
 from edge.errors import InputError
 
 # Modes whose conversion to RGB Pillow and TensorFlow's decoders agree on.
@@ -84,13 +85,16 @@ def load_image(source: Union[str, Path, bytes], name: Optional[str] = None, size
 
     name = name or (str(source) if not isinstance(source, bytes) else "image bytes")
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+        if not isinstance(source, bytes):  # a FIFO or a device is refused before a read could block on it
+            source = read_regular(source, MAX_IMAGE_BYTES, "image", InputError)
+        with Image.open(io.BytesIO(source)) as image:
             if image.mode not in ACCEPTED_MODES:
                 raise InputError(f"image {name} has mode {image.mode}, expected 8-bit greyscale, palette or RGB(A): "
                                  "convert it to 8-bit RGB first")
             if size is not None and image.format == "JPEG":
                 # Pillow's draft picks exactly JPEG_SCALE: min(width // w, height // h), rounded down to 8, 4, 2, 1.
                 image.draft(image.mode, tuple(size))
+            check_pixels(image.size, name)
             image.load()  # decode now: a truncated file fails here, named, not inside the interpreter call
             return image.convert("RGB")
     except FileNotFoundError as err:
@@ -99,6 +103,15 @@ def load_image(source: Union[str, Path, bytes], name: Optional[str] = None, size
         raise InputError(f"image {name} is too large to decode safely ({err})") from err
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise InputError(f"cannot read image {name}: {err}; expected a complete PNG, JPEG, BMP or GIF file") from err
+
+
+def check_pixels(size: Tuple[int, int], name: str) -> None:
+    """Refuse an image whose header declares more than MAX_IMAGE_PIXELS, before it is decoded (an image bomb:
+    a 493 KB PNG of 13000x13000 decodes to 500 MB of pixels and took 1.38 GB)."""
+    width, height = size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InputError(f"image {name} is {width}x{height} pixels, more than the {MAX_IMAGE_PIXELS} this edgeflow "
+                         "decodes (docs/trust.md); expected a smaller image")
 
 
 def resize(image: Any, size: Tuple[int, int]) -> np.ndarray:

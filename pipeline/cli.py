@@ -41,7 +41,7 @@ def main(verbose):
 _TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "weights", "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
-                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
+                     "max_boxes", "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
                      "client_fits")
 _TRAIN_OWN_OPTIONS = {
     "--out": click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write"),
@@ -225,10 +225,19 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
 @click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")
 @click.option("--workers", type=int, help="int8/edgetpu: threads decoding the next images while the model runs (default: one per core)")
+@click.option("--overwrite", is_flag=True, help="replace --out when it exists (never a file inside a run directory)")
 @reports_errors
-def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers):
+def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers,
+                    overwrite):
     """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
+    from pathlib import Path
+
+    from edge.outputs import check_output
     from pipeline import predict
+    from pipeline.errors import ConfigError
+
+    if not out.startswith("gs://"):  # (predict refuses gs:// itself)
+        check_output(Path(out), overwrite, "--out", inputs=[Path(d) for d in data_specs if "://" not in d], error=ConfigError)
 
     config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
                                    batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads, workers=workers)

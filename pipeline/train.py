@@ -29,6 +29,7 @@ from pipeline.report import write as write_report
 from pipeline.training import strategy as strategy_mod
 from pipeline.training import logs as train_logs
 from pipeline.training import fit
+from pipeline.disk_full import disk_full_named
 from pipeline.errors import ConfigError
 from pipeline.rundir.files import json_bytes, scratch_folder
 from pipeline.rundir.run import Run
@@ -150,9 +151,10 @@ def _save_models(model, folder: Path) -> None:
     # Without every layer's traced functions (Keras' default traces each layer for training and inference,
     # most of the save's time and CPU): every later stage reads the SavedModel through its serving signature,
     # given here as Keras would write it, and reloads the Keras model from keras_model.keras.
-    model.save(str(folder / "saved_model"), save_format="tf", save_traces=False,
-               signatures={"serving_default": serving_signature(model)})
-    model.save(str(folder / "keras_model.keras"))
+    with disk_full_named(folder, "the SavedModel and the Keras model"):
+        model.save(str(folder / "saved_model"), save_format="tf", save_traces=False,
+                   signatures={"serving_default": serving_signature(model)})
+        model.save(str(folder / "keras_model.keras"))
 
 
 def serving_signature(model):
@@ -169,5 +171,11 @@ def serving_signature(model):
 
 
 def _versions() -> Dict[str, str]:
-    return {"python": platform.python_version(), "tensorflow": tf.__version__,
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        edgeflow = version("edgeflow")  # a newer manifest's reader names it: "made by edgeflow X; update"
+    except PackageNotFoundError:
+        edgeflow = "unknown"
+    return {"edgeflow": edgeflow, "python": platform.python_version(), "tensorflow": tf.__version__,
             "tf_keras": keras.__version__, "numpy": np.__version__}

@@ -145,6 +145,16 @@ DETECT_DATA_CASES = {  # name -> (data spec written under tmp_path, what the err
                                 ["a.txt, line 2: 4 fields ('1 0.5 0.5 0.2'); expected 5: class cx cy w h"]),
     "YOLO unknown class": (lambda t: _yolo(t, "2 0.5 0.5 0.2 0.2"), ["a.txt, line 2: unknown class 2; expected a class index 0..1"]),
     "a folder instead of a detection spec": (lambda t: t, ["is a folder; expected its annotations.json (COCO), data.yaml (YOLO)"]),
+    # issue 39: COCO read too loosely
+    "COCO booleans as coordinates": (lambda t: _coco(t, annotations=_annotation(bbox=[True, 5, 20, 10])),
+                                     ["annotation 7 has bbox [True, 5, 20, 10]; expected [x, y, width, height] in pixels"]),
+    "COCO absolute file_name": (lambda t: _coco(t, images=[{"id": 1, "file_name": str(t / "images" / "a.png"), "width": 60,
+                                                            "height": 40}]), ["image 1 has file_name", "without '..'"]),
+    "COCO ../ file_name": (lambda t: _coco(t, images=[{"id": 1, "file_name": "../data/images/a.png", "width": 60, "height": 40}]),
+                           ["image 1 has file_name '../data/images/a.png'; expected a path relative"]),
+    "COCO one file under two ids": (lambda t: _coco(t, images=[{"id": 1, "file_name": "images/a.png", "width": 60, "height": 40},
+                                                               {"id": 2, "file_name": "images/a.png", "width": 60, "height": 40}]),
+                                    ["images 1 and 2 are both 'images/a.png'; expected each file under one image id"]),
 }
 
 

@@ -208,21 +208,26 @@ def test_folders_files_and_labelled_shards(kaggle, int8_csv, tmp_path):
     assert [r[0] for r in rows] == sorted(expected)  # the path relative to the folder, in path order
     assert {r[0]: r[1] for r in rows} == expected
     one = sorted(images.glob("*.jpg"))[0]
-    result = _pipeline("predict", kaggle["run"], "--data", one, "--data", images / "rose" / "*.jpg", "--out", out, "--model", "int8")
+    result = _pipeline("predict", kaggle["run"], "--data", one, "--data", images / "rose" / "*.jpg", "--out", out, "--model", "int8",
+                       "--overwrite")
     assert result.exit_code == 0, result.output
     assert [r[0] for r in _rows(out)[1:]] == [str(one)] + sorted(str(p) for p in (images / "rose").glob("*.jpg"))
     # Labelled shards are accepted, labels ignored: the validation shards predict like test shards.
-    result = _pipeline("predict", kaggle["run"], "--data", kaggle["root"] / "val" / "*.tfrec", "--out", out, "--model", "int8")
+    result = _pipeline("predict", kaggle["run"], "--data", kaggle["root"] / "val" / "*.tfrec", "--out", out, "--model", "int8",
+                       "--overwrite")
     assert result.exit_code == 0, result.output
     assert len(_rows(out)) == 1 + 24
 
 
-def test_predict_leaves_the_run_as_it_was(kaggle, float_csv, int8_csv):
+def test_predict_leaves_the_run_as_it_was(kaggle, float_csv, int8_csv, tmp_path):
     before = tree_snapshot(kaggle["run"])
     for model in ("float", "int8"):
-        out = kaggle["run"] / f"again-{model}.csv"  # written inside the run on purpose: nothing else may change
+        out = tmp_path / f"again-{model}.csv"
         assert _pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, "--model", model).exit_code == 0
-        out.unlink()
+    # Inside the run, --out is refused (issue 39: `--out RUN/manifest.json` overwrote the manifest), --overwrite or not.
+    for out in (kaggle["run"] / "manifest.json", kaggle["run"] / "again.csv"):
+        result = _pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, "--overwrite")
+        assert result.exit_code == 1 and "is inside the run directory" in result.output, result.output
     assert tree_snapshot(kaggle["run"]) == before
 
 

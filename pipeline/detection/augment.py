@@ -30,7 +30,8 @@ def padded(examples: Sequence[DetExample], max_boxes: int = MAX_BOXES):
     for i, e in enumerate(examples):
         k = len(e.boxes)
         if k > max_boxes:
-            raise DataError(f"{e.id}: {k} objects; expected at most {max_boxes} per image (raise the box limit)")
+            raise DataError(f"{e.id}: {k} objects; expected at most {max_boxes} per image (--max-boxes {max_boxes}: "
+                            f"raise it to {k} or more)")
         boxes[i, :k], classes[i, :k], mask[i, :k] = e.boxes, e.classes, True
     return np.array([e.image for e in examples], dtype=object), boxes, classes, mask
 

@@ -13,18 +13,21 @@ import os
 from pathlib import Path
 from typing import List, Sequence
 
+from edge.bounded import MAX_IMAGE_BYTES, loads_json, read_regular
 from pipeline.detection.examples import DetSource, check_unique, image_size, make_example
 from pipeline.errors import DataError
+
+# COCO 2017's train annotations are 448 MB; the host reads them, not the board.
+MAX_ANNOTATIONS_BYTES = 2 << 30
 
 
 def read_coco(path, images: Sequence[str] = ()) -> DetSource:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular(path, MAX_ANNOTATIONS_BYTES, "annotations file", DataError)
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror}); expected a COCO annotations.json") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not JSON ({err}); expected a COCO annotations.json") from err
+    doc = loads_json(data, str(path), DataError, "a COCO annotations.json")
     for key in ("images", "annotations", "categories"):
         if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
             raise DataError(f"{path}: no {key!r} list; expected COCO's 'images', 'annotations' and 'categories'")
@@ -42,6 +45,7 @@ def read_coco(path, images: Sequence[str] = ()) -> DetSource:
             raise DataError(f"{path}: image id {iid!r} appears twice; expected each image id once")
         listed[iid] = im
     objects = {iid: [] for iid in listed}
+    crowds = {iid: [] for iid in listed}  # iscrowd 1: regions COCOeval ignores, not objects
     for ann in doc["annotations"]:
         aid = ann.get("id", "?") if isinstance(ann, dict) else "?"
         iid = _field(ann, "image_id", (int, str), path, f"annotation {aid}")
@@ -52,24 +56,40 @@ def read_coco(path, images: Sequence[str] = ()) -> DetSource:
         if cid not in index:
             raise DataError(f"{path}: annotation {aid} has unknown category_id {cid}; expected one of {categories}")
         bbox = ann.get("bbox")
-        if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
-            raise DataError(f"{path}: annotation {aid} has bbox {bbox!r}; expected [x, y, width, height] in pixels")
-        objects[iid].append((aid, bbox, index[cid]))
+        if not (isinstance(bbox, list) and len(bbox) == 4
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox)):
+            raise DataError(f"{path}: annotation {aid} has bbox {str(bbox)[:60]}; expected [x, y, width, height] in pixels")
+        crowd = ann.get("iscrowd", 0)
+        if crowd not in (0, 1) or isinstance(crowd, bool):
+            raise DataError(f"{path}: annotation {aid} has iscrowd {crowd!r}; expected 0 or 1")
+        (crowds if crowd else objects)[iid].append((aid, bbox, index[cid]))
 
     folders = [path.parent, *map(Path, images)]
-    examples = []
+    examples, files = [], {}
     for iid, im in listed.items():
         file_name = str(_field(im, "file_name", str, path, f"image {iid!r}"))
+        parts = Path(file_name).parts
+        if Path(file_name).is_absolute() or ".." in parts or not parts:
+            raise DataError(f"{path}: image {iid!r} has file_name {file_name!r}; expected a path relative to the JSON's "
+                            "folder (or an --images folder), without '..'")
+        if Path(file_name).as_posix() in files:
+            raise DataError(f"{path}: images {files[Path(file_name).as_posix()]!r} and {iid!r} are both {file_name!r}; "
+                            "expected each file under one image id")
+        files[Path(file_name).as_posix()] = iid
         found = _find(file_name, folders, f"{path}: image {iid!r} file {file_name!r}")
-        data = found.read_bytes()
+        data = read_regular(found, MAX_IMAGE_BYTES, "image", DataError)
         real = image_size(data, str(found))
         height, width = im.get("height", real[0]), im.get("width", real[1])
         if (height, width) != real:
             raise DataError(f"{path}: image {iid!r} is {width}x{height} in the JSON but {found} is "
                             f"{real[1]}x{real[0]}; expected the JSON to give the file's size")
-        boxes = [(y / height, x / width, (y + h) / height, (x + w) / width) for _, (x, y, w, h), _ in objects[iid]]
-        example = make_example(file_name, data, boxes, [c for *_, c in objects[iid]], len(categories),
-                               f"{found}", [f"{path}: annotation {aid} (image {iid!r})" for aid, *_ in objects[iid]])
+        def normalized(rows):
+            return [(y / height, x / width, (y + h) / height, (x + w) / width) for _, (x, y, w, h), _ in rows]
+
+        example = make_example(file_name, data, normalized(objects[iid]), [c for *_, c in objects[iid]], len(categories),
+                               f"{found}", [f"{path}: annotation {aid} (image {iid!r})" for aid, *_ in objects[iid]],
+                               normalized(crowds[iid]), [c for *_, c in crowds[iid]],
+                               [f"{path}: annotation {aid} (image {iid!r}, iscrowd)" for aid, *_ in crowds[iid]])
         examples.append(example)
     check_unique(examples, str(path))
     return DetSource(str(path), "coco", [names[c] for c in categories], examples)

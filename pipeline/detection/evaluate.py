@@ -39,10 +39,13 @@ def coco_ground_truth(examples: Sequence[DetExample], labels: Sequence[str]) -> 
     images, annotations = [], []
     for n, e in enumerate(examples):
         images.append({"id": n, "width": e.width, "height": e.height, "file_name": e.id})
-        for box, c in zip(e.boxes, e.classes):
+        crowd = getattr(e, "crowd", np.zeros((0, 4)))
+        for box, c, is_crowd in [*((b, c, 0) for b, c in zip(e.boxes, e.classes)),
+                                 *((b, c, 1) for b, c in zip(crowd, getattr(e, "crowd_classes", ())))]:
             x, y, w, h = _pixels(box, e)
+            # iscrowd 1: COCOeval matches detections to it last and counts them neither right nor wrong.
             annotations.append({"id": len(annotations) + 1, "image_id": n, "category_id": int(c), "bbox": [x, y, w, h],
-                                "area": w * h, "iscrowd": 0})
+                                "area": w * h, "iscrowd": is_crowd})
     gt = COCO()
     gt.dataset = {"images": images, "annotations": annotations,
                   "categories": [{"id": i, "name": name} for i, name in enumerate(labels)]}

@@ -13,6 +13,7 @@ from typing import List, NamedTuple, Sequence
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from edge.bounded import MAX_IMAGE_PIXELS
 from pipeline.data.examples import Split, digest, heldout_mask
 from pipeline.errors import DataError
 
@@ -29,6 +30,10 @@ class DetExample(NamedTuple):
     width: int
     boxes: np.ndarray  # float32 [N, 4]: ymin, xmin, ymax, xmax, normalized to the image
     classes: np.ndarray  # int32 [N]: 0-based class indices
+    # COCO's `iscrowd: 1` regions, as COCOeval takes them: not objects (never trained or scored as one), regions
+    # where a detection is neither a true nor a false positive. float32 [K, 4] as `boxes`, and their classes [K].
+    crowd: np.ndarray = np.zeros((0, 4), np.float32)
+    crowd_classes: np.ndarray = np.zeros((0,), np.int32)
 
 
 class DetSource(NamedTuple):
@@ -57,9 +62,12 @@ def image_size(data: bytes, where: str) -> tuple:
         raise DataError(f"{where}: the image is empty (0 bytes); expected a JPEG or PNG image")
     try:
         with Image.open(io.BytesIO(data)) as im:
+            width, height = im.size  # from the header: an image bomb is refused before it is decoded
+            if width * height > MAX_IMAGE_PIXELS:
+                raise DataError(f"{where}: the image is {width}x{height} pixels, more than the {MAX_IMAGE_PIXELS} "
+                                "edgeflow decodes (docs/trust.md); expected a smaller image")
             im.load()  # decodes the pixels: a truncated file fails here, not during training
-            width, height = im.size
-    except (UnidentifiedImageError, OSError, ValueError) as err:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as err:
         raise DataError(f"{where}: the image cannot be decoded ({err}); expected a JPEG or PNG image") from err
     return height, width
 
@@ -84,11 +92,13 @@ def checked_boxes(boxes: Sequence[Sequence[float]], classes: Sequence[int], num_
     return out, np.asarray(classes, np.int32).reshape(-1)
 
 
-def make_example(ident: str, data: bytes, boxes, classes, num_classes: int, where: str, box_names=None) -> DetExample:
+def make_example(ident: str, data: bytes, boxes, classes, num_classes: int, where: str, box_names=None,
+                 crowd=(), crowd_classes=(), crowd_names=None) -> DetExample:
     height, width = image_size(data, where)
     names = box_names or [f"{where}, object {i}" for i in range(len(boxes))]
     b, c = checked_boxes(boxes, classes, num_classes, names)
-    return DetExample(ident, data, digest(data), height, width, b, c)
+    cb, cc = checked_boxes(crowd, crowd_classes, num_classes, crowd_names or [f"{where}, crowd region {i}" for i in range(len(crowd))])
+    return DetExample(ident, data, digest(data), height, width, b, c, cb, cc)
 
 
 def check_unique(examples: Sequence[DetExample], spec: str) -> None:

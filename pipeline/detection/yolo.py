@@ -9,9 +9,12 @@ from typing import List
 
 import yaml
 
+from edge.bounded import MAX_LABELS_BYTES, read_regular
+
 from pipeline.detection.examples import DetSource, check_unique, make_example
 from pipeline.errors import DataError
 
+MAX_DATA_YAML_BYTES = 1 << 20  # a data.yaml names classes and folders: a few KB
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
@@ -28,7 +31,7 @@ def read_yolo(path) -> DetSource:
         label_file = root / "labels" / image.relative_to(images_dir).with_suffix(".txt")
         boxes, classes, names = [], [], []
         if label_file.is_file():
-            for number, line in enumerate(label_file.read_text(encoding="utf-8").splitlines(), start=1):
+            for number, line in enumerate(_text(label_file, MAX_LABELS_BYTES, "a YOLO label file").splitlines(), start=1):
                 fields = line.split()
                 if not fields:
                     continue
@@ -52,18 +55,33 @@ def read_yolo(path) -> DetSource:
 
 
 def _class_names(path: Path) -> List[str]:
+    text = _text(path, MAX_DATA_YAML_BYTES, "a YOLO data.yaml")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror}); expected a YOLO data.yaml") from err
+        # An alias is expanded in place: a few hundred bytes of nested aliases become gigabytes. A data.yaml
+        # needs none, so any is refused before the document is built.
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise DataError(f"{path}: uses YAML aliases (*name); expected a plain data.yaml without anchors or aliases")
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise DataError(f"{path}: not YAML ({str(err).splitlines()[0]}); expected a YOLO data.yaml") from err
     names = doc.get("names") if isinstance(doc, dict) else None
+    if isinstance(names, dict) and not all(isinstance(k, int) and not isinstance(k, bool) for k in names):
+        raise DataError(f"{path}: names has keys {sorted(map(repr, names))[:5]}; expected whole numbers 0, 1, 2, ...")
     if isinstance(names, dict) and sorted(names) == list(range(len(names))):
         return [str(names[i]) for i in range(len(names))]
     if isinstance(names, list) and names:
         return [str(n) for n in names]
     raise DataError(f"{path}: names is {names!r}; expected the class names as a list or as {{0: name, 1: name, ...}}")
+
+
+def _text(path: Path, cap: int, expected: str) -> str:
+    """A small UTF-8 text file, read once with a size cap; DataError naming it otherwise."""
+    try:
+        return read_regular(path, cap, "file", DataError).decode("utf-8")
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror}); expected {expected}") from err
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (byte {err.start}); expected {expected} in UTF-8") from None
 
 
 def write_yolo(source: DetSource, folder) -> Path:

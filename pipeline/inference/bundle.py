@@ -9,13 +9,15 @@ edge/bundle.py's. It only reads the run.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
+from edge.atomic import fsync_dir
 from edge.bundle import ShippedModel, write_bundle as write_bundle_files
 from pipeline import tasks
 from pipeline.errors import PipelineError
-from pipeline.rundir.files import staged_path
+from pipeline.rundir.files import fsync_tree, scratch_folder
 from pipeline.rundir.run import Run
 
 DEVICE_MODELS = ("model_int8", "model_int8_edgetpu")  # what a bundle ships, and so what device results may come from
@@ -39,6 +41,27 @@ def write_bundle(run_dir: Path, bundle_dir: Path, data: Optional[str] = None) ->
         models[key] = ShippedModel(run.artifact(key), run.entry(key))
     # The compiled model is the int8 model's twin and takes what it takes.
     contract = run.contract_of("model_int8")
-    with staged_path(bundle_dir) as staging:
+    bundle_dir.parent.mkdir(parents=True, exist_ok=True)
+    with scratch_folder(bundle_dir.parent, prefix=f".{bundle_dir.name}.") as scratch:
+        staging = scratch / bundle_dir.name
         write_bundle_files(staging, run.labels, contract, examples, models)
+        fsync_tree(staging)
+        _move_in(staging, bundle_dir)
     return bundle_dir
+
+
+def _move_in(staging: Path, bundle_dir: Path) -> None:
+    """Rename the staged bundle onto `bundle_dir`, which may only be an empty folder: what appeared in it while the
+    bundle was written is someone else's, kept, and the bundle is refused (never moved aside and deleted)."""
+    if bundle_dir.is_dir() and not bundle_dir.is_symlink():
+        try:
+            bundle_dir.rmdir()
+        except OSError:
+            raise PipelineError(f"bundle folder {bundle_dir} filled up while the bundle was written; its files were left "
+                                "as they are and no bundle was written: choose a new or empty folder") from None
+    try:
+        os.rename(staging, bundle_dir)  # not os.replace: it must not land on anything that appeared meanwhile
+    except OSError as err:
+        raise PipelineError(f"bundle folder {bundle_dir} appeared while the bundle was written ({err.strerror}); "
+                            "it was left as it is and no bundle was written: choose a new or empty folder") from None
+    fsync_dir(bundle_dir.parent)

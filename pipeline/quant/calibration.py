@@ -5,14 +5,41 @@ flatter parity; the same seed gives the same images, so two exports of one run g
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import numpy as np
 
+from edge.bounded import open_regular
 from pipeline.errors import DataError
 
 DEFAULT_CALIBRATION_SAMPLES = 300
+
+
+# --calibration-data is read on the host; a few thousand images at 512x512 stay far below this.
+MAX_CALIBRATION_BYTES = 4 << 30
+
+
+def read_calibration_npy(path: Path, size: int) -> np.ndarray:
+    """uint8 images [N, size, size, 3] from a .npy file, its header checked before the array is read: the shape
+    it declares must be that, and its bytes must be the file's (a 3 KB file declaring 715 GiB is refused)."""
+    expected = f"a .npy file of uint8 images [N, {size}, {size}, 3]"
+    try:
+        with open_regular(path, MAX_CALIBRATION_BYTES, "--calibration-data", DataError) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            if dtype != np.uint8 or len(shape) != 4 or tuple(shape[1:]) != (size, size, 3) or not shape[0]:
+                raise DataError(f"--calibration-data {path} declares {dtype} {list(shape)}; expected {expected} with N >= 1")
+            declared, actual = int(np.prod(shape)) * dtype.itemsize, os.fstat(f.fileno()).st_size - f.tell()
+            if declared != actual:
+                raise DataError(f"--calibration-data {path} declares {declared} bytes of images but holds {actual}; "
+                                f"expected a complete {expected}")
+            f.seek(0)
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DataError(f"--calibration-data {path} is not a .npy array ({err}); expected {expected}") from None
 
 
 def balanced_sample(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
@@ -38,12 +65,7 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
     notes: List[str] = []
     if config.calibration_data is not None:
         path = Path(config.calibration_data)
-        if not path.is_file():
-            raise DataError(f"--calibration-data {path} not found; expected a .npy file of uint8 images [N, {image_size}, {image_size}, 3]")
-        try:
-            images = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--calibration-data {path} is not a .npy array ({err})") from err
+        images = read_calibration_npy(path, image_size)
         labels = np.full(len(images), -1, np.int32) if images.ndim else np.zeros(0, np.int32)
         source = {"source": str(path), "balanced": False}
     else:

@@ -34,6 +34,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
+from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
+from edge.confined import OutsideFolder, inside
 from edge.atomic import fsync_dir, write_bytes_atomic, write_new_file, write_temp_sibling
 from pipeline.rundir.files import fsync_tree
 from pipeline.errors import ManifestError
@@ -229,10 +231,11 @@ def _folders(run_dir: Path, record: Dict[str, Any]) -> Iterable[Path]:
 
 def _read(run_dir: Path) -> Dict[str, Any]:
     path = run_dir / JOURNAL_NAME
+    expected = "the journal of an unfinished transaction"
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ManifestError(f"{path} is not readable JSON ({err}); expected the journal of an unfinished transaction") from err
+        record = loads_json(read_regular(path, MAX_DOCUMENT_BYTES, "journal", ManifestError), str(path), ManifestError, expected)
+    except OSError as err:
+        raise ManifestError(f"{path} is not readable ({err}); expected {expected}") from err
     if not isinstance(record, dict) or record.get("version") != JOURNAL_VERSION:
         raise ManifestError(f"{path} is not a version {JOURNAL_VERSION} journal; expected the journal this edgeflow writes")
     for section in ("paths", "removing"):
@@ -240,24 +243,29 @@ def _read(run_dir: Path) -> Dict[str, Any]:
         if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str)
                                                     and isinstance(e.get("old"), (str, type(None))) for e in entries):
             raise ManifestError(f"{path} records {section} {entries!r}; expected a list of {{path, old}} entries")
-        for entry in entries:
-            for key in ("path", "old", "new"):
-                if entry.get(key) is not None and not _inside(run_dir, entry[key]):
-                    raise ManifestError(f"{path} names {entry[key]!r}, expected a path inside {run_dir}")
+    made = record.get("made", [])
+    if not isinstance(made, list):
+        raise ManifestError(f"{path} records made {made!r}; expected a list of folders inside {run_dir}")
+    # Every path recovery may delete, rename or write, checked before any is touched: inside RUN, and through
+    # no symlink (a path that passes as text can still leave RUN through one).
+    named = [entry.get(key) for section in ("paths", "removing") for entry in record[section]
+             for key in ("path", "old", "new") if entry.get(key) is not None] + made
+    for rel in named:
+        try:
+            inside(run_dir, rel, "path")
+        except OutsideFolder as err:
+            raise ManifestError(f"{path} (an unfinished transaction's journal) is refused: {err}; nothing was "
+                                "changed; remove the journal if this run came from somewhere you do not trust") from None
     return record
 
 
-def _inside(run_dir: Path, rel: Any) -> bool:
-    if not isinstance(rel, str) or not rel or os.path.isabs(rel):
-        return False
-    return ".." not in Path(rel).parts
-
-
 def _rel(run_dir: Path, path: Path) -> str:
-    rel = os.path.relpath(Path(path).absolute(), Path(run_dir).absolute())
-    if not _inside(run_dir, rel):
-        raise ValueError(f"{path} is outside the run {run_dir}: a transaction writes only inside its run")
-    return Path(rel).as_posix()
+    rel = Path(os.path.relpath(Path(path).absolute(), Path(run_dir).absolute())).as_posix()
+    try:
+        inside(run_dir, rel, "path")
+    except OutsideFolder as err:
+        raise ManifestError(f"{err}: a transaction writes only inside its run") from None
+    return rel
 
 
 def _sha256(path: Path) -> str:

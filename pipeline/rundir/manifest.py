@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath, Path
 from typing import Any, Callable, Dict
 
+from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
 from edge.documents import MANIFEST_NAME  # one name, on the host and the device
 from pipeline.errors import ManifestError
 from pipeline.rundir.files import json_bytes, write_bytes_atomic
@@ -32,14 +33,24 @@ def load(run_dir: Path) -> Dict[str, Any]:
     if not path.is_file():
         raise ManifestError(f"{path} not found: {run_dir} is not a run directory (run `pipeline train --out {run_dir}` first)")
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ManifestError(f"{path} is not valid JSON ({err}); expected the manifest written by `pipeline train`") from err
+        data = read_regular(path, MAX_DOCUMENT_BYTES, "manifest", ManifestError)
+    except OSError as err:
+        raise ManifestError(f"cannot read {path} ({err}); expected the manifest written by `pipeline train`") from err
+    manifest = loads_json(data, str(path), ManifestError, "the manifest written by `pipeline train`")
     version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise ManifestError(f"{path} has schema_version {version}: it was made by a newer edgeflow "
+                            f"({_made_by(manifest)}), and this one reads {SCHEMA_VERSION}; update edgeflow")
     if version != SCHEMA_VERSION:
         raise ManifestError(f"{path} has schema_version {version!r}, expected {SCHEMA_VERSION}")
     check(manifest, path)
     return manifest
+
+
+def _made_by(manifest: Dict[str, Any]) -> str:
+    versions = manifest.get("versions")
+    made = versions.get("edgeflow") if isinstance(versions, dict) else None
+    return f"edgeflow {made}" if isinstance(made, str) else "its manifest does not say which version"
 
 
 def save(run_dir: Path, manifest: Dict[str, Any]) -> Path:

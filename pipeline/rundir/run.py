@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from edge.confined import OutsideFolder, inside
 from edge.contract import PixelContract
 from edge.errors import InputError
 from pipeline.errors import ManifestError, RunBusy
@@ -169,7 +170,10 @@ class Run:
     def artifact(self, key: str, verify: bool = True) -> Path:
         """The recorded path of `key`, after checking it exists and (by default) its sha256."""
         entry = self.entry(key)
-        path = self.dir / entry["path"]
+        try:
+            path = inside(self.dir, entry["path"], f"{key!r} is recorded as")
+        except OutsideFolder as err:
+            raise ManifestError(f"{self._where}: {err}") from None
         if not path.exists():
             raise ManifestError(f"{key!r} is recorded as {entry['path']} but {path} does not exist")
         if verify:

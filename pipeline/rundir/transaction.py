@@ -1,10 +1,13 @@
 """What one stage writes to a run, put in place with the manifest in one step (`Run.transaction`)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from edge.confined import OutsideFolder, no_symlink_below
 from edge.integrity import sha256_bytes, sidecar_path
+from pipeline.errors import ManifestError
 from pipeline.rundir import journal, manifest as manifest_io
 from pipeline.rundir.artifacts import artifact
 from pipeline.rundir.files import sha256_of, signals_held
@@ -59,13 +62,22 @@ class Transaction:
         digests = {key: _sha256(self._contents[path]) for key, (path, _) in self._records.items()}
         for key in self._forget:
             manifest["artifacts"].pop(key, None)
+        for path in list(self._contents) + removing:  # before anything is hashed or written: no path leaves RUN
+            _check_inside(self.run.dir, path)
         for key, (path, facts) in self._records.items():
-            rel = path.resolve().relative_to(self.run.dir.resolve()).as_posix()
+            rel = Path(os.path.relpath(path.absolute(), self.run.dir.absolute())).as_posix()
             manifest["artifacts"][key] = {"path": rel, "sha256": digests[key], **facts}
         manifest.update(self._facts)
         with signals_held():  # Ctrl-C and SIGTERM wait for the renames, the commit and the clean-up (or roll-back)
             journal.apply(self.run.dir, self._contents, removing, manifest_io.encode(manifest))
         self.run.manifest = manifest
+
+
+def _check_inside(run_dir: Path, path: Path) -> None:
+    try:
+        no_symlink_below(run_dir, path, "path")
+    except OutsideFolder as err:
+        raise ManifestError(f"{err}: a stage writes only inside its run, and nothing was written") from None
 
 
 def _sha256(data: Union[bytes, Path]) -> str:

@@ -94,9 +94,10 @@ class Detect(Task):
                 "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
                 "augmented": f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of the images, "
                              "drawn anew every epoch"}
-        heldout_ds = augment.with_targets(augment.fitted(augment.decoded(heldout), config.size, resize=RESIZE),
+        heldout_ds = augment.with_targets(augment.fitted(augment.decoded(heldout, config.max_boxes), config.size, resize=RESIZE),
                                           _anchors(config.size))
-        return Plan(source, val, split, augment.decoded(train), len(train), heldout_ds, len(heldout), feed, steps_per_epoch)
+        return Plan(source, val, split, augment.decoded(train, config.max_boxes), len(train), heldout_ds, len(heldout), feed,
+                    steps_per_epoch)
 
     def build(self, config, num_classes: int):
         import models
@@ -162,7 +163,6 @@ class Detect(Task):
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
         from pipeline.detection.anchors import SCALE_FACTORS, anchors
-        from pipeline.detection.augment import MAX_BOXES
 
         spec = anchor_spec()
         train, val = plan.train_source, plan.val_source
@@ -184,7 +184,7 @@ class Detect(Task):
                 "anchor_count": int(len(anchors(config.size, spec))),
                 "scale_factors": list(SCALE_FACTORS),  # y, x, h, w: TFLite_Detection_PostProcess's attributes
                 "resize": RESIZE,
-                "max_boxes": MAX_BOXES,
+                "max_boxes": config.max_boxes,
             },
             # The device stretches the whole image to the input by the pixel contract, as training does (with
             # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.

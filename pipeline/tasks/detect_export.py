@@ -18,7 +18,8 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import ConfigError
+from pipeline.quant.calibration import read_calibration_npy
 from pipeline.tasks import Exported
 
 DEFAULT_CALIBRATION_SAMPLES = 300
@@ -122,14 +123,7 @@ def _calibration(config, run, size: int) -> Tuple[np.ndarray, dict, list]:
     wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
     if config.calibration_data is not None:
         path = config.calibration_data
-        try:
-            images = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--calibration-data {path}: not a readable .npy array ({err}); expected uint8 images "
-                            f"[N, {size}, {size}, 3]") from err
-        if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != (size, size, 3) or not len(images):
-            raise DataError(f"--calibration-data {path} holds {images.dtype} {list(images.shape)}; expected uint8 "
-                            f"[N, {size}, {size}, 3] with N >= 1")
+        images = read_calibration_npy(path, size)  # header, shape and size checked before the array is read
         source = str(path)
     else:
         exclude = tuple(config.calibration_exclude)  # the remedy ladder's tuning split

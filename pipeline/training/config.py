@@ -73,6 +73,10 @@ class TrainConfig:
     # after them, unfreeze the base from this layer on; None = all of it
     unfreeze_from: Optional[str] = option(None, resume=True, flag=Flag(
         "--unfreeze-from", "after the frozen epochs, unfreeze the base from this layer on (default: all of it)"))
+    # detect: the objects one image may hold; every image's boxes are padded to it (a static shape)
+    max_boxes: int = option(32, resume=True, flag=Flag(
+        "--max-boxes", "detect: most objects one image may hold (default 32; COCO 2017's crowded images hold up to ~90). "
+        "Every image's boxes are padded to it, a static [batch, N, 4] shape, so each step's memory and time grow with N"))
     # decoded training sets up to this many MB are kept in memory after the first epoch
     cache_mb: int = option(2048, flag=Flag(
         "--cache-mb", "keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)"))
@@ -151,6 +155,8 @@ class TrainConfig:
             train_logs.check_installed()
         if not self.fine_tune_learning_rate > 0:
             raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
+        if not self.max_boxes >= 1:
+            raise ConfigError(f"max_boxes {self.max_boxes}, expected at least 1")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
         try:

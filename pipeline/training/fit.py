@@ -15,6 +15,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from edge.errors import raise_if_stopped
+from pipeline.disk_full import disk_full_named
 from pipeline.errors import ConfigError, DataError
 from pipeline.training import batchnorm, strategy as strategy_mod, transfer
 from pipeline.training import logs as train_logs
@@ -75,9 +76,10 @@ def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, st
             epoch_log.line,  # last: a printed epoch is a kept one
         ]
         try:
-            model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
-                      validation_data=val, validation_steps=validation_steps,
-                      callbacks=callbacks, verbose=1 if on_terminal else 0)
+            with disk_full_named(state_dir, "the epoch's checkpoint and history"):
+                model.fit(train, initial_epoch=phase.first_epoch, epochs=phase.end_epoch, steps_per_epoch=steps_per_epoch,
+                          validation_data=val, validation_steps=validation_steps,
+                          callbacks=callbacks, verbose=1 if on_terminal else 0)
         except tf.errors.InvalidArgumentError as err:
             raise DataError(f"the input pipeline failed during training: {err.message.splitlines()[0][:300]}") from err
     return model, epoch_log.history(), built.weights, statistics.record()
