@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from edge.errors import InputError
+from edge.preprocess import decode_error
 
 Source = Union[str, Path, bytes, Any]  # a file, encoded bytes or an open PIL image
 
@@ -71,7 +72,7 @@ def _open(source: Source, what: str) -> Any:
     except FileNotFoundError as err:
         raise InputError(f"image {name} not found") from err
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise InputError(f"cannot read image {name} for {what}: {err}; expected a PNG, JPEG, BMP or GIF file") from err
+        raise InputError(f"cannot read image {name} for {what}: {decode_error(err)}; expected a PNG, JPEG, BMP or GIF file") from err
 
 
 def _size(details: Dict[str, Any]) -> Tuple[int, int]:

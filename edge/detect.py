@@ -28,6 +28,7 @@ from edge.integrity import check_agreement, metadata_record, recorded_labels
 from edge.interpreter import open_model
 from edge.labels import choose_labels, parse_labels
 from edge.model_metadata import read_metadata
+from edge.preprocess import decode_error
 from edge.runner import Runner, Say, checked_records, choose_contract, quiet
 
 SIGNATURE_NAMES = ("output_3", "output_2", "output_1", "output_0")  # boxes, class ids, scores, count
@@ -133,7 +134,7 @@ def image_size(source: Union[str, Path, bytes, np.ndarray], name: Optional[str] 
     except FileNotFoundError as err:
         raise InputError(f"image {name} not found") from err
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise InputError(f"cannot read image {name}: {err}; expected a complete PNG, JPEG, BMP or GIF file") from err
+        raise InputError(f"cannot read image {name}: {decode_error(err)}; expected a complete PNG, JPEG, BMP or GIF file") from err
 
 
 class Detector(NamedTuple):

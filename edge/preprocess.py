@@ -102,7 +102,15 @@ def load_image(source: Union[str, Path, bytes], name: Optional[str] = None, size
     except Image.DecompressionBombError as err:
         raise InputError(f"image {name} is too large to decode safely ({err})") from err
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise InputError(f"cannot read image {name}: {err}; expected a complete PNG, JPEG, BMP or GIF file") from err
+        raise InputError(f"cannot read image {name}: {decode_error(err)}; expected a complete PNG, JPEG, BMP or GIF file") from err
+
+
+def decode_error(err: Exception) -> str:
+    """What Pillow said of an image it could not read, without the repr of the buffer it read from (which holds a
+    memory address: the same file would be named differently from run to run)."""
+    from PIL import UnidentifiedImageError
+
+    return "not a format Pillow recognises" if isinstance(err, UnidentifiedImageError) else str(err)
 
 
 def check_pixels(size: Tuple[int, int], name: str) -> None:
