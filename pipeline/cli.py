@@ -38,7 +38,8 @@ def main(verbose):
 
 # `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
 # pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
-_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "weights", "epochs",
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "head", "weights",
+                     "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
                      "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",

@@ -35,6 +35,12 @@ def _click():
     return click
 
 
+def _head_choice():
+    from pipeline.detection.heads import HEADS
+
+    return _click().Choice(HEADS)
+
+
 def _task_choice():
     from pipeline import tasks
 
@@ -111,6 +117,11 @@ class TrainConfig:
     task: str = option("classify", resume=True, flag=Flag(
         "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
 
+    # detect: the detector's head (pipeline/detection/heads.py)
+    head: str = option("ssd", resume=True, flag=Flag(
+        "--head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo (anchor-free, "
+        "YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)", _head_choice))
+
     def validate(self) -> "TrainConfig":
         import models
         from pipeline.training import logs as train_logs
@@ -159,6 +170,12 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
+        from pipeline.detection.heads import HEADS, SSD
+
+        if self.head not in HEADS:
+            raise ConfigError(f"head {self.head!r}, expected one of {', '.join(HEADS)}")
+        if self.head != SSD and self.task != "detect":
+            raise ConfigError(f"--head {self.head} is a detector's head; expected --task detect, or no --head")
         task.check(self)
         return self
 
