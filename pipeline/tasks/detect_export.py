@@ -76,6 +76,12 @@ def convert(config, run) -> Converted:
     from pipeline.quant import convention, verify
     from pipeline.rundir.run import artifact
 
+    from pipeline.detection import heads
+
+    if heads.of_run(run) == heads.YOLO:
+        from pipeline.detection import yolo_run_export
+
+        return yolo_run_export.convert(config, run)
     int8 = _mode(config)
     spec = recorded_anchor_spec(run)
     size, labels = run.image_size, run.labels
