@@ -112,6 +112,41 @@ def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
     return {name: np.stack(rows).astype(np.float32) for name, rows in answers.items()}, refused
 
 
+YOLO_UNREADABLE = {
+    "pycoral": "pycoral's detect_image.py (adapters/detect.py get_objects) reads the post-processing op's four outputs "
+               "(boxes, class ids, scores, count); this anchor-free model has two (box distributions, class logits), "
+               "which it cannot read",
+    "mediapipe": "MediaPipe's ObjectDetector reads the post-processing op's four outputs (or SSD box encodings with "
+                 "anchors); this anchor-free model's box distributions and class logits it cannot read",
+}
+
+
+def yolo_reading(detector: Any) -> Optional[Dict[str, Callable[[Any], Any]]]:
+    """None for an SSD model; for an anchor-free one, per client that reads it differently from edgeflow's decode, the
+    reading (interpreter -> edge.detect.Raw), or a refusal (InputError) for the clients that cannot read it: Frigate
+    reads it with its yolo-generic code (edge/frigate_yolo.py), pycoral and MediaPipe cannot."""
+    from edge import frigate_yolo, yolo_decode
+    from edge.detect import Raw
+
+    if not isinstance(detector.indices, yolo_decode.Layout):
+        return None
+    # Every detection the reading keeps is scored, as the SSD clients' rows are: its threshold lowered to the decode's.
+    frigate = frigate_yolo.FrigateYolo(detector.runner.interpreter, min_score=yolo_decode.Settings().score_threshold)
+
+    def frigate_raw(interpreter):
+        if interpreter is None:
+            return None
+        boxes, classes, scores = frigate_yolo.objects(frigate.read(interpreter))
+        return Raw(boxes, classes.astype(np.float32), scores, len(scores))
+
+    def refuse(name):
+        def reading(_):
+            raise InputError(YOLO_UNREADABLE[name])
+        return reading
+
+    return {"frigate": frigate_raw, **{name: refuse(name) for name in YOLO_UNREADABLE}}
+
+
 def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
                  feed: Callable[[str, bytes, Dict[str, Any]], Tuple[np.ndarray, Any]],
                  read: Callable[[Any], Any]) -> Tuple[Dict[str, list], Dict[str, str]]:
@@ -154,13 +189,17 @@ def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] =
 
     interpreter = detector.runner.interpreter
     contract = detector.runner.contract
+    anchor_free = yolo_reading(detector)  # an anchor-free head's model: each client reads its two outputs its own way
 
     def placed(name: str, data: bytes, details: Dict[str, Any]):
+        if anchor_free is not None and name in anchor_free:
+            anchor_free[name](None)  # a client that cannot read the layout says so (InputError)
         place = DETECT_CLIENTS[name].place(data, details, contract)
-        return place.tensor, place
+        return place.tensor, (name, place)
 
-    def objects(place) -> Detections:
-        raw = get_raw(interpreter, detector.indices)
+    def objects(fed) -> Detections:
+        name, place = fed
+        raw = anchor_free[name](interpreter) if anchor_free is not None and name in anchor_free else get_raw(interpreter, detector.indices)
         boxes, kept = place.to_image(raw.boxes)
         width, height = place.size
         xmin, ymin, xmax, ymax = (boxes[kept].T / np.array([[width], [height], [width], [height]], np.float64))
