@@ -111,8 +111,8 @@ def nms_boxes(rects: np.ndarray, scores: np.ndarray, score_threshold: float, nms
     """cv2.dnn.NMSBoxes on Rect2d rows (x, y, width, height), its defaults eta 1 and top_k 0: the indices kept, best
     first. Scores and threshold are float32 (OpenCV takes a vector of float); candidates score strictly above the
     threshold, sorted best first keeping the input order among equals; a candidate is kept when its overlap with
-    every one kept so far is at most `nms_threshold`; overlap is intersection over union of the rectangles, 1 when
-    both areas are 0."""
+    every one kept so far is at most `nms_threshold`; overlap is 1 less the Jaccard distance (in double) of the rectangles,
+    as a float (0 distance when both areas are 0)."""
     scores = np.asarray(scores, np.float32)
     rects = np.asarray(rects, np.float64).reshape(-1, 4)
     candidates = np.flatnonzero(scores > np.float32(score_threshold))
@@ -121,6 +121,7 @@ def nms_boxes(rects: np.ndarray, scores: np.ndarray, score_threshold: float, nms
     x1, y1 = rects[:, 0], rects[:, 1]
     x2, y2 = x1 + rects[:, 2], y1 + rects[:, 3]
     area = rects[:, 2] * rects[:, 3]
+    limit = np.float32(nms_threshold)
     for i in order:
         keep = True
         for j in kept:
@@ -128,8 +129,8 @@ def nms_boxes(rects: np.ndarray, scores: np.ndarray, score_threshold: float, nms
             h = min(y2[i], y2[j]) - max(y1[i], y1[j])
             inter = w * h if w > 0 and h > 0 else 0.0
             both = area[i] + area[j]
-            overlap = 1.0 if both <= np.finfo(np.float64).eps else 1.0 - (1.0 - inter / (both - inter))  # 1 - Jaccard distance
-            if overlap > nms_threshold:
+            distance = 0.0 if both <= np.finfo(np.float64).eps else 1.0 - inter / (both - inter)  # Jaccard, in double
+            if np.float32(1.0) - np.float32(distance) > limit:  # OpenCV's rectOverlap is a float
                 keep = False
                 break
         if keep:

@@ -76,10 +76,11 @@ def convert(detector, image_size: int, labels: Sequence[str], *, int8: bool, cal
             raise DataError("calibration images are for the int8 model; the float twin takes none")
         converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], detector)
     model = convert_bytes(converter)
-    verify(model, image_size, len(labels), int8)
+    info = verify(model, image_size, len(labels), int8)
     mean, std = (convention.MEAN, convention.STD) if int8 else (0.0, 1.0)
     return yolo_detector.embed(model, labels, image_size, mean=mean, std=std, input_dtype="uint8" if int8 else "float32",
-                               name=name or f"{detector.name} {'int8' if int8 else 'float32'}", record=record)
+                               name=name or f"{detector.name} {'int8' if int8 else 'float32'}", roles=output_roles(info),
+                               record=record)
 
 
 def verify(model: bytes, image_size: int, num_classes: int, int8: bool):

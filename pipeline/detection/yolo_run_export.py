@@ -1,6 +1,7 @@
 """`pipeline export` of a detection run trained with the anchor-free head: its Keras model converted by yolo_export.py
 (float twin or int8 in Frigate's yolo-generic layout), with the facts, metadata record and calibration the SSD
-export (pipeline/tasks/detect_export.py) gives its models, so the stage writes and the remedy ladder scores it alike."""
+export (pipeline/tasks/detect_export.py, which hands a YOLO run's conversion here) gives its models, so the stage
+writes and the remedy ladder scores it alike."""
 from __future__ import annotations
 
 import os
@@ -10,8 +11,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from typing import Dict
 
 
-def convert(config, run):
-    """The run's anchor-free detector (with the ladder's float edits, if any) as a detect_export.Converted."""
+def convert(config, run, int8: bool, calibrate, converted):
+    """The run's anchor-free detector (with the ladder's float edits, if any) as `converted` (detect_export.Converted),
+    calibrated by `calibrate` (detect_export's: the same images and facts as the SSD head's)."""
     import tf_keras as keras
 
     from edge.yolo_decode import Settings
@@ -19,12 +21,9 @@ def convert(config, run):
     from pipeline.detection import yolo_export
     from pipeline.quant import convention, verify
     from pipeline.rundir.run import artifact
-    from pipeline.tasks.detect_export import Converted, _calibration, _mode
-
-    int8 = _mode(config)
     size, labels = run.image_size, run.labels
     detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
-    calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
+    calibration, calib_facts, notes = calibrate(config, run, size) if int8 else (None, {}, [])
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)
     expected = ({"dtype": "uint8", "scale": convention.SCALE, "zero_point": convention.ZERO_POINT["uint8"]} if int8
@@ -45,4 +44,4 @@ def convert(config, run):
                                record=metadata.record(run, artifact(key).name, contract, facts))
     info = verify.verify_static(data)
     facts["input"] = verify.quantization_of(info, info.inputs[0]) if int8 else expected
-    return Converted(data, facts, facts["input"], contract, notes)
+    return converted(data, facts, facts["input"], contract, notes)

@@ -50,12 +50,9 @@ def describe(labels: Sequence[str], image_size: int, mean: float, std: float, in
 
 
 def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: float, std: float, input_dtype: str,
-          name: str, record: Optional[dict] = None) -> bytes:
-    """`model_bytes` with the detector's metadata, read back with edge's reader and checked."""
-    from edge.tflite_file import read_model
-    from pipeline.detection.yolo_export import output_roles
-
-    roles = output_roles(read_model(model_bytes))
+          name: str, roles: Sequence[str], record: Optional[dict] = None) -> bytes:
+    """`model_bytes` with the detector's metadata (`roles`: the subgraph's outputs in order, "box_dist" or
+    "class_logits"), read back with edge's reader and checked."""
     described = describe(labels, image_size, mean, std, input_dtype, name, roles, record)
     try:
         written = model_file.attach(model_bytes, flatbuffer.encode(described),

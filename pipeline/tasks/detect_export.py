@@ -81,7 +81,7 @@ def convert(config, run) -> Converted:
     if heads.of_run(run) == heads.YOLO:
         from pipeline.detection import yolo_run_export
 
-        return yolo_run_export.convert(config, run)
+        return yolo_run_export.convert(config, run, _mode(config), _calibration, Converted)
     int8 = _mode(config)
     spec = recorded_anchor_spec(run)
     size, labels = run.image_size, run.labels
