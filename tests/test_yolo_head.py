@@ -129,3 +129,20 @@ def test_float_twin_has_the_same_layout():
     assert {info.tensors[t].dtype.lower() for t in info.outputs} == {"float32"}
     with pytest.raises(DataError, match="64 classes"):
         convert(build_yolo_detector("small_cnn", 64, 64, head_width=8, width=4), 64, [str(i) for i in range(64)], int8=False)
+
+
+def test_head_option_is_checked_before_anything_runs():
+    from pipeline.errors import ConfigError
+    from pipeline.training.config import config_from_options
+
+    def config(**options):
+        return config_from_options({"data": "shapes", "tensorboard": False, **options}, {})
+
+    assert config(task="detect", head="yolo").validate().head == "yolo"
+    assert config(task="detect").validate().head == "ssd"  # the default, by measurement (bench/results/yolo_vs_ssd.md)
+    with pytest.raises(ConfigError, match="--head yolo is a detector's head"):
+        config(data="digits", head="yolo").validate()
+    with pytest.raises(ConfigError, match="multiple of 32"):
+        config(task="detect", head="yolo", image_size=112).validate()  # fine for SSD (strides 8, 16), not for strides to 32
+    with pytest.raises(ConfigError, match="head 'retina'"):
+        config(task="detect", head="retina").validate()
