@@ -10,6 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
+from pipeline.detection.heads import DEFAULT as DEFAULT_HEAD
 from pipeline.errors import ConfigError
 from pipeline.training.schedule import WarmupSchedule
 
@@ -118,7 +119,7 @@ class TrainConfig:
         "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
 
     # detect: the detector's head (pipeline/detection/heads.py)
-    head: str = option("ssd", resume=True, flag=Flag(
+    head: str = option(DEFAULT_HEAD, resume=True, flag=Flag(
         "--head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo (anchor-free, "
         "YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)", _head_choice))
 
