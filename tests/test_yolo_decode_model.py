@@ -45,3 +45,30 @@ def test_float_tflite_through_edge_detect_matches_the_keras_model(tmp_path):
     tf_boxes = decode_boxes(out["box_dist"], tf.constant(centres), tf.constant(strides), REG_MAX)[0].numpy()
     np_boxes = yolo_decode.boxes_of(out["box_dist"][0].numpy(), centres, strides[:, None])
     np.testing.assert_allclose(np_boxes, tf_boxes, atol=1e-3)
+
+
+def test_parity_client_rows_for_the_anchor_free_layout(tmp_path):
+    """pycoral and MediaPipe cannot read the two outputs and say so; Frigate reads them its own way, edgeflow by the decode."""
+    import io
+
+    from PIL import Image
+
+    from edge.detect import open_detector
+    from models.yolo_head import build_yolo_detector
+    from pipeline.detection.yolo_export import convert
+    from pipeline.inference.client_scores import detect_clients
+
+    tf.keras.utils.set_random_seed(2)
+    model = build_yolo_detector("small_cnn", 64, 2, head_width=8, width=4)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "model_int8.tflite"
+    path.write_bytes(convert(model, 64, ["a", "b"], int8=True, calibration=rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)))
+    files = []
+    for _ in range(2):
+        out = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(out, format="PNG")
+        files.append(out.getvalue())
+    found, refused = detect_clients(open_detector(path), files)
+    assert set(refused) == {"pycoral", "mediapipe"}
+    assert all("four outputs" in why for why in refused.values())
+    assert set(found) == {"edgeflow", "frigate"} and all(len(rows) == 2 for rows in found.values())
