@@ -13,7 +13,6 @@ from pathlib import Path
 from edge import frigate_yolo
 from edge.bundle import image_file
 from edge.detect import open_detector, kept, get_raw
-from edge import clients
 from pipeline.rundir.run import Run
 from pipeline.tasks.detect_parity import heldout_images
 from pipeline.inference.client_scores import detect_clients

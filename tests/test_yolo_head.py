@@ -88,6 +88,14 @@ def test_loss_falls_under_the_detection_trainer():
     history = model.fit(ds, steps_per_epoch=15, epochs=3, verbose=0).history
     assert set(history) == {"loss", "class_loss", "box_loss", "dfl_loss"}
     assert history["loss"][-1] < 0.7 * history["loss"][0], history["loss"]
+    # The held-out evaluation's decode (per-class NMS, as the SSD head's): one Detections per image, boxes in the image.
+    from pipeline.detection.infer import Nms
+    from pipeline.detection.yolo_infer import predict
+
+    found = predict(model, source.examples[:8], 64, nms=Nms(0.0, 0.5, 10), batch_size=4)
+    assert len(found) == 8 and all(len(d.scores) == 10 for d in found)
+    boxes = np.concatenate([d.boxes for d in found])
+    assert boxes.min() >= 0.0 and boxes.max() <= 1.0 and np.all(boxes[:, 2:] >= boxes[:, :2])
 
 
 @pytest.mark.parametrize("backbone,options", [("small_cnn", {}), ("mobilenet_v2", {"alpha": 0.35})])

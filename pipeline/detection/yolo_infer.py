@@ -14,37 +14,23 @@ import numpy as np
 import tensorflow as tf
 
 from models.yolo_head import REG_MAX, anchor_points
-from pipeline.detection.augment import dataset
 from pipeline.detection.evaluate import Detections
 from pipeline.detection.examples import DetExample
-from pipeline.detection.infer import Nms, _unletterboxed
+from pipeline.detection.infer import Nms, predict_with
 from pipeline.detection.yolo_loss import decode_boxes
 
 
 def predict(model, examples: Sequence[DetExample], image_size: int, resize: str = "stretch", nms: Nms = Nms(),
             batch_size: int = 32) -> List[Detections]:
     """One `Detections` per example, in order; `model` outputs box_dist and class_logits (models/yolo_head.py)."""
-    ds = dataset(examples, image_size, training=False, resize=resize).batch(batch_size)
     centres, strides = (tf.constant(a) for a in anchor_points(image_size))
 
-    @tf.function
-    def infer(images):
-        out = model(tf.cast(images, tf.float32), training=False)
+    def boxes_and_scores(images):
+        out = model(images, training=False)
         xyxy = decode_boxes(tf.cast(out["box_dist"], tf.float32), centres, strides, REG_MAX) / float(image_size)
-        boxes = tf.gather(xyxy, [1, 0, 3, 2], axis=-1)
-        scores = tf.sigmoid(tf.cast(out["class_logits"], tf.float32))
-        return tf.image.combined_non_max_suppression(
-            boxes[:, :, None, :], scores, max_output_size_per_class=nms.max_detections, max_total_size=nms.max_detections,
-            iou_threshold=nms.iou_threshold, score_threshold=nms.score_threshold, clip_boxes=True)
+        return tf.gather(xyxy, [1, 0, 3, 2], axis=-1), tf.sigmoid(tf.cast(out["class_logits"], tf.float32))
 
-    results = []
-    for item in ds:
-        found = infer(item["image"])
-        for b, s, c, n in zip(*(t.numpy() for t in found)):
-            results.append(Detections(b[:n], c[:n].astype(np.int32), s[:n]))
-    if resize == "letterbox":
-        results = [_unletterboxed(r, e) for r, e in zip(results, examples)]
-    return results
+    return predict_with(boxes_and_scores, examples, image_size, resize, nms, batch_size)
 
 
 def float_detections(model, pixels: Sequence[np.ndarray]) -> List[Detections]:

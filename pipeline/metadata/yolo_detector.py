@@ -6,15 +6,14 @@ TENSOR_AXIS_LABELS: position k of the last axis is line k), and the edgeflow rec
 """
 from __future__ import annotations
 
-import json
 from typing import Optional, Sequence
 
 from edge.errors import EdgeError
-from edge.model_metadata import EDGEFLOW_RECORD, read_metadata
+from edge.model_metadata import read_metadata
 from pipeline.errors import PipelineError
 from pipeline.metadata import flatbuffer, model_file
-from pipeline.metadata.description import (AssociatedFile, ColorSpace, FeatureContent, FileType, ImageContent, ModelDescription,
-                                           Normalization, Stats, Tensor)
+from pipeline.metadata.description import AssociatedFile, FeatureContent, FileType, ModelDescription, Tensor
+from pipeline.metadata.detector import image_input, record_files
 
 LABELS_FILE = "labels.txt"
 OUTPUT_NAMES = {"box_dist": "box distributions", "class_logits": "class logits"}
@@ -25,10 +24,7 @@ def describe(labels: Sequence[str], image_size: int, mean: float, std: float, in
     labels = [str(x) for x in labels]
     label_file = AssociatedFile(LABELS_FILE, ("\n".join(labels) + "\n").encode("utf-8"), FileType.TENSOR_AXIS_LABELS,
                                 "class names, one per line: line k names the class logits' column k")
-    stats = Stats(max=(255.0,), min=(0.0,)) if input_dtype == "uint8" else Stats(
-        max=((255.0 - mean) / std,), min=((0.0 - mean) / std,))
-    image = Tensor(name="image", description=f"RGB image, {image_size}x{image_size}, (pixel - {mean:g}) / {std:g}",
-                   content=ImageContent(ColorSpace.RGB), process_units=(Normalization((mean,), (std,)),), stats=stats)
+    image = image_input(image_size, mean, std, input_dtype)
     described = {
         "box_dist": Tensor(OUTPUT_NAMES["box_dist"], "per anchor point (strides 8, 16, 32, cell centres, row-major): logits of "
                            "16-bin distributions of the distances left, top, right, bottom to the box, in strides; softmax "
@@ -36,17 +32,12 @@ def describe(labels: Sequence[str], image_size: int, mean: float, std: float, in
         "class_logits": Tensor(OUTPUT_NAMES["class_logits"], "per anchor point: one logit per class (sigmoid for the "
                                "score), bounded to (-4, 4)", content=FeatureContent(), files=(label_file,)),
     }
-    files = ()
-    if record is not None:
-        files = (AssociatedFile(EDGEFLOW_RECORD, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"),
-                                FileType.DESCRIPTIONS, "edgeflow: the pixel contract this model is fed by and the run "
-                                "it came from"),)
     return ModelDescription(
         name=name,
         description=(f"object detector for {len(labels)} classes ({', '.join(labels[:10])}{', ...' if len(labels) > 10 else ''}), "
                      f"made by edgeflow: RGB {image_size}x{image_size} input, anchor-free (YOLOv8-family) box distributions "
                      "and class logits, decoded on the host (Frigate: model_type yolo-generic)"),
-        author="edgeflow", inputs=(image,), outputs=tuple(described[r] for r in roles), files=files)
+        author="edgeflow", inputs=(image,), outputs=tuple(described[r] for r in roles), files=record_files(record))
 
 
 def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: float, std: float, input_dtype: str,
