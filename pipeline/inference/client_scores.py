@@ -123,8 +123,8 @@ YOLO_UNREADABLE = {
 
 def yolo_reading(detector: Any) -> Optional[Dict[str, Callable[[Any], Any]]]:
     """None for an SSD model; for an anchor-free one, per client that reads it differently from edgeflow's decode, the
-    reading (interpreter -> edge.detect.Raw), or a refusal (InputError) for the clients that cannot read it: Frigate
-    reads it with its yolo-generic code (edge/frigate_yolo.py), pycoral and MediaPipe cannot."""
+    reading (interpreter -> edge.detect.Raw): Frigate's yolo-generic code (edge/frigate_yolo.py). pycoral and MediaPipe
+    cannot read it (YOLO_UNREADABLE)."""
     from edge import frigate_yolo, yolo_decode
     from edge.detect import Raw
 
@@ -134,17 +134,10 @@ def yolo_reading(detector: Any) -> Optional[Dict[str, Callable[[Any], Any]]]:
     frigate = frigate_yolo.FrigateYolo(detector.runner.interpreter, min_score=yolo_decode.Settings().score_threshold)
 
     def frigate_raw(interpreter):
-        if interpreter is None:
-            return None
         boxes, classes, scores = frigate_yolo.objects(frigate.read(interpreter))
         return Raw(boxes, classes.astype(np.float32), scores, len(scores))
 
-    def refuse(name):
-        def reading(_):
-            raise InputError(YOLO_UNREADABLE[name])
-        return reading
-
-    return {"frigate": frigate_raw, **{name: refuse(name) for name in YOLO_UNREADABLE}}
+    return {"frigate": frigate_raw}
 
 
 def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
@@ -189,11 +182,10 @@ def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] =
 
     interpreter = detector.runner.interpreter
     contract = detector.runner.contract
-    anchor_free = yolo_reading(detector)  # an anchor-free head's model: each client reads its two outputs its own way
+    anchor_free = yolo_reading(detector)  # an anchor-free head's model: Frigate reads its two outputs its own way
+    unreadable = {name: YOLO_UNREADABLE[name] for name in names if anchor_free is not None and name in YOLO_UNREADABLE}
 
     def placed(name: str, data: bytes, details: Dict[str, Any]):
-        if anchor_free is not None and name in anchor_free:
-            anchor_free[name](None)  # a client that cannot read the layout says so (InputError)
         place = DETECT_CLIENTS[name].place(data, details, contract)
         return place.tensor, (name, place)
 
@@ -206,4 +198,5 @@ def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] =
         return Detections(np.stack([ymin, xmin, ymax, xmax], axis=1).astype(np.float32).reshape(-1, 4),
                           np.rint(raw.classes[kept]).astype(np.int32), raw.scores[kept].astype(np.float32))
 
-    return _each_client(interpreter, names, files, placed, objects)
+    found, refused = _each_client(interpreter, [n for n in names if n not in unreadable], files, placed, objects)
+    return found, {**refused, **unreadable}
