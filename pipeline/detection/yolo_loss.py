@@ -48,6 +48,20 @@ def ciou(a, b):
     return iou - (centres / diagonal + v * alpha)
 
 
+def giou(a, b):
+    """Generalized IoU of matching x1y1x2y2 boxes [..., 4] -> [...]: IoU less the enclosing box's share not in the union
+    (bench/bench_yolo_box_loss.py compares it with CIoU)."""
+    inter = (tf.maximum(0.0, tf.minimum(a[..., 2], b[..., 2]) - tf.maximum(a[..., 0], b[..., 0]))
+             * tf.maximum(0.0, tf.minimum(a[..., 3], b[..., 3]) - tf.maximum(a[..., 1], b[..., 1])))
+    union = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]) + (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1]) - inter + EPS
+    hull = ((tf.maximum(a[..., 2], b[..., 2]) - tf.minimum(a[..., 0], b[..., 0]))
+            * (tf.maximum(a[..., 3], b[..., 3]) - tf.minimum(a[..., 1], b[..., 1])) + EPS)
+    return inter / union - (hull - union) / hull
+
+
+BOX_IOU = {"ciou": ciou, "giou": giou}
+
+
 def dfl(box_dist, target_distances, reg_max: int):
     """Distribution focal loss per anchor point [B, N]: cross-entropy towards the two bins around each side's
     target distance, weighted by nearness, averaged over the four sides."""
@@ -63,7 +77,7 @@ def dfl(box_dist, target_distances, reg_max: int):
 
 
 def yolo_loss(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres: np.ndarray, strides: np.ndarray,
-              image_size: int, reg_max: int, summed=None):
+              image_size: int, reg_max: int, summed=None, box_iou: str = "ciou"):
     """(total, class loss, box loss, dfl loss) for one batch. gt_boxes [B, M, 4] normalized (ymin, xmin, ymax, xmax),
     as the detection input pipeline pads them. The losses are divided by the sum of the class targets, at least 1;
     `summed` turns this batch's sum into the one to use (training across replicas passes the global batch's)."""
@@ -78,7 +92,7 @@ def yolo_loss(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres: np
     normalizer = tf.maximum(summed(target_sum) if summed is not None else target_sum, 1.0)
     class_loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=targets.scores, logits=class_logits)) / normalizer
     weight = tf.reduce_sum(targets.scores, axis=-1) * tf.cast(targets.positive, tf.float32)  # [B, N]
-    box_loss = tf.reduce_sum((1.0 - ciou(pred_boxes, targets.boxes)) * weight) / normalizer
+    box_loss = tf.reduce_sum((1.0 - BOX_IOU[box_iou](pred_boxes, targets.boxes)) * weight) / normalizer
     sides = tf.concat([centres_t[None] - targets.boxes[..., :2], targets.boxes[..., 2:] - centres_t[None]], -1)
     dfl_loss = tf.reduce_sum(dfl(box_dist, sides / strides_t[None, :, None], reg_max) * weight) / normalizer
     total = WEIGHTS["class"] * class_loss + WEIGHTS["box"] * box_loss + WEIGHTS["dfl"] * dfl_loss

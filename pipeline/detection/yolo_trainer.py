@@ -24,6 +24,8 @@ LOSSES = ("loss", "class_loss", "box_loss", "dfl_loss")
 class YoloTraining(DetectorTraining):
     """Built as `YoloTraining(inputs, outputs)` over the head's layers (outputs box_dist and class_logits)."""
 
+    box_iou = "ciou"  # the box loss's IoU (yolo_loss.BOX_IOU): YOLOv8's CIoU
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.trackers = [keras.metrics.Mean(name) for name in LOSSES]
@@ -41,7 +43,7 @@ class YoloTraining(DetectorTraining):
             replicas = context.num_replicas_in_sync
             summed = lambda local: context.all_reduce(tf.distribute.ReduceOp.SUM, local)  # noqa: E731
         losses = yolo_loss(out["box_dist"], out["class_logits"], truth["boxes"], truth["classes"], truth["mask"],
-                           self._centres, self._strides, self._image_size, REG_MAX, summed=summed)
+                           self._centres, self._strides, self._image_size, REG_MAX, summed=summed, box_iou=self.box_iou)
         return losses, replicas
 
 
