@@ -21,6 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from edge import yolo_decode
 from edge.atomic import write_bytes_atomic
 from edge.classify import input_details, invoke, set_input
 from edge.errors import InputError, ModelCheckError
@@ -61,7 +62,11 @@ class Raw(NamedTuple):
 
 
 def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
-    """Tensor indices of (boxes, class ids, scores, count): by the signature's names, else by position; checked by shape."""
+    """Tensor indices of (boxes, class ids, scores, count): by the signature's names, else by position; checked by shape.
+    An anchor-free head's two outputs (edge/yolo_decode.py) give its Layout instead, which get_raw decodes."""
+    layout = yolo_decode.find_layout(interpreter)
+    if layout is not None:
+        return layout  # type: ignore[return-value]
     indices = None
     signatures = getattr(interpreter, "_get_full_signature_list", lambda: None)() or {}
     if len(signatures) == 1:
@@ -85,7 +90,11 @@ def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
 
 def get_raw(interpreter: Any, indices: Optional[Tuple[int, int, int, int]] = None) -> Raw:
     """The four outputs after invoke (copies: the next invoke overwrites the interpreter's buffers)."""
-    b, c, s, n = indices or output_indices(interpreter)
+    indices = output_indices(interpreter) if indices is None else indices
+    if isinstance(indices, yolo_decode.Layout):  # an anchor-free head's outputs: decoded on the host
+        boxes, classes, scores = yolo_decode.read(interpreter, indices)
+        return Raw(boxes, classes.astype(np.float32), scores, len(scores))
+    b, c, s, n = indices
     count = int(np.asarray(interpreter.get_tensor(n)).reshape(-1)[0])
     boxes = np.array(interpreter.get_tensor(b)[0], np.float32)
     count = max(0, min(count, len(boxes)))

@@ -38,7 +38,8 @@ def main(verbose):
 
 # `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
 # pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
-_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "weights", "epochs",
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "head", "weights",
+                     "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
                      "max_boxes", "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
@@ -265,6 +266,7 @@ def _progressbar(total, label):
 @click.option("--images", multiple=True, help="detect, COCO --data: a folder its file_names are relative to (see `pipeline train --help`)")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
+@click.option("--head", type=click.Choice(("ssd", "yolo")), help="detect: the detector's head (see `pipeline train --help`)")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
 @click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed drop of the gate metric, pp")
 @click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
@@ -274,14 +276,14 @@ def _progressbar(total, label):
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @reports_errors
-def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
+def run_command(task, run_dir, data_spec, images, model, image_size, head, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
                 remedy, clients):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
-    config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, epochs=epochs,
+    config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, head=head, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
                                   min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients, task))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)

@@ -44,6 +44,7 @@ class RunConfig:
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
     remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
     clients: Tuple[str, ...] = ()  # parity gate: clients gated like the int8 model (the rest are reported)
+    head: Optional[str] = None  # detect: ssd | yolo (pipeline/detection/heads.py); None = train's default
 
     @property
     def limits(self) -> GateLimits:
@@ -116,7 +117,8 @@ def _train_config(config: RunConfig):
 
     task = _task(config)
     options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None,
-               "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL}
+               "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL,
+               "head": config.head}
     return config_from_options(options, schedule={})
 
 

@@ -26,14 +26,24 @@ class Nms(NamedTuple):
 def predict(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, image_size: int, resize: str = "stretch",
             nms: Nms = Nms(), batch_size: int = 32) -> List[Detections]:
     """One `Detections` per example, in order. `model` outputs box_codes and class_logits (models/detector.py)."""
-    ds = dataset(examples, image_size, training=False, resize=resize).batch(batch_size)
     anchor_t = tf.constant(anchor_boxes)
+
+    def boxes_and_scores(images):
+        out = model(images, training=False)
+        return decode(out["box_codes"], anchor_t), tf.sigmoid(out["class_logits"])[..., 1:]
+
+    return predict_with(boxes_and_scores, examples, image_size, resize, nms, batch_size)
+
+
+def predict_with(boxes_and_scores, examples: Sequence[DetExample], image_size: int, resize: str = "stretch",
+                 nms: Nms = Nms(), batch_size: int = 32) -> List[Detections]:
+    """`predict` for any head: `boxes_and_scores(float images)` -> (corner boxes [B, A, 4] normalized to the input,
+    per-class scores [B, A, C]), then per-class NMS."""
+    ds = dataset(examples, image_size, training=False, resize=resize).batch(batch_size)
 
     @tf.function
     def infer(images):
-        out = model(tf.cast(images, tf.float32), training=False)
-        boxes = decode(out["box_codes"], anchor_t)
-        scores = tf.sigmoid(out["class_logits"])[..., 1:]
+        boxes, scores = boxes_and_scores(tf.cast(images, tf.float32))
         return tf.image.combined_non_max_suppression(
             boxes[:, :, None, :], scores, max_output_size_per_class=nms.max_detections, max_total_size=nms.max_detections,
             iou_threshold=nms.iou_threshold, score_threshold=nms.score_threshold, clip_boxes=True)

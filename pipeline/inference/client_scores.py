@@ -112,6 +112,34 @@ def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
     return {name: np.stack(rows).astype(np.float32) for name, rows in answers.items()}, refused
 
 
+YOLO_UNREADABLE = {
+    "pycoral": "pycoral's detect_image.py (adapters/detect.py get_objects) reads the post-processing op's four outputs "
+               "(boxes, class ids, scores, count); this anchor-free model has two (box distributions, class logits), "
+               "which it cannot read",
+    "mediapipe": "MediaPipe's ObjectDetector reads the post-processing op's four outputs (or SSD box encodings with "
+                 "anchors); this anchor-free model's box distributions and class logits it cannot read",
+}
+
+
+def yolo_reading(detector: Any) -> Optional[Dict[str, Callable[[Any], Any]]]:
+    """None for an SSD model; for an anchor-free one, per client that reads it differently from edgeflow's decode, the
+    reading (interpreter -> edge.detect.Raw): Frigate's yolo-generic code (edge/frigate_yolo.py). pycoral and MediaPipe
+    cannot read it (YOLO_UNREADABLE)."""
+    from edge import frigate_yolo, yolo_decode
+    from edge.detect import Raw
+
+    if not isinstance(detector.indices, yolo_decode.Layout):
+        return None
+    # Every detection the reading keeps is scored, as the SSD clients' rows are: its threshold lowered to the decode's.
+    frigate = frigate_yolo.FrigateYolo(detector.runner.interpreter, min_score=yolo_decode.Settings().score_threshold)
+
+    def frigate_raw(interpreter):
+        boxes, classes, scores = frigate_yolo.objects(frigate.read(interpreter))
+        return Raw(boxes, classes.astype(np.float32), scores, len(scores))
+
+    return {"frigate": frigate_raw}
+
+
 def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
                  feed: Callable[[str, bytes, Dict[str, Any]], Tuple[np.ndarray, Any]],
                  read: Callable[[Any], Any]) -> Tuple[Dict[str, list], Dict[str, str]]:
@@ -154,17 +182,21 @@ def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] =
 
     interpreter = detector.runner.interpreter
     contract = detector.runner.contract
+    anchor_free = yolo_reading(detector)  # an anchor-free head's model: Frigate reads its two outputs its own way
+    unreadable = {name: YOLO_UNREADABLE[name] for name in names if anchor_free is not None and name in YOLO_UNREADABLE}
 
     def placed(name: str, data: bytes, details: Dict[str, Any]):
         place = DETECT_CLIENTS[name].place(data, details, contract)
-        return place.tensor, place
+        return place.tensor, (name, place)
 
-    def objects(place) -> Detections:
-        raw = get_raw(interpreter, detector.indices)
+    def objects(fed) -> Detections:
+        name, place = fed
+        raw = anchor_free[name](interpreter) if anchor_free is not None and name in anchor_free else get_raw(interpreter, detector.indices)
         boxes, kept = place.to_image(raw.boxes)
         width, height = place.size
         xmin, ymin, xmax, ymax = (boxes[kept].T / np.array([[width], [height], [width], [height]], np.float64))
         return Detections(np.stack([ymin, xmin, ymax, xmax], axis=1).astype(np.float32).reshape(-1, 4),
                           np.rint(raw.classes[kept]).astype(np.int32), raw.scores[kept].astype(np.float32))
 
-    return _each_client(interpreter, names, files, placed, objects)
+    found, refused = _each_client(interpreter, [n for n in names if n not in unreadable], files, placed, objects)
+    return found, {**refused, **unreadable}

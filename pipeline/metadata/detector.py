@@ -32,10 +32,7 @@ def describe(labels: Sequence[str], image_size: int, mean: float, std: float, in
     labels = [str(x) for x in labels]
     label_file = AssociatedFile(LABELS_FILE, ("\n".join(labels) + "\n").encode("utf-8"), FileType.TENSOR_VALUE_LABELS,
                                 "class names, one per line: line k names class id k")
-    stats = Stats(max=(255.0,), min=(0.0,)) if input_dtype == "uint8" else Stats(
-        max=((255.0 - mean) / std,), min=((0.0 - mean) / std,))
-    image = Tensor(name="image", description=f"RGB image, {image_size}x{image_size}, (pixel - {mean:g}) / {std:g}",
-                   content=ImageContent(ColorSpace.RGB), process_units=(Normalization((mean,), (std,)),), stats=stats)
+    image = image_input(image_size, mean, std, input_dtype)
     per_object = (2, 2)  # [1, N, ...]: one object per position of dimension 1
     outputs = (
         Tensor(OUTPUT_NAMES[0], "the box of each detected object: ymin, xmin, ymax, xmax as shares of the input",
@@ -47,17 +44,28 @@ def describe(labels: Sequence[str], image_size: int, mean: float, std: float, in
                content=FeatureContent(range=per_object), stats=Stats(max=(1.0,), min=(0.0,))),
         Tensor(OUTPUT_NAMES[3], "how many of the positions hold a detected object", content=FeatureContent()),
     )
-    files = ()
-    if record is not None:
-        files = (AssociatedFile(EDGEFLOW_RECORD, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"),
-                                FileType.DESCRIPTIONS, "edgeflow: the pixel contract this model is fed by and the run "
-                                "it came from"),)
     return ModelDescription(
         name=name,
         description=(f"object detector for {len(labels)} classes ({', '.join(labels[:10])}{', ...' if len(labels) > 10 else ''}), "
                      f"made by edgeflow: RGB {image_size}x{image_size} input, boxes, class ids, scores and count from "
                      "TFLite_Detection_PostProcess"),
-        author="edgeflow", inputs=(image,), outputs=outputs, files=files)
+        author="edgeflow", inputs=(image,), outputs=outputs, files=record_files(record))
+
+
+def image_input(image_size: int, mean: float, std: float, input_dtype: str) -> Tensor:
+    """A detector's RGB input with its normalization (shared by both heads' metadata)."""
+    stats = Stats(max=(255.0,), min=(0.0,)) if input_dtype == "uint8" else Stats(
+        max=((255.0 - mean) / std,), min=((0.0 - mean) / std,))
+    return Tensor(name="image", description=f"RGB image, {image_size}x{image_size}, (pixel - {mean:g}) / {std:g}",
+                  content=ImageContent(ColorSpace.RGB), process_units=(Normalization((mean,), (std,)),), stats=stats)
+
+
+def record_files(record: Optional[dict]) -> tuple:
+    """The edgeflow record as the model's own packed file (none without a record)."""
+    if record is None:
+        return ()
+    return (AssociatedFile(EDGEFLOW_RECORD, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"),
+                           FileType.DESCRIPTIONS, "edgeflow: the pixel contract this model is fed by and the run it came from"),)
 
 
 def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: float, std: float, input_dtype: str,

@@ -12,7 +12,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import List, Sequence
 
 import numpy as np
@@ -64,7 +64,7 @@ class Detect(Task):
         if config.client_fits:
             raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
         check_images(config.images, [config.data, config.val_data])
-        stride = max(anchor_spec().strides)
+        stride = max(_strides(config))
         if config.size % stride:
             raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
                               "coarsest feature stride)")
@@ -94,8 +94,7 @@ class Detect(Task):
                 "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
                 "augmented": f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of the images, "
                              "drawn anew every epoch"}
-        heldout_ds = augment.with_targets(augment.fitted(augment.decoded(heldout, config.max_boxes), config.size, resize=RESIZE),
-                                          _anchors(config.size))
+        heldout_ds = _with_targets(config, augment.fitted(augment.decoded(heldout, config.max_boxes), config.size, resize=RESIZE))
         return Plan(source, val, split, augment.decoded(train, config.max_boxes), len(train), heldout_ds, len(heldout), feed,
                     steps_per_epoch)
 
@@ -107,6 +106,14 @@ class Detect(Task):
 
         spec = anchor_spec()
         imagenet = config.weights == models.IMAGENET
+        if _is_yolo(config):
+            from models.yolo_head import build_yolo_detector
+            from pipeline.detection import yolo_trainer
+
+            with pretrained.keras_downloads() as fetched:
+                detector = build_yolo_detector(config.model, config.size, num_classes, imagenet=imagenet, **dict(config.model_options))
+            return models.Built(yolo_trainer.training_model(detector), None,
+                                pretrained.record(config.weights, fetched) if imagenet else None)
         with pretrained.keras_downloads() as fetched:
             detector = build_detector(config.model, config.size, num_classes, spec.per_location, strides=spec.strides,
                                       imagenet=imagenet, **dict(config.model_options))
@@ -124,9 +131,8 @@ class Detect(Task):
 
         # Shuffled and repeated before the augmentation draws are numbered: every epoch augments anew.
         ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = augment.with_targets(augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP,
-                                                  letterbox_share=LETTERBOX_SHARE),
-                                  _anchors(config.size))
+        ds = _with_targets(config, augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP,
+                                                  letterbox_share=LETTERBOX_SHARE))
         ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
         return _with_options(ds).prefetch(tf.data.AUTOTUNE)
 
@@ -145,8 +151,13 @@ class Detect(Task):
         examples = _heldout(plan)
         labels = plan.train_source.labels
         nms = Nms()
-        predictions = predict(model, examples, _anchors(config.size), config.size, resize=RESIZE, nms=nms,
-                              batch_size=config.batch_size)
+        if _is_yolo(config):
+            from pipeline.detection import yolo_infer
+
+            predictions = yolo_infer.predict(model, examples, config.size, resize=RESIZE, nms=nms, batch_size=config.batch_size)
+        else:
+            predictions = predict(model, examples, _anchors(config.size), config.size, resize=RESIZE, nms=nms,
+                                  batch_size=config.batch_size)
         scores = evaluate(examples, predictions, labels)
         final = history[-1] if history else {}
         metrics = {"map": scores.map, "map50": scores.map50, "loss": final.get("val_loss"), "images": len(examples),
@@ -166,6 +177,10 @@ class Detect(Task):
 
         spec = anchor_spec()
         train, val = plan.train_source, plan.val_source
+        if _is_yolo(config):
+            from pipeline.detection import yolo_record
+
+            return yolo_record.record(config, plan, model, weights, self.record(replace(config, head="ssd"), plan, model, weights))
         return {
             "model": {
                 "name": config.model,
@@ -256,6 +271,29 @@ class Detect(Task):
         shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
         paths = write_tfrecords(data, out, shards)
         return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def _is_yolo(config) -> bool:
+    from pipeline.detection.heads import YOLO
+
+    return getattr(config, "head", None) == YOLO
+
+
+def _strides(config):
+    from models.yolo_head import STRIDES
+
+    return STRIDES if _is_yolo(config) else anchor_spec().strides
+
+
+def _with_targets(config, ds):
+    """What the head's training step takes: SSD's anchor targets, or YOLO's padded ground truth itself."""
+    from pipeline.detection import augment
+
+    if _is_yolo(config):
+        from pipeline.detection.yolo_trainer import with_truth
+
+        return with_truth(ds)
+    return augment.with_targets(ds, _anchors(config.size))
 
 
 def _as_model_input(images, targets):

@@ -51,6 +51,8 @@ def export(config, run) -> Exported:
         side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, model.bytes, run.labels, image_size=run.image_size,
                                                                           input=model.input, preprocessing=model.contract.as_record())))
     what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
+    if model.facts.get("head") == "yolo":
+        what = ("full-integer int8 (Edge TPU)" if int8 else "float32") + ", box distributions and class logits (Frigate's yolo-generic layout)"
     table = f"{path.name}: {len(model.bytes):,} bytes ({what})"
     if outcome:
         from pipeline.quant import remedy
@@ -77,6 +79,12 @@ def convert(config, run) -> Converted:
     from pipeline.quant import convention, verify
     from pipeline.rundir.run import artifact
 
+    from pipeline.detection import heads
+
+    if heads.of_run(run) == heads.YOLO:
+        from pipeline.detection import yolo_run_export
+
+        return yolo_run_export.convert(config, run, _mode(config), _calibration, Converted)
     int8 = _mode(config)
     spec = recorded_anchor_spec(run)
     size, labels = run.image_size, run.labels

@@ -423,6 +423,12 @@ def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:
     from pipeline.detection.postprocess import Settings
     from pipeline.tasks.detect_export import recorded_anchor_spec
 
+    from pipeline.detection import heads
+
+    if heads.of_run(run) == heads.YOLO:
+        from pipeline.detection.yolo_infer import float_detections
+
+        return float_detections(keras.models.load_model(str(run.artifact("keras_model")), compile=False), pixels)
     settings = Settings()
     spec = recorded_anchor_spec(run)
     anchor_t = tf.constant(anchors(run.image_size, spec))

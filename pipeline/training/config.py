@@ -10,6 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
+from pipeline.detection.heads import DEFAULT as DEFAULT_HEAD
 from pipeline.errors import ConfigError
 from pipeline.training.schedule import WarmupSchedule
 
@@ -33,6 +34,12 @@ def _click():
     import click  # the command line's: a config built in code needs none
 
     return click
+
+
+def _head_choice():
+    from pipeline.detection.heads import HEADS
+
+    return _click().Choice(HEADS)
 
 
 def _task_choice():
@@ -115,6 +122,11 @@ class TrainConfig:
     task: str = option("classify", resume=True, flag=Flag(
         "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
 
+    # detect: the detector's head (pipeline/detection/heads.py)
+    head: str = option(DEFAULT_HEAD, resume=True, flag=Flag(
+        "--head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo (anchor-free, "
+        "YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)", _head_choice))
+
     def validate(self) -> "TrainConfig":
         import models
         from pipeline.training import logs as train_logs
@@ -165,6 +177,12 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
+        from pipeline.detection.heads import HEADS, SSD
+
+        if self.head not in HEADS:
+            raise ConfigError(f"head {self.head!r}, expected one of {', '.join(HEADS)}")
+        if self.head != SSD and self.task != "detect":
+            raise ConfigError(f"--head {self.head} is a detector's head; expected --task detect, or no --head")
         task.check(self)
         return self
 
