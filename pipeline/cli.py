@@ -344,6 +344,9 @@ def import_command(model, data_spec, run_dir, task, val_data, labels_file, image
                                     labels_file=Path(labels_file) if labels_file else None, given=given,
                                     heldout_fraction=heldout_fraction, seed=seed)
     result = importing.import_model(config, Path(run_dir))
+    from pipeline.report import write as write_report
+
+    write_report(result.run_dir)  # RUN/report.html, as every stage rewrites it; a failure to render only warns
     c = result.contract
     click.echo(f"imported {model} ({result.format}): {c.image_size}x{c.image_size} {c.layout.upper()} {c.channel_order.upper()}, "
                f"{c.norm.source}; {len(result.labels)} classes; {result.heldout_examples} held-out images")

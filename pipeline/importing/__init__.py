@@ -103,9 +103,6 @@ def import_model(config: ImportConfig, run_dir: Path) -> ImportResult:
         _check_runs(wrapped, contract, loaded.num_outputs)
         record = _record(config, fmt, loaded, contract, labels, plan)
         _write(run_dir, record, wrapped, config.model, labels)
-    from pipeline.report import write as write_report
-
-    write_report(run_dir)  # RUN/report.html; a failure to render only warns
     return ImportResult(run_dir, fmt, contract, labels, plan["heldout_count"], time.monotonic() - started)
 
 
@@ -246,7 +243,8 @@ def _write(run_dir: Path, record: dict, wrapped: Path, original: Path, labels: L
             run = Run.new(run_dir, **record)
             with scratch_folder(run.dir, prefix=".import-") as scratch:  # same file system: moved in by rename
                 shutil.copytree(wrapped, scratch / "saved_model")
-                copy = scratch / original.name
+                copy = scratch / ORIGINAL_FOLDER / original.name
+                copy.parent.mkdir()
                 (shutil.copytree if original.is_dir() else shutil.copy2)(original, copy)
                 with run.transaction() as t:
                     t.write("saved_model", scratch / "saved_model")
