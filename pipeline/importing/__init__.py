@@ -92,21 +92,21 @@ def import_model(config: ImportConfig, run_dir: Path) -> ImportResult:
         raise ConfigError(str(err)) from None
     with tempfile.TemporaryDirectory(prefix="edgeflow-import-") as tmp:
         scratch = Path(tmp)
-        loaded = _read(fmt, config.model, scratch, config.given)
+        loaded = _read(fmt, config.model, scratch, config)
         contract = contract_mod.resolve(loaded.input, config.given, str(config.model))
         labels = _labels(labels, config, loaded)
         plan = _data(config, labels, contract.image_size)
         wrapped = scratch / "saved_model"
         from pipeline.importing import wrap
 
-        wrap.write(loaded.saved_model, contract, wrapped, batch=_batch(loaded))
+        wrap.write(loaded.saved_model, contract, wrapped, batch=_batch(loaded), layout=loaded.converted_layout)
         _check_runs(wrapped, contract, loaded.num_outputs)
         record = _record(config, fmt, loaded, contract, labels, plan)
         _write(run_dir, record, wrapped, config.model, labels)
     return ImportResult(run_dir, fmt, contract, labels, plan["heldout_count"], time.monotonic() - started)
 
 
-def _read(fmt: str, path: Path, scratch: Path, given) -> Loaded:
+def _read(fmt: str, path: Path, scratch: Path, config: ImportConfig) -> Loaded:
     if fmt == "keras":
         from pipeline.importing import keras_file
 
@@ -114,10 +114,22 @@ def _read(fmt: str, path: Path, scratch: Path, given) -> Loaded:
     if fmt == "onnx":
         from pipeline.importing import onnx_file
 
-        return onnx_file.read(path, scratch, given)
+        onnx_file.check_format(path)  # before the data is read: a file that is not ONNX is named first
+        return onnx_file.read(path, scratch, config.given, _sample_pixels(config))
     from pipeline.importing import saved_model
 
     return saved_model.read(path)
+
+
+def _sample_pixels(config: ImportConfig):
+    """A few of the user's training images at onnx2tf's sample size, uint8 [N, 128, 128, 3]."""
+    from pipeline import data as data_mod
+    from pipeline.data.feed import to_numpy
+    from pipeline.importing.onnx_file import SAMPLE_COUNT, SAMPLE_SIZE
+
+    source = data_mod.open_source(config.data)
+    indices = source.indices("train", data_mod.Split(config.heldout_fraction, config.seed))[:SAMPLE_COUNT]
+    return to_numpy(source.dataset_at(SAMPLE_SIZE, indices))[0]
 
 
 def _batch(loaded: Loaded) -> Optional[int]:

@@ -16,6 +16,7 @@ class Loaded(NamedTuple):
     num_outputs: int  # the classes the score output holds
     saved_model: Path  # a SavedModel folder whose serving_default signature is the model as given
     reader: str  # what read it (library and version)
+    converted_layout: Optional[str] = None  # the SavedModel's own input layout when a conversion changed it (ONNX: nhwc)
 
 
 def is_saved_model(path: Path) -> bool:

@@ -31,10 +31,16 @@ def _transpose_nchw(x):
     return tf.transpose(x, [0, 3, 1, 2])
 
 
-def write(source: Path, contract: InputContract, folder: Path, batch=None) -> None:
+def write(source: Path, contract: InputContract, folder: Path, batch=None, layout=None) -> None:
     """A SavedModel in `folder` whose serving_default takes raw pixels and returns the scores of the SavedModel at
-    `source` (its serving_default), fed as `contract` says. `batch`: the source's fixed batch, or None for any."""
+    `source` (its serving_default), fed as `contract` says. `batch`: the source's fixed batch, or None for any;
+    `layout`: the source's own layout when a conversion changed the original's (ONNX NCHW converted to NHWC)."""
+    from dataclasses import replace
+
     import tensorflow as tf
+
+    if layout is not None:
+        contract = replace(contract, layout=layout)
 
     inner = tf.saved_model.load(str(source))
     fn = inner.signatures["serving_default"]
