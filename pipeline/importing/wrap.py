@@ -13,7 +13,9 @@ from pipeline.importing.contract import InputContract
 def prepare(images, contract: InputContract):
     """Pixels 0..255 [N, S, S, 3] (RGB) as the model takes them: reordered, normalized, laid out. Works on NumPy arrays
     and on tensors alike (the reference runs it in NumPy, the wrapper in the graph)."""
-    x = images[..., ::-1] if contract.channel_order == "bgr" else images
+    x = images
+    if contract.channel_order == "bgr":
+        x = x[..., ::-1] if isinstance(x, np.ndarray) else _reversed_channels(x)
     mean = np.asarray(contract.norm.mean, np.float32)
     std = np.asarray(contract.norm.std, np.float32)
     if (mean != 0).any():
@@ -23,6 +25,13 @@ def prepare(images, contract: InputContract):
     if contract.layout == "nchw":
         x = x.transpose(0, 3, 1, 2) if isinstance(x, np.ndarray) else _transpose_nchw(x)
     return x
+
+
+def _reversed_channels(x):
+    """RGB to BGR as SPLIT and CONCATENATION, which the Edge TPU runs (a slice with stride -1 it does not)."""
+    import tensorflow as tf
+
+    return tf.concat(tf.split(x, 3, axis=-1)[::-1], axis=-1)
 
 
 def _transpose_nchw(x):
