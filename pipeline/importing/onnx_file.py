@@ -20,7 +20,7 @@ from typing import List, Optional
 import numpy as np
 
 from pipeline.errors import ConfigError
-from pipeline.importing.contract import Given, ModelInput
+from pipeline.importing.contract import Given, ModelInput, resolve
 from pipeline.importing.saved_model import Loaded, read as read_saved_model
 
 SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf looks for in the cwd
@@ -38,6 +38,7 @@ def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.nda
     if len(outputs) != 1:
         raise ConfigError(f"{path} has {len(outputs)} outputs ({', '.join(o.name for o in outputs)}); expected one output of "
                           "class scores for --task classify")
+    resolve(model_input, given, str(path))  # what is missing or contradicts is refused before the conversion runs
     size = given.image_size
     shape = model_input.shape
     overwrite = None
