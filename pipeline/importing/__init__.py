@@ -99,7 +99,7 @@ def import_model(config: ImportConfig, run_dir: Path) -> ImportResult:
         wrapped = scratch / "saved_model"
         from pipeline.importing import wrap
 
-        wrap.write(loaded.saved_model, contract, wrapped, batch=_batch(loaded), layout=loaded.converted_layout)
+        wrap.write(loaded.saved_model, contract, wrapped, batch=loaded.batch, layout=loaded.converted_layout)
         _check_runs(wrapped, contract, loaded.num_outputs)
         record = _record(config, fmt, loaded, contract, labels, plan)
         _write(run_dir, record, wrapped, config.model, labels)
@@ -130,12 +130,6 @@ def _sample_pixels(config: ImportConfig):
     source = data_mod.open_source(config.data)
     indices = source.indices("train", data_mod.Split(config.heldout_fraction, config.seed))[:SAMPLE_COUNT]
     return to_numpy(source.dataset_at(SAMPLE_SIZE, indices))[0]
-
-
-def _batch(loaded: Loaded) -> Optional[int]:
-    """The wrapper's batch: the model's own when it fixes one (a converted ONNX model takes batch 1), else any."""
-    batch = loaded.input.shape[0] if loaded.input.shape else None
-    return batch if batch not in (None, -1) else None
 
 
 def _labels(labels: Optional[List[str]], config: ImportConfig, loaded: Loaded) -> List[str]:

@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import List, Optional
@@ -45,10 +46,48 @@ def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.nda
     if len(shape) == 4 and (shape[2] is None or shape[3] is None) and size:
         overwrite = [f"{model_input.name}:1,{shape[1] or 3},{size},{size}"]
     folder = scratch / "onnx2tf"
-    _convert(path, folder, overwrite, sample_images)
+    # Converted with a dynamic batch first, so the float SavedModel takes batches (predict, the remedy's scoring); a
+    # model whose graph fixes batch 1 inside (a reshape to [1, -1]) is converted again at batch 1.
+    # A dynamic height and width is fixed by overwriting the whole input shape, batch 1 included.
+    batched = overwrite is None
+    if batched:
+        _convert(_any_batch(onnx, model, scratch), folder, None, sample_images, None)
+        batched = _takes_batches(folder, model_input, size)
+        if not batched:
+            shutil.rmtree(folder)
+    if not batched:
+        _convert(path, folder, overwrite, sample_images, 1)
     loaded = read_saved_model(folder, fmt="onnx", reader=_reader())
-    # The converted model takes NHWC at batch 1; the original's own input (the reference's) is what the file says.
+    # The converted model takes NHWC; the original's own input (the reference's) is what the file says.
     return loaded._replace(input=model_input, converted_layout="nhwc")
+
+
+def _any_batch(onnx, model, scratch: Path) -> Path:
+    """A copy of the model whose input and outputs take any batch size."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in (*copy.graph.input, *copy.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if len(dims):
+            dims[0].Clear()
+            dims[0].dim_param = "batch"
+    path = scratch / "any_batch.onnx"
+    onnx.save(copy, str(path))
+    return path
+
+
+def _takes_batches(folder: Path, model_input: ModelInput, size: Optional[int]) -> bool:
+    """Whether the converted SavedModel answers a batch of 2."""
+    import tensorflow as tf
+
+    try:
+        fn = tf.saved_model.load(str(folder)).signatures["serving_default"]
+        (name, spec), = fn.structured_input_signature[1].items()
+        shape = [2] + [d if d is not None else size for d in spec.shape.as_list()[1:]]
+        out = next(iter(fn(**{name: tf.zeros(shape, spec.dtype)}).values()))
+        return out.shape[0] == 2
+    except Exception:  # noqa: BLE001 - any failure means: not at batch 2
+        return False
 
 
 def check_format(path: Path) -> None:
@@ -101,7 +140,7 @@ def _check_ops(model, path: Path) -> None:
                               "replace it in the source model)")
 
 
-def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray]) -> None:
+def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
     import onnx2tf
 
     here = os.getcwd()
@@ -112,7 +151,7 @@ def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.nda
         try:
             with contextlib.redirect_stdout(log):
                 onnx2tf.convert(input_onnx_file_path=str(Path(here, path)), output_folder_path=str(folder),
-                                output_signaturedefs=True, batch_size=1, overwrite_input_shape=overwrite,
+                                output_signaturedefs=True, batch_size=batch, overwrite_input_shape=overwrite,
                                 not_use_onnxsim=True, non_verbose=True)
         except SystemExit as stop:  # onnx2tf ends with sys.exit(1) on a model it cannot convert
             raise ConfigError(f"onnx2tf {_version('onnx2tf')} could not convert {path} (exit {stop.code}): "

@@ -17,6 +17,7 @@ class Loaded(NamedTuple):
     saved_model: Path  # a SavedModel folder whose serving_default signature is the model as given
     reader: str  # what read it (library and version)
     converted_layout: Optional[str] = None  # the SavedModel's own input layout when a conversion changed it (ONNX: nhwc)
+    batch: Optional[int] = None  # the SavedModel's fixed batch size, None when it takes any
 
 
 def is_saved_model(path: Path) -> bool:
@@ -54,4 +55,4 @@ def read(path: Path, normalizes: Optional[str] = None, fmt: str = "savedmodel", 
     if len(out_shape) != 2 or out_shape[1] is None:
         raise ConfigError(f"{path}: its output has shape {out_shape}; expected [batch, classes] class scores for --task classify")
     return Loaded(fmt, ModelInput(name, shape, spec.dtype.name, normalizes, layout), int(out_shape[1]), path,
-                  reader or f"TensorFlow {tf.__version__}")
+                  reader or f"TensorFlow {tf.__version__}", batch=shape[0] if shape else None)
