@@ -1,4 +1,4 @@
-"""Command line of the host side: `pipeline prepare | train | export | compile | parity | predict | run | report`.
+"""Command line of the host side: `pipeline prepare | train | import | export | compile | parity | predict | run | report`.
 
 Thin by design: each command parses options, builds its stage's config and calls the stage.
 
@@ -316,6 +316,68 @@ def compile_command(target, as_json, **options):
         say(f"wrote {model}")
     if result.report_path:
         say(f"report in {result.report_path}")
+
+
+@main.command("import")
+@click.argument("model", type=click.Path())
+@click.option("--data", "data_spec", required=True, help="the model's classes as labelled images (class folders or TFRecords): "
+              "calibration for --int8 and the held-out split parity compares on")
+@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
+@click.option("--task", type=click.Choice(["classify"]), default="classify", show_default=True, help="what the model does")
+@click.option("--val-data", help="held-out data instead of a split of --data")
+@click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help="class names in the model's output order, "
+              "one a line (default: --data's class folders, sorted)")
+@click.option("--image-size", type=int, help="input size, for a model whose height and width are dynamic")
+@click.option("--layout", type=click.Choice(["nhwc", "nchw"]), help="input layout, for a model whose shape does not say")
+@click.option("--input-mean", "mean", help="normalization: value = (pixel - mean) / std, pixels 0..255; one number or R,G,B")
+@click.option("--input-std", "std", help="normalization: one number or R,G,B (with --input-mean)")
+@click.option("--input-range", "value_range", help="normalization as the range pixels 0..255 map to: LOW,HIGH (e.g. 0,1 or -1,1)")
+@click.option("--channel-order", type=click.Choice(["rgb", "bgr"]), default="rgb", show_default=True,
+              help="the channel order the model was trained on")
+@click.option("--fit", type=click.Choice(["stretch", "letterbox"]), default="stretch", show_default=True,
+              help="how a picture is fitted to the input")
+@click.option("--heldout-fraction", type=float, default=0.2, show_default=True, help="share of --data held out (no --val-data)")
+@click.option("--seed", type=int, default=1234, show_default=True, help="seed of the held-out split")
+@reports_errors
+def import_command(model, data_spec, run_dir, task, val_data, labels_file, image_size, layout, mean, std, value_range,
+                   channel_order, fit, heldout_fraction, seed):
+    """Import a classifier (.keras, .h5, SavedModel folder, .onnx) as a run that export, compile, parity and edge read."""
+    from pathlib import Path
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as train: tf.keras is tf-keras in the later stages
+    console.import_tensorflow()
+    from pipeline import importing
+    from pipeline.importing.contract import Given
+
+    given = Given(image_size=image_size, layout=layout, mean=_numbers_option(mean, "--input-mean"),
+                  std=_numbers_option(std, "--input-std"), value_range=_numbers_option(value_range, "--input-range", 2),
+                  channel_order=channel_order, fit=fit)
+    config = importing.ImportConfig(model=Path(model), data=data_spec, task=task, val_data=val_data,
+                                    labels_file=Path(labels_file) if labels_file else None, given=given,
+                                    heldout_fraction=heldout_fraction, seed=seed)
+    result = importing.import_model(config, Path(run_dir))
+    from pipeline.report import write as write_report
+
+    write_report(result.run_dir)  # RUN/report.html, as every stage rewrites it; a failure to render only warns
+    c = result.contract
+    click.echo(f"imported {model} ({result.format}): {c.image_size}x{c.image_size} {c.layout.upper()} {c.channel_order.upper()}, "
+               f"{c.norm.source}; {len(result.labels)} classes; {result.heldout_examples} held-out images")
+    click.echo(f"run written to {result.run_dir} in {result.seconds:.1f} s; next: pipeline export {result.run_dir} --int8")
+
+
+def _numbers_option(text, flag, count=None):
+    """'1' or '1,2,3' as a tuple of floats (None when not given); ConfigError naming `flag` otherwise."""
+    from pipeline.errors import ConfigError
+
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}; expected numbers separated by commas") from None
+    if count is not None and len(values) != count:
+        raise ConfigError(f"{flag} {text!r}; expected {count} numbers separated by a comma")
+    return values
 
 
 @main.command("report")

@@ -120,7 +120,7 @@ def _heldout_pixels(run: Run, heldout: Heldout):
 def _scores(config: ParityConfig, run: Run, heldout: Heldout, images: np.ndarray):
     """Each model's scores on the held-out images, what the device results file says of itself (or None), and
     each client's scores of the int8 model with the clients that could not feed it."""
-    scores = {REFERENCE: _savedmodel_scores(run, images)}
+    scores = {REFERENCE: _reference_scores(run, images)}
     device = None
     for name, key in (("float_tflite_cpu", "model_float"), ("int8_cpu", "model_int8")):
         if run.has(key) or key == "model_int8":  # the int8 model is required: "run export --int8 first"
@@ -157,11 +157,27 @@ def _report(config: ParityConfig, run: Run, labels: np.ndarray, k: int, models: 
                     "pixels": "original files through the pixel contract (edge.preprocess)"},
         "labels": run.labels,
         "reference": REFERENCE,
+        **({"reference_model": _imported_reference(run)} if run.origin else {}),
         "top_k": k,
         "models": models,
         "device": device,
         "gate": verdict,
     }
+
+
+def _imported_reference(run: Run) -> str:
+    from pipeline.importing import reference
+
+    return reference.describe(run.origin)
+
+
+def _reference_scores(run: Run, images: np.ndarray) -> np.ndarray:
+    """The reference row: RUN's SavedModel, or for an imported model the original as given (pipeline/importing)."""
+    if run.origin:
+        from pipeline.importing import reference
+
+        return reference.scores(run.dir, run.origin, images)
+    return _savedmodel_scores(run, images)
 
 
 def _savedmodel_scores(run: Run, images: np.ndarray) -> np.ndarray:

@@ -62,7 +62,8 @@ def resolve_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[S
         source = open_source(data.val_spec, classes)
         indices = source.indices("all")
     else:
-        source = open_source(data.train_spec)
+        # An imported model's classes are numbered in its output order (`pipeline import`), not the folders' sorted one.
+        source = open_source(data.train_spec, data.train.get("class_order"))
         if source.labels != list(classes):
             raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
                             f"the data now has {source.labels}; train again, or restore the data")

@@ -149,6 +149,12 @@ class Run:
         return self.manifest.get("parity") or {}
 
     @property
+    def origin(self) -> Optional[Dict[str, Any]]:
+        """Where an imported model came from (`pipeline import`: format, path, sha256, its copy, input contract);
+        None for a run `pipeline train` made."""
+        return self.manifest.get("origin")
+
+    @property
     def remedy(self) -> Optional[Dict[str, Any]]:
         """What `export --int8 --remedy` tried, attempt by attempt; None when it did not run."""
         return self.manifest.get("remedy")
