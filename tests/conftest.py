@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -63,6 +64,29 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found():
+    """Every test leaves this process's SIGINT and SIGTERM handlers, and edge's record of stops, as it found them.
+
+    A pytest worker runs many tests in one process: a handler one test leaves behind, or a stop it leaves recorded,
+    turns a later test's own signal (or its in-process training's stop check) into the worker's KeyboardInterrupt,
+    which ends the whole worker ("[gw0] node down: keyboard-interrupt"). A test that leaves either is put right, so
+    the next test starts clean, and fails naming what it left."""
+    from edge import errors
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    left = {signal.Signals(signum).name: handler for signum, handler in before.items()
+            if signal.getsignal(signum) is not handler}
+    stops = list(errors._stops)
+    for signum, handler in before.items():
+        if handler is not None:
+            signal.signal(signum, handler)
+    errors._stops.clear()
+    assert not left and not stops, (f"the test left signal handlers changed ({', '.join(left)}) or a stop recorded "
+                                     f"({stops}): a later test in this worker would be interrupted by it")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from signal_moments import REPO, run_with_signal_in_finalizer
+from signal_moments import REPO, ctrl_c_as_at_a_terminal, run_with_signal_in_finalizer
 
 
 @pytest.mark.parametrize("signum, code, said", [("SIGTERM", 143, "terminated (SIGTERM)"),
@@ -91,3 +91,43 @@ def test_the_ctrl_c_tests_pass_when_pytest_was_started_with_ctrl_c_ignored(tmp_p
                            "--basetemp", str(tmp_path / "inner"), *CTRL_C_TESTS],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def test_a_command_run_in_process_leaves_no_handler_and_no_stop_behind():
+    """Tests run commands in-process and later train in-process in the same worker. A command's SIGINT and SIGTERM
+    handlers and its record of stops end with it: otherwise a Ctrl-C a later test sends to itself (and catches) is
+    recorded as a stop, and the next training in that worker raises it at its first step (CI lost an xdist worker
+    so: "[gw0] node down: keyboard-interrupt")."""
+    script = textwrap.dedent("""
+        import os, signal
+        from edge.errors import InputError, exits_cleanly, raise_if_stopped
+
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        assert before[signal.SIGINT] is signal.default_int_handler
+
+        @exits_cleanly(InputError)
+        def refused():
+            raise InputError("bad image")
+
+        @exits_cleanly(InputError)
+        def done():
+            return "done"
+
+        try:
+            refused()
+        except SystemExit as ended:
+            assert ended.code == 1
+        assert done() == "done"
+        assert {s: signal.getsignal(s) for s in before} == before, "a command left its handlers behind"
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # a test's own Ctrl-C, which it catches
+            for _ in range(10000):
+                pass
+        except KeyboardInterrupt:
+            pass
+        raise_if_stopped()  # what training calls at each step
+        print("not stopped")
+    """)
+    with ctrl_c_as_at_a_terminal():
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "not stopped\n"), done.stderr[-3000:]
