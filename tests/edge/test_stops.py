@@ -131,3 +131,31 @@ def test_a_command_run_in_process_leaves_no_handler_and_no_stop_behind():
     with ctrl_c_as_at_a_terminal():
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert (done.returncode, done.stdout) == (0, "not stopped\n"), done.stderr[-3000:]
+
+
+# In-process: commands run through click (they set handlers of their own while they run) and a Ctrl-C and a SIGTERM
+# a test sends to its own process, in the same session: every test must leave its worker as it found it.
+IN_PROCESS_SIGNAL_TESTS = [
+    "tests/edge/test_cli.py::test_classify_uses_sidecar_labels",
+    "tests/edge/test_cli.py::test_bad_inputs_exit_1_without_traceback",
+    "tests/edge/test_atomic_and_images.py::test_a_signal_while_writing_waits_for_the_rename_and_leaves_no_temporary",
+    "tests/edge/test_atomic_and_images.py::test_a_sigterm_while_writing_is_not_lost_behind_an_ignored_ctrl_c",
+]
+
+
+@pytest.mark.parametrize("ctrl_c", ["ignored", "default"])
+def test_signal_tests_under_xdist_leave_every_worker_up(tmp_path, ctrl_c):
+    """The suite as CI starts it (`-n 2 --dist loadfile`), from a terminal (Ctrl-C at its default) or from `nohup`, a
+    background job, `setsid nohup bash .ci/run &` (Ctrl-C ignored): no worker goes down and every test passes;
+    tests/conftest.py's `signals_left_as_found` fails a test that leaves a handler or a stop behind."""
+    start = ("import signal, sys, pytest; "
+             + ("signal.signal(signal.SIGINT, signal.SIG_IGN); " if ctrl_c == "ignored" else "")
+             + "sys.exit(pytest.main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this session's worker settings
+    with ctrl_c_as_at_a_terminal():
+        done = subprocess.run([sys.executable, "-c", start, "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+                               "--basetemp", str(tmp_path / "inner"), *IN_PROCESS_SIGNAL_TESTS],
+                              capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    out = done.stdout + done.stderr
+    assert "node down" not in out and "keyboard-interrupt" not in out, out[-3000:]
+    assert done.returncode == 0 and "5 passed" in done.stdout, out[-3000:]
