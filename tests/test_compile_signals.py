@@ -23,6 +23,8 @@ from pipeline.rundir.lock import HOLDER_NAME, LOCK_NAME
 from tests.helpers import REPO, quiet_env, tree_snapshot
 from tests.test_compile import DOUBLE, FULL, reference_run
 
+pytestmark = pytest.mark.slow
+
 START_LIMIT_S = 180  # the command imports its modules and runs the pre-flight before it starts the compiler
 GONE_LIMIT_S = 10  # a killed process is reaped by the kernel and its parent within this
 

@@ -18,7 +18,7 @@ pytest.importorskip("pycocotools")
 
 from tests.helpers import REPO, cli, quiet_env  # noqa: E402
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 DATA = "shapes?count=320&size=128&seed=1"
 SIZE = 128

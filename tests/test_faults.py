@@ -21,7 +21,7 @@ import pytest
 from tests.edge.signal_moments import run_with_signal_in_finalizer, signal_when_made
 from tests.helpers import REPO, quiet_env, tree_snapshot
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 # Every stage that writes a run it did not create, as a user types it (RUN is filled in).
 WRITERS = {
