@@ -223,6 +223,7 @@ def test_edgetpu_version_limits_name_the_op():
     assert len(problems) == 1 and "CONV_2D v6" in problems[0] and "model/conv1" in problems[0]
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_qat_gives_a_verified_int8_model(run_copy):
     from pipeline.rundir import manifest as manifest_lib
