@@ -76,25 +76,34 @@ def exits_cleanly(*error_types: Type[Exception]) -> Callable[[Callable[..., Any]
             import signal
 
             _stops.clear()  # a command starts unstopped (tests run several in one process)
+            previous = {}
             if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, _raise_terminated)
+                previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_terminated)
                 if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where Ctrl-C is ignored
-                    signal.signal(signal.SIGINT, _raise_interrupted)
+                    previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
             try:
-                result = command(*args, **kwargs)
-            except error_types as err:
-                _fail(f"error: {err}", getattr(err, "exit_code", 1))
-            except OSError as err:
-                _fail(f"error: {describe_os_error(err)}; nothing this command was writing was kept", 1)
-            except KeyboardInterrupt:
-                _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
-            except Terminated:
-                _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
-            if _stops:  # the stop's exception was swallowed on its way; the command then finished its work
-                interrupted = _stops[0] is KeyboardInterrupt
-                _fail(f"{'interrupted (Ctrl-C)' if interrupted else 'terminated (SIGTERM)'} as the command finished: "
-                      "what it wrote is complete", 130 if interrupted else Terminated.exit_code)
-            return result
+                try:
+                    result = command(*args, **kwargs)
+                except error_types as err:
+                    _fail(f"error: {err}", getattr(err, "exit_code", 1))
+                except OSError as err:
+                    _fail(f"error: {describe_os_error(err)}; nothing this command was writing was kept", 1)
+                except KeyboardInterrupt:
+                    _fail(f"interrupted (Ctrl-C): {_STOPPED}", 130)
+                except Terminated:
+                    _fail(f"terminated (SIGTERM): {_STOPPED}", Terminated.exit_code)
+                if _stops:  # the stop's exception was swallowed on its way; the command then finished its work
+                    interrupted = _stops[0] is KeyboardInterrupt
+                    _fail(f"{'interrupted (Ctrl-C)' if interrupted else 'terminated (SIGTERM)'} as the command "
+                          "finished: what it wrote is complete", 130 if interrupted else Terminated.exit_code)
+                return result
+            finally:
+                # Ended, the command leaves the process as it found it: a stop it recorded, or its handler left
+                # behind, would otherwise stop the next training run in the same process (a test worker's).
+                for signum, handler in previous.items():
+                    if handler is not None:  # None: a handler not set from Python, which cannot be put back
+                        signal.signal(signum, handler)
+                _stops.clear()
 
         return wrapper
 

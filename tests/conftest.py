@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -53,7 +54,25 @@ _SKIPS = {
 }
 
 
+def pytest_configure(config):
+    # `--dist loadfile` hands each xdist worker a whole file at a time, by default the files with the most tests
+    # first; a file of few tests behind one long fixture then starts last and one worker finishes minutes after the
+    # other. Keep the order `slow_files_first` gives instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def slow_files_first(items) -> None:
+    """Order ITEMS so the files with the most `slow` tests come first (stable: each file's tests stay together and
+    in order), so the two workers of `-n 2 --dist loadfile` start the long files early and finish together."""
+    from collections import Counter
+
+    slow = Counter(item.path for item in items if "slow" in item.keywords)
+    items.sort(key=lambda item: -slow[item.path])
+
+
 def pytest_collection_modifyitems(config, items):
+    slow_files_first(items)
     cache = {}
     for item in items:
         for marker, (absent, reason) in _SKIPS.items():
@@ -63,6 +82,29 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found():
+    """Every test leaves this process's SIGINT and SIGTERM handlers, and edge's record of stops, as it found them.
+
+    A pytest worker runs many tests in one process: a handler one test leaves behind, or a stop it leaves recorded,
+    turns a later test's own signal (or its in-process training's stop check) into the worker's KeyboardInterrupt,
+    which ends the whole worker ("[gw0] node down: keyboard-interrupt"). A test that leaves either is put right, so
+    the next test starts clean, and fails naming what it left."""
+    from edge import errors
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    left = {signal.Signals(signum).name: handler for signum, handler in before.items()
+            if signal.getsignal(signum) is not handler}
+    stops = list(errors._stops)
+    for signum, handler in before.items():
+        if handler is not None:
+            signal.signal(signum, handler)
+    errors._stops.clear()
+    assert not left and not stops, (f"the test left signal handlers changed ({', '.join(left)}) or a stop recorded "
+                                     f"({stops}): a later test in this worker would be interrupted by it")
 
 
 @pytest.fixture
@@ -83,25 +125,42 @@ def session_folder(tmp_path_factory) -> Path:
     return session_root(tmp_path_factory)
 
 
-def _train_and_export_digits(folder: Path) -> None:
-    from pipeline import export, train
+def _train_digits(folder: Path) -> None:
+    from pipeline import train
+
+    train.train_model(train.TrainConfig(data="digits", image_size=16, epochs=4), folder / "run")
+
+
+def _export_digits(trained: Path, folder: Path) -> None:
+    from pipeline import export
 
     run_dir = folder / "run"
-    train.train_model(train.TrainConfig(data="digits", image_size=16, epochs=4), run_dir)
+    shutil.copytree(trained, run_dir)
     export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
     export.export_model(export.ExportConfig(mode=export.Mode.INT8), run_dir)
 
 
 @pytest.fixture(scope="session")
-def exported_run(session_folder):
-    """One tiny trained run with float and int8 TFLite exports, shared read-only by later-stage tests (trained once
+def trained_digits(session_folder):
+    """One tiny trained run (small_cnn, digits, 16x16, 4 epochs), not exported: trained once per session for every
+    xdist worker and shared read-only by the tests of export, the remedy ladder and (exported) the later stages.
+
+    Tests that change a run work on a copy (`shutil.copytree`)."""
+    from tests.session_cache import built_once
+
+    return built_once(session_folder / "trained", _train_digits) / "run"
+
+
+@pytest.fixture(scope="session")
+def exported_run(session_folder, trained_digits):
+    """`trained_digits` with float and int8 TFLite exports, shared read-only by later-stage tests (exported once
     per session, for every xdist worker).
 
     Tests that change a run work on a copy (`shutil.copytree`).
     """
     from tests.session_cache import built_once
 
-    return built_once(session_folder / "exported", _train_and_export_digits) / "run"
+    return built_once(session_folder / "exported", lambda folder: _export_digits(trained_digits, folder)) / "run"
 
 
 @pytest.fixture

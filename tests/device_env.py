@@ -3,12 +3,16 @@ build can end told apart.
 
     edge = shared_env(tmp_path_factory, "edge-env") / "bin" / "edge"   # built once per pytest session
 
+Where EDGEFLOW_ENVS names a folder (.ci/run sets it for the whole CI run), the environments are built there
+instead, so `.ci/edge-env` then runs the device suite in the device venv the host suite built, not a second one.
+
 Exit 3 of .ci/edge-env has two causes that need opposite answers: no Python 3.9 on this machine (the
 test cannot run here: a skip naming that) and TensorFlow inside the device venv (the device side's
 promise is broken: a failure). A registry pip could not reach is a skip naming it; anything else fails.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -52,8 +56,14 @@ def build(script: str, venv: Path, timeout: float = 900) -> Path:
     return venv
 
 
+ENVS_VARIABLE = "EDGEFLOW_ENVS"  # the folder of environments shared beyond this session (.ci/run, .ci/edge-env)
+
+
 def shared_env(tmp_path_factory, script: str) -> Path:
-    """The venv `.ci/SCRIPT --make` builds, built once per pytest session and shared by every xdist worker: the
-    environments are the same for every test file that reads a model with them, only the models differ."""
-    return built_once(session_root(tmp_path_factory) / script,
-                      lambda folder: build(script, folder / "venv")) / "venv"
+    """The venv `.ci/SCRIPT --make` builds, built once per pytest session (or per CI run, in EDGEFLOW_ENVS) and
+    shared by every xdist worker: the environments are the same for every test file that reads a model with them,
+    only the models differ."""
+    given = os.environ.get(ENVS_VARIABLE)
+    root = Path(given) if given else session_root(tmp_path_factory)
+    root.mkdir(parents=True, exist_ok=True)
+    return built_once(root / script, lambda folder: build(script, folder / "venv")) / "venv"

@@ -163,7 +163,7 @@ def kill_after_first_epoch(args: List[str], epochs: int) -> None:
     import signal
 
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, cwd=REPO, env=quiet_env())
+                            text=True, cwd=REPO, env=quiet_env(), start_new_session=True)  # signalled alone
     try:
         for line in proc.stdout:
             if line.startswith(f"epoch 1/{epochs}"):

@@ -74,6 +74,7 @@ TRAIN_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(TRAIN_CASES))
 def test_train_refuses(case, tmp_path, existing_run_dir):
     args, needles = TRAIN_CASES[case]
@@ -85,6 +86,7 @@ def test_train_refuses(case, tmp_path, existing_run_dir):
     assert tree_snapshot(existing_run_dir) == {"notes.txt": b"keep me"}  # no manifest, no state, nothing else
 
 
+@pytest.mark.slow
 def test_train_into_a_new_folder_leaves_no_folder(tmp_path):
     result = cli(["train", "--data", "digits", "--out", str(tmp_path / "new"), "--alpha", "0.5"])
     assert_refused(result, "does not take option 'alpha'")
@@ -158,6 +160,7 @@ DETECT_DATA_CASES = {  # name -> (data spec written under tmp_path, what the err
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(DETECT_DATA_CASES))
 def test_train_detect_refuses_bad_data(case, tmp_path):
     make, needles = DETECT_DATA_CASES[case]
@@ -199,6 +202,7 @@ IMAGES_CASES = {  # name -> (the command, given tmp_path, whose data is written 
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(IMAGES_CASES))
 def test_images_folders_are_refused_when_they_cannot_be_meant(case, tmp_path):
     make, needles = IMAGES_CASES[case]
@@ -223,6 +227,7 @@ EXPORT_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXPORT_CASES))
 def test_export_refuses_bad_options(case, exported_copy):
     args, needles = EXPORT_CASES[case]
@@ -237,6 +242,7 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path):
     assert list((tmp_path / "empty").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_export_refuses_calibration_data_that_is_not_npy(exported_copy, tmp_path):
     before = tree_snapshot(exported_copy)
     junk = _junk(tmp_path, "calib.npy", b"not an array\n")
@@ -244,6 +250,7 @@ def test_export_refuses_calibration_data_that_is_not_npy(exported_copy, tmp_path
     assert tree_snapshot(exported_copy) == before
 
 
+@pytest.mark.slow
 def test_qat_refuses_a_manifest_without_the_global_batch(exported_copy):
     manifest = json.loads((exported_copy / "manifest.json").read_text())
     del manifest["training"]["global_batch"]
@@ -254,6 +261,7 @@ def test_qat_refuses_a_manifest_without_the_global_batch(exported_copy):
     assert tree_snapshot(exported_copy) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needles", [
     (["--model", "mobilenet_v2"], ["--model mobilenet_v2 (the run has small_cnn)", "choose a new --out"]),
     (["--epochs", "7", "--image-size", "32"], ["--image-size 32 (the run has 16)", "--epochs 7 (the run has 4)"]),
@@ -312,10 +320,12 @@ def test_compile_check_only_on_a_file_that_is_not_a_model(tmp_path):
     assert_refused(cli(["compile", str(path), "--check-only", "--json"]), "model.tflite", "expected the 'TFL3' identifier")
 
 
+@pytest.mark.slow
 def test_compile_refuses_a_full_compile_of_a_bare_file(exported_copy):
     assert_refused(cli(["compile", str(exported_copy / "model_int8.tflite")]), "--check-only")
 
 
+@pytest.mark.slow
 def test_compile_require_full_mapping_on_a_float_model(exported_copy):
     before = tree_snapshot(exported_copy)
     result = cli(["compile", str(exported_copy / "model_float.tflite"), "--check-only", "--require-full-mapping"])
@@ -331,6 +341,7 @@ PARITY_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(PARITY_CASES))
 def test_parity_refuses(case, exported_copy, tmp_path):
     args, needles = PARITY_CASES[case]
@@ -422,6 +433,7 @@ def _damage(run_dir: Path, case: str) -> None:
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(MANIFEST_DAMAGE))
 def test_a_damaged_manifest_names_the_field(case, exported_copy):
     _damage(exported_copy, case)
@@ -430,6 +442,7 @@ def test_a_damaged_manifest_names_the_field(case, exported_copy):
     assert tree_snapshot(exported_copy) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(RUN_READERS))
 def test_every_command_that_reads_a_run_refuses_a_damaged_manifest(command, exported_copy, tmp_path):
     _damage(exported_copy, "a number as a digest")

@@ -17,7 +17,7 @@ import pytest
 from pipeline.rundir.run import Run
 from tests.helpers import cli, write_camera_jpegs, write_class_folders
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 
 def _pipeline(*args):

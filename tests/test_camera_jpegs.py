@@ -13,7 +13,7 @@ import pytest
 from tests.device_env import shared_env
 from tests.helpers import cli, write_camera_jpegs
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ def test_class_report_refuses_ids_outside_the_classes():
         class_report([0, 1], [0], 3)
 
 
+@pytest.mark.slow
 def test_train_records_held_out_per_class_metrics_of_its_predictions(exported_run):
     import tensorflow as tf
 
@@ -197,6 +198,7 @@ def test_edge_evaluate_reports_per_class_metrics_of_its_predictions(exported_run
     assert f"macro-F1 {written['classes']['macro_f1']:.4f}" in result.output
 
 
+@pytest.mark.slow
 def test_pipeline_run_passes_the_gate_metric_to_parity(exported_copy):
     from click.testing import CliRunner
 

@@ -31,7 +31,7 @@ from edge import clients
 from tests.device_env import shared_env
 from tests.helpers import REPO, quiet_env, write_camera_jpegs
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 GRID = (1 / 128, 128)  # the identity model's input and output quantization: Coral's grid, as the pipeline writes
 # stb_image vs libjpeg on the same JPEG: measured at most 3 grey levels and a mean of 0.1 on these files.

@@ -345,6 +345,7 @@ BUILT_IN = {"small_cnn": (16, ()), "mobilenet_v2": (32, (("alpha", 0.35),)), "mo
 
 
 @pytest.mark.host
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BUILT_IN))
 def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
     """Through the real stages: train (one epoch on a small folder), export --int8, compile --check-only."""

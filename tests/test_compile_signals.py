@@ -23,6 +23,8 @@ from pipeline.rundir.lock import HOLDER_NAME, LOCK_NAME
 from tests.helpers import REPO, quiet_env, tree_snapshot
 from tests.test_compile import DOUBLE, FULL, reference_run
 
+pytestmark = pytest.mark.slow
+
 START_LIMIT_S = 180  # the command imports its modules and runs the pre-flight before it starts the compiler
 GONE_LIMIT_S = 10  # a killed process is reaped by the kernel and its parent within this
 
@@ -78,8 +80,10 @@ def _snapshot(run_dir: Path) -> dict:
 
 def _start(run_dir: Path, compiler: Path, mode: str, pid_file: Path, *extra: str) -> subprocess.Popen:
     env = quiet_env(EDGETPU_DOUBLE_MODE=mode, EDGETPU_DOUBLE_PIDS=str(pid_file))
+    # A session of its own: the signal a test sends goes to this command alone, never to the pytest worker's group.
     return subprocess.Popen([sys.executable, "-m", "pipeline", "compile", str(run_dir), "--compiler", str(compiler), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+                            start_new_session=True)
 
 
 @pytest.mark.usefixtures("ctrl_c_as_at_a_terminal")

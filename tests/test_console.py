@@ -42,6 +42,7 @@ def _export(run_dir, tmp_path, name, env, verbose=False):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.host
 def test_levels_2_and_3_are_as_quiet_as_the_default_and_verbose_shows_tensorflow(exported_run, tmp_path):
     default = _lines(_export(exported_run, tmp_path, "default", _env()).stderr)

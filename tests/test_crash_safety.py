@@ -25,6 +25,8 @@ from pipeline.rundir.files import scratch_folder
 from pipeline.rundir.run import Run, writing
 from tests.helpers import REPO, cli, quiet_env
 
+pytestmark = pytest.mark.slow
+
 LEFTOVER = re.compile(r"^\..+\.(tmp|old)$")
 LOCK_FILES = {".lock", ".lock.holder.json"}  # the lock's file stays; a killed holder's note is rewritten by the next
 

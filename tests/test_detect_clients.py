@@ -37,7 +37,7 @@ from tests import detect_drivers, device_env
 from tests.detect_trained import trained_once
 from tests.helpers import REPO, quiet_env
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 THRESHOLD = 0.4  # pycoral's detect_image.py default and Frigate's fixed min_score

@@ -19,7 +19,7 @@ from tests.helpers import black_frames, copy_of, manifest_of
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 DATA = "shapes?count=480&size=96&seed=3"  # 384 training images: fewer, or fewer epochs, and it finds almost nothing
 SIZE = 96

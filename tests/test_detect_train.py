@@ -18,7 +18,7 @@ pytest.importorskip("pycocotools")
 
 from tests.helpers import REPO, cli, quiet_env  # noqa: E402
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 DATA = "shapes?count=320&size=128&seed=1"
 SIZE = 128
@@ -464,7 +464,7 @@ RESUME_CHILD = textwrap.dedent("""
 def _train_child(args, stop=None):
     """Run the child; with `stop`, send it that signal once it prints "epoch 1/..." (in the second epoch's training)."""
     proc = subprocess.Popen([sys.executable, "-c", RESUME_CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=quiet_env())
+                            text=True, cwd=REPO, env=quiet_env(), start_new_session=True)  # signalled alone
     lines = []
     try:
         for line in proc.stdout:

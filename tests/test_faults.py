@@ -21,7 +21,7 @@ import pytest
 from tests.edge.signal_moments import run_with_signal_in_finalizer, signal_when_made
 from tests.helpers import REPO, quiet_env, tree_snapshot
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 # Every stage that writes a run it did not create, as a user types it (RUN is filled in).
 WRITERS = {
@@ -35,8 +35,9 @@ TEMPORARY = (".tmp", ".old")
 
 def start(args: List[str], run_dir: Path, env: Optional[dict] = None) -> subprocess.Popen:
     args = [str(run_dir) if a == "RUN" else a for a in args]
+    # A session of its own: the signals these tests send go to this child alone, never to the pytest worker's group.
     return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=env or quiet_env())
+                            text=True, cwd=REPO, env=env or quiet_env(), start_new_session=True)
 
 
 def finish(process: subprocess.Popen, timeout: float = 300):

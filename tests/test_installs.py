@@ -147,6 +147,7 @@ def test_every_pin_of_the_extra_has_a_release_for_this_machine(extra):
     assert _check_released(pinned) == []
 
 
+@pytest.mark.slow
 def test_tensorflow_and_cuda_requirements_have_releases():
     tf = importlib.metadata.distribution("tensorflow")
     assert tf.version == "2.21.0"  # the release the gpu extra pins: its metadata is the one pip would read

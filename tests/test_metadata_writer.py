@@ -118,6 +118,7 @@ def _detector():
                  Tensor("number of detections", content=FeatureContent())))
 
 
+@pytest.mark.slow
 def test_a_classifiers_metadata_reads_back_field_for_field_in_tflite_supports_generated_classes(tflite_support, tmp_path):
     from pipeline.metadata import flatbuffer
 
@@ -138,6 +139,7 @@ def test_a_classifiers_metadata_reads_back_field_for_field_in_tflite_supports_ge
     assert scores["dimensionNames"] == ["batch", "class"]
 
 
+@pytest.mark.slow
 def test_a_detectors_four_outputs_read_back_in_tflite_supports_generated_classes(tflite_support, tmp_path):
     from pipeline.metadata import flatbuffer
 
@@ -156,6 +158,7 @@ def test_a_detectors_four_outputs_read_back_in_tflite_supports_generated_classes
     assert read["minParserVersion"] == "1.4.1"  # AssociatedFile.version came with schema 1.4.1
 
 
+@pytest.mark.slow
 def test_min_parser_version_is_what_tflite_support_computes(tflite_support, tmp_path):
     from dataclasses import replace
 
@@ -179,6 +182,7 @@ def _write_to_googles_model(described):
     return write((CORAL / "mobilenet_v1_0.25_128_quant.tflite").read_bytes(), described)
 
 
+@pytest.mark.slow
 def test_tflite_supports_displayer_reads_a_model_we_wrote(tflite_support, tmp_path):
     model = tmp_path / "model.tflite"
     model.write_bytes(_write_to_googles_model(_classifier()))

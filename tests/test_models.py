@@ -18,6 +18,7 @@ def test_models_take_raw_pixels_and_give_probabilities(name, size, options):
     np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_efficientnet_takes_raw_pixels_through_its_own_first_layers():
     """Keras' EfficientNet normalizes 0..255 pixels itself, as its ImageNet weights expect: no preprocess layer."""
     import tf_keras as keras
@@ -37,6 +38,7 @@ def test_efficientnet_takes_raw_pixels_through_its_own_first_layers():
     np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["small", "large"])
 def test_mobilenet_v3_minimalistic_switch(kind):
     """Default (1): the minimalistic model, as before the option; 0: hard-swish and squeeze-excite."""
@@ -77,6 +79,7 @@ def test_local_weights_are_loaded(tmp_path):
     assert any(not np.array_equal(a, b) for a, b in zip(trained.get_weights(), fresh.get_weights()))
 
 
+@pytest.mark.slow
 def test_base_network_weights_for_transfer_learning(tmp_path):
     import tf_keras as keras
 

@@ -225,6 +225,7 @@ def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
     assert not (run_dir / "parity").exists()
 
 
+@pytest.mark.slow
 def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
     result = cli(["run", "--out", str(tmp_path / "run")], timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers import REPO, cli, quiet_env, sample_photos, tree_snapshot
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 CLASSES = 4  # class = which half (left, right) of which of scikit-learn's two photos a crop comes from
 TEST_RECORDS = 21  # not a multiple of BATCH: the last batch is padded

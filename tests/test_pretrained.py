@@ -17,6 +17,7 @@ def assert_nothing_kept(run) -> None:
     assert not run.exists() or sorted(p.name for p in run.iterdir()) == [".lock"], sorted(run.rglob("*"))
 
 
+@pytest.mark.slow
 def test_imagenet_offline_exits_1_naming_the_cache_file_and_url(tmp_path):
     # A proxy on a closed port makes the fetch fail here as on a machine without internet.
     (tmp_path / "home" / ".keras").mkdir(parents=True)
@@ -101,6 +102,7 @@ def _train(folder, weights, out, **options):
                                        image_size=32, weights=str(weights), batch_size=8, **options), out)
 
 
+@pytest.mark.slow
 def test_frozen_epochs_then_fine_tune_keeps_batchnorm_and_records_the_file(folder, base_weights, tmp_path):
     import tf_keras as keras
 
@@ -123,6 +125,7 @@ def test_frozen_epochs_then_fine_tune_keeps_batchnorm_and_records_the_file(folde
     assert not any("moving_" in name for name in changed)  # BatchNorm in inference mode in both phases
 
 
+@pytest.mark.slow
 def test_resume_across_the_switch_keeps_the_frozen_phase(folder, base_weights, tmp_path):
     from tests.helpers import kill_after_first_epoch
 
@@ -155,6 +158,7 @@ def test_transfer_options_that_cannot_work_are_refused(options, message):
         train.TrainConfig(**{"data": "digits", "model": "mobilenet_v2", "epochs": 2, **options}).validate()
 
 
+@pytest.mark.slow
 def test_unknown_unfreeze_layer_is_named_and_nothing_is_kept(folder, base_weights, tmp_path):
     from pipeline.errors import ConfigError
 

@@ -18,11 +18,9 @@ SIZE = 16
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    from pipeline.train import TrainConfig, train_model as train
-
-    return train(TrainConfig(data="digits", epochs=4, batch_size=64, model="small_cnn", image_size=SIZE),
-                 tmp_path_factory.mktemp("trained") / "run")
+def trained_run(trained_digits):
+    """The session's tiny digits run (small_cnn, SIZE px, 4 epochs; tests/conftest.py), read-only: tests copy it."""
+    return trained_digits
 
 
 @pytest.fixture()

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import cli, quiet_env, tensorboard_has_graph, tensorboard_scalars
 from tests.test_compile import FULL, PARTIAL, double, reference_run  # noqa: F401  (double: the compiler double's fixture)
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Known to work here: no sandbox (root in a container), no GPU, and nothing that phones home.

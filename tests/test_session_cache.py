@@ -63,3 +63,25 @@ def test_two_processes_asking_at_once_build_once(tmp_path):
     assert [r.returncode for r in racers] == [0, 0], [err for _, err in outs]
     assert [out.strip() for out, _ in outs] == ["yes", "yes"]
     assert log.read_text() == "build\n"
+
+
+def test_environments_are_built_in_edgeflow_envs_when_it_is_set(tmp_path, tmp_path_factory, monkeypatch):
+    """.ci/run sets EDGEFLOW_ENVS for the whole CI run: the device venv is built there once, with the marker
+    .ci/edge-env looks for before it reuses the venv for the device suite."""
+    from tests import device_env
+
+    builds = []
+
+    def build(script, venv):
+        builds.append(script)
+        (venv / "bin").mkdir(parents=True)
+        return venv
+
+    monkeypatch.setattr(device_env, "build", build)
+    monkeypatch.setenv(device_env.ENVS_VARIABLE, str(tmp_path / "envs"))
+    first = device_env.shared_env(tmp_path_factory, "edge-env")
+    second = device_env.shared_env(tmp_path_factory, "edge-env")
+    assert first == second == tmp_path / "envs" / "edge-env" / "venv" and builds == ["edge-env"]
+    assert (tmp_path / "envs" / "edge-env.complete").exists()  # what .ci/edge-env checks
+    assert 'shared="${EDGEFLOW_ENVS:+$EDGEFLOW_ENVS/edge-env}"' in (REPO / ".ci" / "edge-env").read_text()
+    assert '-e "$shared.complete"' in (REPO / ".ci" / "edge-env").read_text()

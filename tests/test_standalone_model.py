@@ -27,7 +27,7 @@ import pytest
 from tests import device_env
 from tests.helpers import REPO, cli, quiet_env, write_camera_jpegs
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 WITHIN = 0.02  # the Done-when: each client within 2 percentage points of parity's int8 top-1

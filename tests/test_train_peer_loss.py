@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import free_port, start_worker
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 EPOCHS = 6
 

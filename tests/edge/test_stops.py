@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from signal_moments import REPO, run_with_signal_in_finalizer
+from signal_moments import REPO, ctrl_c_as_at_a_terminal, run_with_signal_in_finalizer
 
 
 @pytest.mark.parametrize("signum, code, said", [("SIGTERM", 143, "terminated (SIGTERM)"),
@@ -91,3 +91,70 @@ def test_the_ctrl_c_tests_pass_when_pytest_was_started_with_ctrl_c_ignored(tmp_p
                            "--basetemp", str(tmp_path / "inner"), *CTRL_C_TESTS],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def test_a_command_run_in_process_leaves_no_handler_and_no_stop_behind():
+    """Tests run commands in-process and later train in-process in the same worker. A command's SIGINT and SIGTERM
+    handlers and its record of stops end with it: otherwise a Ctrl-C a later test sends to itself (and catches) is
+    recorded as a stop, and the next training in that worker raises it at its first step (CI lost an xdist worker
+    so: "[gw0] node down: keyboard-interrupt")."""
+    script = textwrap.dedent("""
+        import os, signal
+        from edge.errors import InputError, exits_cleanly, raise_if_stopped
+
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        assert before[signal.SIGINT] is signal.default_int_handler
+
+        @exits_cleanly(InputError)
+        def refused():
+            raise InputError("bad image")
+
+        @exits_cleanly(InputError)
+        def done():
+            return "done"
+
+        try:
+            refused()
+        except SystemExit as ended:
+            assert ended.code == 1
+        assert done() == "done"
+        assert {s: signal.getsignal(s) for s in before} == before, "a command left its handlers behind"
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # a test's own Ctrl-C, which it catches
+            for _ in range(10000):
+                pass
+        except KeyboardInterrupt:
+            pass
+        raise_if_stopped()  # what training calls at each step
+        print("not stopped")
+    """)
+    with ctrl_c_as_at_a_terminal():
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "not stopped\n"), done.stderr[-3000:]
+
+
+# In-process: commands run through click (they set handlers of their own while they run) and a Ctrl-C and a SIGTERM
+# a test sends to its own process, in the same session: every test must leave its worker as it found it.
+IN_PROCESS_SIGNAL_TESTS = [
+    "tests/edge/test_cli.py::test_classify_uses_sidecar_labels",
+    "tests/edge/test_cli.py::test_bad_inputs_exit_1_without_traceback",
+    "tests/edge/test_atomic_and_images.py::test_a_signal_while_writing_waits_for_the_rename_and_leaves_no_temporary",
+    "tests/edge/test_atomic_and_images.py::test_a_sigterm_while_writing_is_not_lost_behind_an_ignored_ctrl_c",
+]
+
+
+def test_signal_tests_under_xdist_with_ctrl_c_ignored_leave_every_worker_up(tmp_path):
+    """The suite as CI starts it (`-n 2 --dist loadfile`) from `nohup`, a background job or `setsid nohup bash .ci/run
+    &` (Ctrl-C ignored): no worker goes down and every test passes. Started from a terminal (Ctrl-C at its default)
+    is how every other run of the suite starts, where tests/conftest.py's `signals_left_as_found` fails any test that
+    leaves a handler or a stop behind."""
+    start = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             "sys.exit(pytest.main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this session's worker settings
+    with ctrl_c_as_at_a_terminal():
+        done = subprocess.run([sys.executable, "-c", start, "-q", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider",
+                               "--basetemp", str(tmp_path / "inner"), *IN_PROCESS_SIGNAL_TESTS],
+                              capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    out = done.stdout + done.stderr
+    assert "node down" not in out and "keyboard-interrupt" not in out, out[-3000:]
+    assert done.returncode == 0 and "5 passed" in done.stdout, out[-3000:]
