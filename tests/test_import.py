@@ -17,7 +17,7 @@ import pytest
 from tests import device_env
 from tests.helpers import REPO, cli, manifest_of, quiet_env, write_class_folders
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 ORDER = ["vbar", "square", "hbar"]  # the script's own class order: not the folders' sorted one

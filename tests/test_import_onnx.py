@@ -20,7 +20,7 @@ import pytest
 from tests.device_env import shared_env
 from tests.helpers import cli, quiet_env, write_class_folders
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 IMAGENET = ["--input-mean", "123.675,116.28,103.53", "--input-std", "58.395,57.12,57.375"]
 
