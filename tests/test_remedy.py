@@ -194,12 +194,31 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
     skipped = rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning)
     assert isinstance(skipped, remedy.Skip) and "per-channel" in skipped.why
-    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",))):
+    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",)), ("ranges", ("ranges",))):
         config = rungs[name].config(asked, tuning)
         assert config.float_edits == edits and config.per_tensor
         assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
     names = [r.name for r in remedy.LADDER]
     assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
+    assert names.index("calibration") < names.index("ranges") and names.index("distil-2") < names.index("qat-2")
+
+
+def test_the_distillation_rung_learns_the_float_answers_away_from_the_tuning_split(run_copy, black):
+    """The failing export (black calibration frames) repaired by the distillation rung alone: per channel, calibrated
+    and distilled on the training images outside the tuning split, judged on the tuning split like any rung."""
+    from pipeline import export
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+
+    ladder = [r for r in remedy.LADDER if r.name.startswith("distil-")][:1]
+    config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
+    outcome = remedy.repair(config, Run.open(run_copy), export.convert, ladder=ladder)
+    asked, distilled = outcome.attempts
+    assert not asked.passed and distilled.passed and outcome.chosen is distilled, remedy.table(outcome)
+    assert distilled.scores["agreement"].exact > asked.scores["agreement"].exact
+    facts = distilled.model.facts
+    assert facts["qat"] == {"epochs": 2, "learns": "the float model's scores"} and facts["remedy"] == "distil-2"
+    assert facts["calibration"]["excluded"] == len(outcome.tuning.positions)
 
 
 def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, black):

@@ -46,6 +46,7 @@ from pipeline.quant.tuning_split import ClientPictures, TuningSplit, tuning_spli
 
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
+DISTIL_EPOCHS = (2,)  # distillation's epochs: each is DISTIL_VIEWS (pipeline/quant/qat.py) passes over the images
 
 
 # --- the task: how a model is scored on the tuning split ---------------------------------------------------------
@@ -158,11 +159,16 @@ def _bias(config, tuning: TuningSplit):
     return dataclasses.replace(_calibrate_on_rest(config, tuning), float_edits=("bias",))
 
 
-def _qat(epochs: int):
+def _ranges(config, tuning: TuningSplit):
+    return dataclasses.replace(_calibrate_on_rest(config, tuning), float_edits=("ranges",))
+
+
+def _qat(epochs: int, distil: bool = False):
     def rung(config, tuning: TuningSplit):
-        if config.qat_epochs >= epochs:
+        if config.qat_epochs >= epochs and not distil:
             return Skip(f"the export as asked already fine-tunes {config.qat_epochs} epochs")
-        return dataclasses.replace(config, qat_epochs=epochs, per_tensor=False, calibration_data=None,
+        # The tuning split stays out of distillation's images and calibration both: the ladder judges on it.
+        return dataclasses.replace(config, qat_epochs=epochs, qat_distil=distil, per_tensor=False, calibration_data=None,
                                    calibration_exclude=tuple(int(p) for p in tuning.positions))
     return rung
 
@@ -172,9 +178,12 @@ def _qat(epochs: int):
 # after the rungs that keep per-tensor weights; QAT costs about 20 conversions.
 LADDER: Sequence[Rung] = (
     Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
+    Rung("ranges", "activation ranges that minimise int8 error on those images (percentile ends), pinned", _ranges),
     Rung("equalize", "cross-layer equalization of depthwise-separable pairs (per-tensor weights)", _equalize),
     Rung("bias", "bias correction of conv/dense layers for their weights' expected rounding shift", _bias),
     Rung("per-channel", "one scale per output channel of each weight tensor, where per tensor was asked", _per_channel),
+    *(Rung(f"distil-{n}", f"{n} epochs of quantization-aware fine-tuning on the float model's own scores (per channel)",
+           _qat(n, distil=True)) for n in DISTIL_EPOCHS),
     *(Rung(f"qat-{n}", f"{n} epochs of quantization-aware fine-tuning (per channel)", _qat(n)) for n in QAT_EPOCHS),
 )
 
