@@ -289,3 +289,22 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
         mirrored.append(np.abs(seen[:, ::-1] - tuning.images[i]).mean())
     # The same region within a few grey levels (the contract decodes JPEGs at reduced scale first); mirrored, not.
     assert np.median(near) < 4 and np.median(near) < np.median(mirrored) / 2, (np.median(near), np.median(mirrored))
+
+
+def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
+    """Float answers with margins 0.02 (near ties) and 0.6; an int8 model that moves every margin by +-0.05:
+    the near ties are counted, and about half of them (those moved towards the runner-up) are expected to flip."""
+    from pipeline import gate
+    from pipeline.quant import remedy
+
+    n = 200
+    margins = np.where(np.arange(n) < 40, 0.02, 0.6)
+    reference = np.stack([(1 + margins) / 2, (1 - margins) / 2, np.zeros(n)], axis=1)
+    shift = np.where(np.arange(n) % 2 == 0, 0.05, -0.05)
+    outputs = reference + np.stack([shift / 2, -shift / 2, np.zeros(n)], axis=1)
+    ties = remedy.near_ties(reference, outputs)
+    assert ties["images"] == n and ties["near_ties"] == 40 and ties["noise"] == pytest.approx(0.05)
+    # Half the shifts are -0.05, beyond -0.02: each near tie flips with chance 1/2; the clear answers never.
+    assert ties["expected_agreement"] == pytest.approx(1 - 0.5 * 40 / n)
+    line = remedy.ties_line(ties, 0.98)
+    assert "40 of 200" in line and "train longer" in line and "90.0%" in line

@@ -47,6 +47,7 @@ from pipeline.quant.tuning_split import ClientPictures, TuningSplit, tuning_spli
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
 DISTIL_EPOCHS = (2,)  # distillation's epochs: each is DISTIL_VIEWS (pipeline/quant/qat.py) passes over the images
+QAT_RUNGS = (*(f"distil-{n}" for n in DISTIL_EPOCHS), *(f"qat-{n}" for n in QAT_EPOCHS))  # the rungs that fine-tune
 
 
 # --- the task: how a model is scored on the tuning split ---------------------------------------------------------
@@ -237,6 +238,7 @@ class Outcome(NamedTuple):
     clients: Tuple[str, ...] = ()  # the clients gated like the int8 model on the tuning split
     clients_note: Optional[str] = None  # why clients asked for were not judged (a task without client feeds)
     client_references: Mapping[str, Dict[str, gate.Score]] = {}  # the float model's scores as each client feeds the views
+    ties: Optional[Dict[str, object]] = None  # when nothing passed (classification): the float model's near ties, `near_ties`
 
     @property
     def passed(self) -> bool:
@@ -247,8 +249,9 @@ class Outcome(NamedTuple):
         if self.passed:
             return []
         lines = self.chosen.failures or ["every remedy that passed the gate lowered the predicted Edge TPU mapping"]
+        why = [ties_line(self.ties, self.limits.min_agreement)] if self.ties else []
         return [f"on the tuning split, no remedy passed ({', '.join(a.remedy for a in self.attempts)}); "
-                f"kept the best, {self.chosen.remedy}: " + "; ".join(lines)]
+                f"kept the best, {self.chosen.remedy}: " + "; ".join(lines), *why]
 
     def record(self) -> Dict[str, object]:
         """The manifest's `remedy` fact."""
@@ -258,7 +261,7 @@ class Outcome(NamedTuple):
                 "reference": {key: score.shown for key, score in (self.reference or {}).items()},
                 "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
                 "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures(),
-                "clients": list(self.clients), "clients_note": self.clients_note,
+                "clients": list(self.clients), "clients_note": self.clients_note, "near_ties": self.ties,
                 "client_references": {name: {key: score.shown for key, score in scores.items()}
                                       for name, scores in self.client_references.items()}}
 
@@ -285,6 +288,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     skipped: List[Tuple[str, str]] = []
     baseline_ops: Optional[int] = None
     motivation = None
+    answers: Dict[str, object] = {}  # each attempt's outputs on the tuning split
     for rung in (Rung("none", "the export as asked", lambda c, t: c), *(LADDER if ladder is None else ladder)):
         candidate_config: Union[Skip, object] = (Skip(task.not_applicable[rung.name]) if rung.name in task.not_applicable
                                                  else rung.config(config, tuning))
@@ -306,6 +310,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         if baseline_ops is None:
             baseline_ops = ops_on
         outputs = task.candidate(model.bytes, tuning, model.contract)
+        answers[rung.name] = outputs
         scores = task.scores(outputs, reference, tuning, run.labels)
         if clients and client_pixels is None:
             client_pixels, refused = task.clients(model.bytes, tuning, model.contract, clients)
@@ -329,8 +334,46 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         if rung.name == "none" and layer_errors is not None:
             motivation = layer_errors(model)
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
+    ties = None
+    if not chosen.passed and isinstance(reference, np.ndarray) and isinstance(answers.get(chosen.remedy), np.ndarray):
+        ties = near_ties(reference, answers[chosen.remedy])
     return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores, clients,
-                   clients_note, {name: scores for name, (_, scores) in client_references.items()})
+                   clients_note, {name: scores for name, (_, scores) in client_references.items()}, ties)
+
+
+# --- why nothing passed: the float model's near ties --------------------------------------------------------------
+
+NOISE_QUANTILE = 0.95  # the margin shift int8 makes on this share of images: its noise level
+
+
+def near_ties(reference: np.ndarray, outputs: np.ndarray) -> Dict[str, object]:
+    """How many answers are near ties of the float model, and what that costs any int8 model as noisy as this one.
+
+    For each image, the float model's margin (top-1 score minus its runner-up's) and how much the int8 model
+    moves it (the change of the same two classes' difference). The noise is the size of shift int8 stays under on
+    95% of the images; a near tie is an answer whose margin is under it. The expected agreement of an int8 model
+    with these shifts is 1 - the mean over images of P(shift <= -margin), a shift drawn from those measured: what
+    a rung that keeps the noise level cannot exceed by much, whatever it is. (Top-2 only: a flip to a third class
+    is not counted, so the estimate errs high.)"""
+    order = np.argsort(-reference, axis=1)
+    rows = np.arange(len(reference))
+    top, second = order[:, 0], order[:, 1]
+    margin = reference[rows, top] - reference[rows, second]
+    shift = (outputs[rows, top] - outputs[rows, second]) - margin  # < -margin: int8 prefers the runner-up
+    noise = float(np.quantile(np.abs(shift), NOISE_QUANTILE))
+    flip = np.searchsorted(np.sort(shift), -margin, side="right") / len(shift)  # P(shift <= -margin) per image
+    return {"images": int(len(margin)), "noise": round(noise, 4), "near_ties": int((margin < noise).sum()),
+            "expected_agreement": round(float(1.0 - flip.mean()), 4), "median_margin": round(float(np.median(margin)), 4)}
+
+
+def ties_line(ties: Dict[str, object], min_agreement: float) -> str:
+    """The near ties in one line for the export's message, with what the user can do."""
+    share = ties["near_ties"] / max(1, ties["images"])
+    return (f"why: {ties['near_ties']} of {ties['images']} tuning answers ({share:.1%}) are near ties of the float model "
+            f"(its top-2 margin under {ties['noise']:g}, the margin shift int8 makes on {NOISE_QUANTILE:.0%} of images; "
+            f"median margin {ties['median_margin']:g}); an int8 model that noisy is expected to agree on about "
+            f"{ties['expected_agreement']:.1%} (limit {min_agreement:.0%}) whatever the rung. A float model that decides "
+            "more clearly leaves fewer: train longer (more epochs) or on more images, then export again")
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
