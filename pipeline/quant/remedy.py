@@ -351,19 +351,21 @@ def near_ties(reference: np.ndarray, outputs: np.ndarray) -> Dict[str, object]:
 
     For each image, the float model's margin (top-1 score minus its runner-up's) and how much the int8 model
     moves it (the change of the same two classes' difference). The noise is the size of shift int8 stays under on
-    95% of the images; a near tie is an answer whose margin is under it. The expected agreement of an int8 model
-    with these shifts is 1 - the mean over images of P(shift <= -margin), a shift drawn from those measured: what
-    a rung that keeps the noise level cannot exceed by much, whatever it is. (Top-2 only: a flip to a third class
-    is not counted, so the estimate errs high.)"""
+    95% of the images; a near tie is an answer whose margin is under it: for an int8 model that noisy it is a coin
+    flip, so such a model is expected to part from float on about half of them, whatever its rung. (The shift
+    grows where float hesitates, so drawing shifts at random over all images would predict far fewer flips:
+    on the photo-crop MobileNetV2 of bench/results/remedy.md that predicted 0.992 where 0.9625 was measured;
+    half the near ties predicted 0.9625.)"""
     order = np.argsort(-reference, axis=1)
     rows = np.arange(len(reference))
     top, second = order[:, 0], order[:, 1]
     margin = reference[rows, top] - reference[rows, second]
-    shift = (outputs[rows, top] - outputs[rows, second]) - margin  # < -margin: int8 prefers the runner-up
+    shift = (outputs[rows, top] - outputs[rows, second]) - margin
     noise = float(np.quantile(np.abs(shift), NOISE_QUANTILE))
-    flip = np.searchsorted(np.sort(shift), -margin, side="right") / len(shift)  # P(shift <= -margin) per image
-    return {"images": int(len(margin)), "noise": round(noise, 4), "near_ties": int((margin < noise).sum()),
-            "expected_agreement": round(float(1.0 - flip.mean()), 4), "median_margin": round(float(np.median(margin)), 4)}
+    ties = int((margin < noise).sum())
+    return {"images": int(len(margin)), "noise": round(noise, 4), "near_ties": ties,
+            "expected_agreement": round(1.0 - 0.5 * ties / max(1, len(margin)), 4),
+            "median_margin": round(float(np.median(margin)), 4)}
 
 
 def ties_line(ties: Dict[str, object], min_agreement: float) -> str:
@@ -371,9 +373,10 @@ def ties_line(ties: Dict[str, object], min_agreement: float) -> str:
     share = ties["near_ties"] / max(1, ties["images"])
     return (f"why: {ties['near_ties']} of {ties['images']} tuning answers ({share:.1%}) are near ties of the float model "
             f"(its top-2 margin under {ties['noise']:g}, the margin shift int8 makes on {NOISE_QUANTILE:.0%} of images; "
-            f"median margin {ties['median_margin']:g}); an int8 model that noisy is expected to agree on about "
-            f"{ties['expected_agreement']:.1%} (limit {min_agreement:.0%}) whatever the rung. A float model that decides "
-            "more clearly leaves fewer: train longer (more epochs) or on more images, then export again")
+            f"median margin {ties['median_margin']:g}); an int8 model that noisy flips about half of them, so it is "
+            f"expected to agree on about {ties['expected_agreement']:.1%} (limit {min_agreement:.0%}) whatever the rung. "
+            "A float model that decides more clearly leaves fewer: train longer (more epochs) or on more images, then "
+            "export again")
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
