@@ -10,7 +10,13 @@ the training split, so calibration and tuning do not overlap. Each rung is a sma
 config returning another (or None: it does not apply); the ladder converts it with the export stage's own
 `convert`, predicts its Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's
 metrics. The rungs: a larger calibration set; cross-layer equalization and bias correction, weight edits on a
-copy of the float model (pipeline/quant/float_edits.py); per-channel weights; a few epochs of QAT.
+copy of the float model (pipeline/quant/float_edits.py); activation ranges chosen to minimise int8 error, pinned
+on such a copy; per-channel weights; a few epochs of QAT that learns the float model's own scores (distillation:
+the gate measures agreement with float), then a few that learn the labels (pipeline/quant/qat.py).
+
+When nothing passes (classification), the outcome says why in numbers: how many tuning answers are near ties of
+the float model, which an int8 model as noisy as the best attempt flips about half of (`near_ties`), and that
+training longer is the repair.
 
 The tuning split is harder than the held-out images (its views are new crops of training photos, and int8
 parts from float on 2-3% of them where it parts on 0.6-3% of held-out images), so its agreement is judged like
@@ -176,12 +182,14 @@ def _qat(epochs: int, distil: bool = False):
 
 # In order of cost (measured on the photo-folder MobileNetV2 in bench/results/remedy.md): one conversion; one
 # conversion and a float pass; per-channel costs a conversion too but overrides what the user asked, so it comes
-# after the rungs that keep per-tensor weights; QAT costs about 20 conversions.
+# after the rungs that keep per-tensor weights; QAT costs about 20 conversions. The range rung costs what bias
+# does but repaired nothing measured (section 11 there), so it comes after bias; distillation before label QAT,
+# because it parts from float less (section 11, tests/test_remedy.py).
 LADDER: Sequence[Rung] = (
     Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
-    Rung("ranges", "activation ranges that minimise int8 error on those images (percentile ends), pinned", _ranges),
     Rung("equalize", "cross-layer equalization of depthwise-separable pairs (per-tensor weights)", _equalize),
     Rung("bias", "bias correction of conv/dense layers for their weights' expected rounding shift", _bias),
+    Rung("ranges", "activation ranges that minimise int8 error on the calibration rung's images (percentile ends), pinned", _ranges),
     Rung("per-channel", "one scale per output channel of each weight tensor, where per tensor was asked", _per_channel),
     *(Rung(f"distil-{n}", f"{n} epochs of quantization-aware fine-tuning on the float model's own scores (per channel)",
            _qat(n, distil=True)) for n in DISTIL_EPOCHS),
