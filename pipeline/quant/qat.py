@@ -29,6 +29,8 @@ from pipeline.errors import PipelineError
 from pipeline.rundir.run import Run
 
 LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains
+# Distillation: a tenth of that, measured closer to float on the photo-crop MobileNetV2 (bench/results/remedy.md 11)
+DISTIL_LEARNING_RATE = 1e-5
 TEMPERATURE = 2.0  # distillation: the float scores softened, so the runner-up classes carry weight too
 DISTIL_VIEWS = 4  # distillation: each training image and 3 seeded views of it (crops, flips, exposure)
 
@@ -139,7 +141,7 @@ def distil(run: Run, epochs: int, seed: int = 0, exclude=()) -> "keras.Model":
     scores = teacher.predict(inputs, batch_size=64, verbose=0)
     targets = tf.nn.softmax(np.log(np.maximum(scores, 1e-7)) / TEMPERATURE).numpy()
     keras.utils.set_random_seed(seed)
-    student.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss=_softened_cross_entropy)
+    student.compile(optimizer=keras.optimizers.Adam(DISTIL_LEARNING_RATE), loss=_softened_cross_entropy)
     student.optimizer.build(student.trainable_variables)
     student.fit(inputs, targets, batch_size=run.global_batch, epochs=epochs, shuffle=True, verbose=0)
     return student
