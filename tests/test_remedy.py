@@ -203,6 +203,76 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     assert names.index("calibration") < names.index("ranges") and names.index("distil-2") < names.index("qat-2")
 
 
+def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, black):
+    """With --clients, every attempt is scored as each named client feeds the tuning views, against the float model
+    fed the same pixels, and a client that loses more than the limits allow fails the attempt as the int8 model would."""
+    from pipeline.export import ExportConfig, Mode, export_model
+
+    result = export_model(ExportConfig(mode=Mode.INT8, calibration_data=black, repair=True, clients=("pycoral", "mediapipe")),
+                          run_copy)
+    attempts = result.remedy["attempts"]
+    assert result.remedy["clients"] == ["pycoral", "mediapipe"]
+    assert set(result.remedy["client_references"]) == {"pycoral", "mediapipe"}
+    for attempt in attempts:
+        assert set(attempt["clients"]) == {"pycoral", "mediapipe"}
+        assert set(attempt["clients"]["mediapipe"]) >= {"top1", "agreement"}
+    # Calibrated on black frames, the model answers nothing like float in any client either.
+    first = attempts[0]
+    assert first["clients"]["mediapipe"]["agreement"] < 0.98
+    assert any(line.startswith("client_mediapipe: ") for line in first["failures"]), first["failures"]
+    assert result.remedy["passed"] == attempts[-1]["passed"]
+    assert "as pycoral, mediapipe feed them, int8 is gated against float fed the same" in result.table
+    assert "mediapipe 0." in result.table
+    html = (run_copy / "report.html").read_text()
+    assert "mediapipe: top1 / agreement" in html and html.count('class="remedy-attempt"') == len(attempts)
+
+
+def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
+    from pipeline import gate
+    from pipeline.quant.remedy import tuning_failures
+
+    def scores(correct, agree, n=960):
+        return {"top1": gate.Score.counted(correct, n), gate.AGREEMENT: gate.Score.counted(agree, n),
+                "macro_f1": gate.Score.counted(correct, n)}
+
+    reference = scores(900, 960)
+    # Each client against the float model fed as that client feeds it: its own reference, not the contract's.
+    fed_float = scores(880, 960)
+    assert tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
+                           {"pycoral": (scores(879, 950), fed_float)}) == []
+    lines = tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
+                            {"pycoral": (scores(879, 950), fed_float), "mediapipe": (scores(860, 920), fed_float)})
+    assert len(lines) == 2 and all(line.startswith("client_mediapipe: ") for line in lines), lines
+    assert "drop" in lines[0] and "beyond chance" in lines[1]
+
+
+def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
+    """The clients get each view's region of the original, flipped and exposed as the view was, at the original's
+    resolution; the whole-image views are the stored file, byte for byte."""
+    from PIL import Image
+
+    from pipeline.quant import tuning_split
+    from pipeline.rundir.run import Run
+    from pipeline.train import TrainConfig, train_model as train
+    from tests.helpers import write_camera_jpegs
+
+    photos = write_camera_jpegs(tmp_path / "photos", per_class=12, size=(96, 64), seed=0, halves=True)
+    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE), tmp_path / "run"))
+    tuning = tuning_split.tuning_split(run, 0)
+    assert len(tuning.recipes) == len(tuning.images)
+    near, mirrored = [], []
+    for i, view in enumerate(tuning.recipes):
+        picture = tuning_split.client_picture(tuning, i)
+        if view.box is None:
+            assert picture == tuning.originals[view.original]  # JPEG bytes as stored
+            continue
+        seen = np.asarray(picture.resize((SIZE, SIZE), Image.BILINEAR), np.float32)
+        near.append(np.abs(seen - tuning.images[i]).mean())
+        mirrored.append(np.abs(seen[:, ::-1] - tuning.images[i]).mean())
+    # The same region within a few grey levels (the contract decodes JPEGs at reduced scale first); mirrored, not.
+    assert np.median(near) < 4 and np.median(near) < np.median(mirrored) / 2, (np.median(near), np.median(mirrored))
+
+
 def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run_copy, black):
     """The failing export (black calibration frames), then the distillation rung and label QAT each alone on the
     same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the
