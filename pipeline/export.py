@@ -70,6 +70,7 @@ class ExportConfig:
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
     calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
     float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
+    qat_distil: bool = False  # set by the ladder: QAT learns the float model's answers, not the labels (pipeline/quant/qat.py)
     clients: Tuple[str, ...] = ()  # with repair: clients whose feed of the tuning split the ladder judges too (remedy.py)
 
     def validate(self) -> None:
@@ -182,8 +183,10 @@ def convert(config: ExportConfig, run: Run) -> Converted:
     if config.qat_epochs:
         from pipeline.quant import qat
 
-        concrete, trackable = keras_function(qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed), image_size)
-        facts["qat"] = {"epochs": config.qat_epochs}
+        tuned = (qat.distil(run, config.qat_epochs, config.seed, config.calibration_exclude) if config.qat_distil
+                 else qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed))
+        concrete, trackable = keras_function(tuned, image_size)
+        facts["qat"] = {"epochs": config.qat_epochs, **({"learns": "the float model's scores"} if config.qat_distil else {})}
     elif config.float_edits and config.mode is Mode.INT8:
         from pipeline.quant import float_edits
 

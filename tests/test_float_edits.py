@@ -117,3 +117,46 @@ def test_an_export_with_a_float_edit_records_it_and_stays_integer_only(exported_
     model = export.convert(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, float_edits=("bias",)), run)
     assert model.facts["float_edits"] == ["bias"]
     assert model.info is not None and model.io["input"]["dtype"] == "uint8"
+
+
+def test_ranges_clip_a_heavy_tail_and_keep_a_range_without_one():
+    """A heavy-tailed tensor (Student's t, 3 degrees of freedom: a few values 20-40 times the typical one) gets a
+    range short of its extremes, with less int8 error than min..max; a bounded one (uniform) keeps min..max to a step."""
+    from pipeline.quant.float_edits import best_range, int8_error
+
+    rng = np.random.default_rng(0)
+    tail = rng.standard_t(3, 100_000)
+    low, high = best_range(tail)
+    assert tail.min() < low < 0 < high < tail.max(), (low, high, tail.min(), tail.max())
+    assert int8_error(tail, low, high) < int8_error(tail, tail.min(), tail.max())
+    uniform = rng.uniform(0, 6, 100_000)
+    assert best_range(uniform) == pytest.approx((0.0, uniform.max()), abs=6 / 255)  # within one step
+
+
+def test_the_converter_quantizes_each_pinned_tensor_at_its_chosen_range(monkeypatch):
+    """The pins are the tensors' int8 ranges: each chosen range (here half of min..max, to tell it from calibration's
+    own) is the converted tensor's scale, the ReLU6 output, the BatchNorm output no activation follows and the pool."""
+    import tensorflow as tf
+
+    from pipeline.export import ExportConfig
+    from pipeline.quant import float_edits
+    from pipeline.quant.convert import Mode, convert, keras_function, make_converter
+
+    model, images = _separable(6.0)
+    chosen = {}
+
+    def half(values):
+        chosen[len(chosen)] = (min(0.0, float(values.min()) / 2), float(values.max()) / 2)
+        return chosen[len(chosen) - 1]
+
+    monkeypatch.setattr(float_edits, "best_range", half)
+    edited = float_edits.apply(model, ("ranges",), images, per_tensor=False)
+    pinned = [layer.name[: -len("_range")] for layer in edited.layers if layer.name.endswith("_range")]
+    # Not dw (a BatchNorm follows) nor the dense layer (the output); the pool's name is Keras' own, numbered per session.
+    assert pinned[:3] == ["stem", "dw_relu", "pw_bn"] and len(pinned) == 4
+    assert pinned[3].startswith("global_average_pooling2d")
+    concrete, trackable = keras_function(edited, 8)
+    model_bytes = convert(make_converter(concrete, trackable, Mode.INT8, ExportConfig(mode=Mode.INT8), images.astype(np.uint8)))
+    scales = [d["quantization"][0] for d in tf.lite.Interpreter(model_content=model_bytes).get_tensor_details()]
+    for low, high in chosen.values():
+        assert any(abs(s - (high - low) / 255) < 1e-6 * (high - low) for s in scales), ((low, high), scales)

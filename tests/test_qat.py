@@ -1,4 +1,5 @@
-"""QAT fine-tunes at the global batch `pipeline train` recorded, and refuses a manifest without one."""
+"""QAT fine-tunes at the global batch `pipeline train` recorded, and refuses a manifest without one; distillation
+learns the float model's softened scores on the training images outside the ladder's tuning split."""
 from __future__ import annotations
 
 import pytest
@@ -32,6 +33,39 @@ def test_qat_traces_its_training_step_once(exported_run):
 
     model = qat.fine_tune(Run.open(exported_run), epochs=1)
     assert model.train_function.experimental_get_tracing_count() == 1
+
+
+def test_distillation_fits_the_float_models_softened_scores_on_views_outside_the_tuning_split(exported_run, monkeypatch):
+    import numpy as np
+    import tf_keras as keras
+
+    from pipeline.data import load_split
+    from pipeline.quant import qat
+    from pipeline.rundir.run import Run
+
+    run = Run.open(exported_run)
+    images, _ = load_split(run, "train")
+    exclude = (0, 5, 7)
+    seen = {}
+
+    def fake_fit(self, inputs, targets, **kwargs):
+        seen.update(inputs=inputs, targets=targets, batch_size=kwargs.get("batch_size"))
+
+    monkeypatch.setattr(keras.Model, "fit", fake_fit)
+    student = qat.distil(run, epochs=1, exclude=exclude)
+    kept = len(images) - len(exclude)
+    assert len(seen["inputs"]) == kept * qat.DISTIL_VIEWS and seen["batch_size"] == run.global_batch
+    # The images themselves first (the excluded ones left out), then the views.
+    np.testing.assert_array_equal(seen["inputs"][:kept], np.delete(images, exclude, axis=0).astype(np.float32))
+    teacher = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
+    scores = teacher.predict(seen["inputs"], verbose=0)
+    targets = seen["targets"]
+    np.testing.assert_allclose(targets.sum(1), 1.0, atol=1e-5)
+    assert (targets.argmax(1) == scores.argmax(1)).all()
+    assert targets.max(1).mean() < scores.max(1).mean()  # softened: the runner-up classes carry weight
+    # BatchNorm is frozen in the student (its statistics are the float model's); the rest trains.
+    norms = [layer for layer in student.layers if isinstance(getattr(layer, "layer", layer), keras.layers.BatchNormalization)]
+    assert all(not getattr(n, "layer", n).trainable for n in norms) and student.trainable_variables
 
 
 @pytest.mark.parametrize("training", [{}, {"global_batch": 0}, {"global_batch": "32"}, {"batch_size": 64}])

@@ -192,12 +192,13 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
     skipped = rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning)
     assert isinstance(skipped, remedy.Skip) and "per-channel" in skipped.why
-    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",))):
+    for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",)), ("ranges", ("ranges",))):
         config = rungs[name].config(asked, tuning)
         assert config.float_edits == edits and config.per_tensor
         assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
     names = [r.name for r in remedy.LADDER]
     assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
+    assert names.index("calibration") < names.index("ranges") and names.index("distil-2") < names.index("qat-2")
 
 
 def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, black):
@@ -268,3 +269,45 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
         mirrored.append(np.abs(seen[:, ::-1] - tuning.images[i]).mean())
     # The same region within a few grey levels (the contract decodes JPEGs at reduced scale first); mirrored, not.
     assert np.median(near) < 4 and np.median(near) < np.median(mirrored) / 2, (np.median(near), np.median(mirrored))
+
+
+def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run_copy, black):
+    """The failing export (black calibration frames), then the distillation rung and label QAT each alone on the
+    same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the
+    case it is for), calibrated and distilled on the training images outside the tuning split, judged like any rung."""
+    from pipeline import export
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+
+    rungs = {r.name: r for r in remedy.LADDER}
+    config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
+    run = Run.open(run_copy)
+    distilled = remedy.repair(config, run, export.convert, ladder=[rungs["distil-2"]])
+    labelled = remedy.repair(config, run, export.convert, ladder=[rungs["qat-2"]])
+    asked, distil = distilled.attempts
+    qat = labelled.attempts[1]
+    assert not asked.passed, remedy.table(distilled)
+    agreement = {a.remedy: a.scores["agreement"].exact for a in (asked, distil, qat)}
+    assert agreement["distil-2"] > agreement["none"] and agreement["distil-2"] > agreement["qat-2"], agreement
+    assert distil.passed == (not distil.failures and not distil.mapping_lowered)  # judged as every rung is
+    facts = distil.model.facts
+    assert facts["qat"] == {"epochs": 2, "learns": "the float model's scores"} and facts["remedy"] == "distil-2"
+    assert facts["calibration"]["excluded"] == len(distilled.tuning.positions) and facts["per_channel"]
+
+
+def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
+    """Float answers with margins 0.02 (near ties) and 0.6; an int8 model that moves every margin by +-0.05:
+    the near ties are counted, and half of them are expected to flip."""
+    from pipeline import gate
+    from pipeline.quant import remedy
+
+    n = 200
+    margins = np.where(np.arange(n) < 40, 0.02, 0.6)
+    reference = np.stack([(1 + margins) / 2, (1 - margins) / 2, np.zeros(n)], axis=1)
+    shift = np.where(np.arange(n) % 2 == 0, 0.05, -0.05)
+    outputs = reference + np.stack([shift / 2, -shift / 2, np.zeros(n)], axis=1)
+    ties = remedy.near_ties(reference, outputs)
+    assert ties["images"] == n and ties["near_ties"] == 40 and ties["noise"] == pytest.approx(0.05)
+    assert ties["expected_agreement"] == pytest.approx(1 - 0.5 * 40 / n)
+    line = remedy.ties_line(ties, 0.98)
+    assert "40 of 200" in line and "train longer" in line and "90.0%" in line

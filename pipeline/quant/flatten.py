@@ -10,7 +10,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the models are tf-keras models
 
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -20,11 +20,17 @@ def is_nested(model: "keras.Model") -> bool:
     return any(_is_graph(layer) for layer in model.layers)
 
 
+def rebuilt(model: "keras.Model", after: Optional[Callable] = None) -> "keras.Model":
+    """`model`'s graph, nested models spliced in, on new inputs (each layer's outputs replaced by `after(layer,
+    outputs)` when given); it shares `model`'s layers."""
+    inputs = [keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t.name.split(":")[0]) for t in model.inputs]
+    outputs = _call(model, inputs, after)
+    return keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0], name=model.name)
+
+
 def flatten(model: "keras.Model") -> "keras.Model":
     """An independent copy of `model` with every nested functional model's layers spliced into one graph."""
-    inputs = [keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t.name.split(":")[0]) for t in model.inputs]
-    outputs = _call(model, inputs)
-    flat = keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0], name=model.name)
+    flat = rebuilt(model)
     # The graph above reuses the original layer objects; a clone gives the flat model its own layers and weights.
     copy = keras.models.clone_model(flat)
     copy.set_weights(flat.get_weights())
@@ -35,8 +41,9 @@ def _is_graph(layer) -> bool:
     return isinstance(layer, keras.Model) and getattr(layer, "_is_graph_network", False)
 
 
-def _call(model: "keras.Model", inputs: List) -> List:
-    """`model`'s graph applied to `inputs`, layer by layer, descending into nested functional models."""
+def _call(model: "keras.Model", inputs: List, after: Optional[Callable] = None) -> List:
+    """`model`'s graph applied to `inputs`, layer by layer, descending into nested functional models;
+    `after(layer, outputs)`, when given, replaces each layer's outputs (to insert ops behind some layers)."""
     tensors: Dict[int, object] = {id(x): y for x, y in zip(model.inputs, inputs)}
 
     def swap(structure):
@@ -49,9 +56,11 @@ def _call(model: "keras.Model", inputs: List) -> List:
                 continue
             args, kwargs = swap(node.call_args), swap(node.call_kwargs)
             if _is_graph(node.layer):
-                outputs = _call(node.layer, tf.nest.flatten((args, kwargs)))
+                outputs = _call(node.layer, tf.nest.flatten((args, kwargs)), after)
             else:
                 outputs = node.layer(*args, **kwargs)
+                if after is not None:
+                    outputs = after(node.layer, outputs)
             for x, y in zip(tf.nest.flatten(node.outputs), tf.nest.flatten(outputs)):
                 tensors[id(x)] = y
     return [tensors[id(x)] for x in model.outputs]

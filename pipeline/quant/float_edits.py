@@ -15,6 +15,13 @@ steps. The edits run on a flat copy of RUN's Keras model (pipeline/quant/flatten
   float model's mean input per channel on the calibration images and the weights quantized as the converter
   quantizes them (symmetric int8, per tensor or per output channel), is subtracted from the layer's bias (or the
   BatchNorm's beta that the converter folds into it). It changes the float function on purpose.
+- `ranges`: each activation tensor the converter quantizes on its own (ReLU/ReLU6 outputs, the outputs of convs
+  and BatchNorms no activation follows, residual adds, the pool, the logits) gets the range that minimises its
+  int8 error (rounding plus clipping, mean squared, on the calibration images) among percentile ranges from
+  the full min..max down to the 99th percentile, pinned by a FakeQuant op behind the layer, which the converter
+  takes as that tensor's quantization (as pipeline/quant/convention.py pins the input). Calibration's min..max
+  lets one rare extreme stretch every step of a tensor; this trades that extreme's clipping for finer steps
+  where the values are.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 import tf_keras as keras
 
-EDITS = ("equalize", "bias")
+EDITS = ("equalize", "bias", "ranges")
 BATCH = 32  # calibration images per float pass
 
 
@@ -50,8 +57,10 @@ def apply(model: "keras.Model", edits: Sequence[str], calibration: np.ndarray, p
     for edit in edits:
         if edit == "equalize":
             equalize(flat, images)
-        else:
+        elif edit == "bias":
             correct_bias(flat, images, per_tensor)
+        else:
+            flat = pin_ranges(flat, images)
     return flat
 
 
@@ -221,3 +230,81 @@ def correct_bias(model: "keras.Model", images: np.ndarray, per_tensor: bool) -> 
         else:
             layer.bias.assign(layer.bias.numpy() - shift.astype(np.float32))
     return len(targets)
+
+
+# --- activation ranges that minimise int8 error ------------------------------------------------------------------
+
+RANGE_SAMPLES = 20000  # values of each tensor kept per batch of calibration images to choose its range from
+PERCENTILES = (100.0, 99.999, 99.99, 99.95, 99.9, 99.8, 99.5, 99.0)  # the candidate ranges' ends, per side
+
+
+def range_targets(model: "keras.Model") -> List["keras.layers.Layer"]:
+    """The layers whose output the converter quantizes as a tensor of its own: a conv/dense/BatchNorm/add output
+    that no BatchNorm or ReLU-family activation is fused into, a ReLU/ReLU6, the global pool."""
+    consumers, found = _consumers(model), []
+    for layer in model.layers:
+        nxt = _only(consumers, layer)
+        fused = nxt is not None and (_activation_cap(nxt) is not None or (
+            isinstance(nxt, keras.layers.BatchNormalization) and not isinstance(layer, keras.layers.BatchNormalization)))
+        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense)):
+            fused = fused or layer.activation.__name__ != "linear"
+        elif isinstance(layer, (keras.layers.BatchNormalization, keras.layers.Add)):
+            pass
+        elif _activation_cap(layer) is not None or isinstance(layer, keras.layers.GlobalAveragePooling2D):
+            fused = False
+        else:
+            continue
+        if not fused and consumers.get(layer.name):
+            found.append(layer)
+    return found
+
+
+def int8_error(values: np.ndarray, low: float, high: float) -> float:
+    """Mean squared error of `values` quantized to 256 levels over [low, high] (clipped outside it)."""
+    step = (high - low) / 255.0 if high > low else 1.0
+    return float(np.mean((np.clip(np.round((values - low) / step), 0, 255) * step + low - values) ** 2))
+
+
+def best_range(values: np.ndarray) -> tuple:
+    """(low, high) among the percentile ranges of `values` with the smallest int8 error; always spanning 0."""
+    best = None
+    for pct in PERCENTILES:
+        low, high = min(0.0, float(np.percentile(values, 100.0 - pct))), max(0.0, float(np.percentile(values, pct)))
+        if high - low <= 0:
+            continue
+        error = int8_error(values, low, high)
+        if best is None or error < best[0]:
+            best = (error, low, high)
+    return (best[1], best[2]) if best else (0.0, 1.0)
+
+
+def pin_ranges(model: "keras.Model", images: np.ndarray, seed: int = 0) -> "keras.Model":
+    """`model` with a FakeQuant op behind each `range_targets` layer at its `best_range` on `images`."""
+    import tensorflow as tf
+
+    from pipeline.quant.flatten import rebuilt
+
+    targets = range_targets(model)
+    if not targets:
+        return model
+    probe = keras.Model(model.inputs, [layer.output for layer in targets])
+    rng = np.random.default_rng(seed)
+    kept: List[List[np.ndarray]] = [[] for _ in targets]
+    for i in range(0, len(images), BATCH):
+        values = probe(images[i:i + BATCH], training=False)
+        values = values if isinstance(values, (list, tuple)) else [values]
+        for j, v in enumerate(values):
+            flat = v.numpy().ravel()
+            # Every extreme, and a sample of the rest: the ranges' ends need the first, the error the second.
+            sample = flat if flat.size <= RANGE_SAMPLES else flat[rng.integers(0, flat.size, RANGE_SAMPLES)]
+            kept[j].append(np.concatenate([sample, [flat.min(), flat.max()]]))
+    ranges = {layer.name: best_range(np.concatenate(parts)) for layer, parts in zip(targets, kept)}
+
+    def pinned(layer, outputs):
+        if layer.name not in ranges:
+            return outputs
+        low, high = ranges[layer.name]
+        return keras.layers.Lambda(lambda x, lo=low, hi=high: tf.quantization.fake_quant_with_min_max_args(x, min=lo, max=hi, num_bits=8),
+                                   name=f"{layer.name}_range")(outputs)
+
+    return rebuilt(model, pinned)

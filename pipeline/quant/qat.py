@@ -8,6 +8,12 @@ They get `OutputQuantizeConfig` below (no weights, the output fake-quantized lik
 converted model still takes raw pixels with a (1.0, 0) uint8 input. Everything else, the
 softmax included, uses tfmot's default 8-bit scheme. tfmot annotates layer by layer and refuses a Keras
 application nested as one layer (MobileNetV2's base), so such a model is flattened into one graph first.
+
+Two losses. `fine_tune` learns the labels, as training did. `distil` learns the float model's own answers: its
+softened scores on the training images and seeded views of them (the remedy ladder's `distil` rungs), because the
+parity gate measures agreement with the float model, and on a weak float model the labels pull the int8 model
+away from it (it learns to be right where float is wrong, which the gate counts as parting). BatchNorm statistics
+stay frozen there: they are the float model's, which the student is to reproduce.
 """
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ from pipeline.errors import PipelineError
 from pipeline.rundir.run import Run
 
 LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts rather than retrains
+# Distillation: a tenth of that, measured closer to float on the photo-crop MobileNetV2 (bench/results/remedy.md 11)
+DISTIL_LEARNING_RATE = 1e-5
+TEMPERATURE = 2.0  # distillation: the float scores softened, so the runner-up classes carry weight too
+DISTIL_VIEWS = 4  # distillation: each training image and 3 seeded views of it (crops, flips, exposure)
 
 
 def _tfmot():
@@ -104,3 +114,42 @@ def fine_tune(run: Run, epochs: int, seed: int = 0) -> "keras.Model":
     qat_model.optimizer.build(qat_model.trainable_variables)
     qat_model.fit(images.astype(np.float32), labels, batch_size=batch, epochs=epochs, shuffle=True, verbose=0)
     return qat_model
+
+
+def distil(run: Run, epochs: int, seed: int = 0, exclude=()) -> "keras.Model":
+    """RUN's Keras model made quantization-aware and fine-tuned `epochs` epochs to reproduce the float model's
+    softened scores (temperature `TEMPERATURE`) on the training split without `exclude` (the ladder's tuning
+    split, which must stay unseen to judge the result) and seeded views of those images."""
+    import tensorflow as tf
+
+    from pipeline.data import load_split
+    from pipeline.quant.tuning_split import random_view
+
+    teacher = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
+    student = quantize_aware(teacher)
+    for layer in student.layers:  # BatchNorm in inference mode: the float model's statistics are the target
+        inner = getattr(layer, "layer", layer)
+        if isinstance(inner, keras.layers.BatchNormalization):
+            inner.trainable = False
+    images, _ = load_split(run, "train")
+    if len(exclude):
+        images = images[np.setdiff1d(np.arange(len(images)), np.asarray(exclude, np.int64))]
+    rng = np.random.default_rng(seed)
+    size = images.shape[1]
+    views = [images] + [np.stack([random_view(image, size, rng)[0] for image in images]) for _ in range(DISTIL_VIEWS - 1)]
+    inputs = np.concatenate(views).astype(np.float32)
+    scores = teacher.predict(inputs, batch_size=64, verbose=0)
+    targets = tf.nn.softmax(np.log(np.maximum(scores, 1e-7)) / TEMPERATURE).numpy()
+    keras.utils.set_random_seed(seed)
+    student.compile(optimizer=keras.optimizers.Adam(DISTIL_LEARNING_RATE), loss=_softened_cross_entropy)
+    student.optimizer.build(student.trainable_variables)
+    student.fit(inputs, targets, batch_size=run.global_batch, epochs=epochs, shuffle=True, verbose=0)
+    return student
+
+
+def _softened_cross_entropy(target, scores):
+    """Cross-entropy of the student's scores softened like the target's, times T^2 (the gradient's usual scale)."""
+    import tensorflow as tf
+
+    log_soft = tf.nn.log_softmax(tf.math.log(tf.maximum(scores, 1e-7)) / TEMPERATURE)
+    return -tf.reduce_sum(target * log_soft, axis=-1) * TEMPERATURE ** 2

@@ -83,7 +83,7 @@ def tuning_split(run, seed: int) -> TuningSplit:
         images.append(contract.load_pixels(original, (size, size), name=example.id))
         recipes.append(View(k))
         for _ in range(TUNING_VIEWS - 1):
-            pixels, view = _view(large, size, rng, k)
+            pixels, view = random_view(large, size, rng, k)
             images.append(pixels)
             recipes.append(view)
         view_labels += [example.label] * TUNING_VIEWS
@@ -100,9 +100,9 @@ class View(NamedTuple):
     gain: float = 1.0  # exposure: pixel values times this, clipped to 0..255
 
 
-def _view(large: np.ndarray, size: int, rng: np.random.Generator, original: int) -> Tuple[np.ndarray, View]:
-    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of an image decoded at twice the size,
-    and its recipe."""
+def random_view(large: np.ndarray, size: int, rng: np.random.Generator, original: int = 0) -> Tuple[np.ndarray, View]:
+    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of `large` (the tuning split decodes
+    its images at twice the size) resized to `size`, and its recipe."""
     from PIL import Image
 
     h, w = large.shape[:2]

@@ -80,8 +80,8 @@ def scores(found: Sequence, reference_found: Sequence, tuning, classes: List[str
 
 
 def task():
-    from pipeline.quant.remedy import QAT_EPOCHS, TuningTask
+    from pipeline.quant.remedy import QAT_RUNGS, TuningTask
     from pipeline.tasks.detect_parity import gate_limits, metrics
 
     return TuningTask(metrics(), split, reference, candidate, scores, gate_limits,
-                      {f"qat-{n}": QAT_SKIPPED for n in QAT_EPOCHS})
+                      {name: QAT_SKIPPED for name in QAT_RUNGS})
