@@ -111,8 +111,7 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
     result = prepare.write_shards(config, folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
-    shown_task = "" if task == tasks.DEFAULT else f" --task {task}"
-    click.echo(f"train on them with: pipeline train{shown_task} --data '{result.pattern}' --out RUN")
+    click.echo(f"train on them with: pipeline train{tasks.option(task)} --data '{result.pattern}' --out RUN")
 
 
 @main.command("export")

@@ -20,7 +20,6 @@ from fractions import Fraction
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.training.chance import Majority
 
 REFERENCE = "float_savedmodel"  # the model every other is compared with
 GATED = ("int8_cpu", "edgetpu", "device_cpu")  # the models the gate applies to (the float TFLite model is reported only)
@@ -90,31 +89,34 @@ class Score(NamedTuple):
 
 
 class Floor(NamedTuple):
-    """The least top-1 accuracy a model must reach: above chance (always answering the majority class), or --min-accuracy."""
+    """The least score a model must reach: above chance, or --min-accuracy. `chance` is what a model that learned
+    nothing scores, by the task's own measure (training/chance.py's Majority for a classifier, the detect task's
+    NoSkill for a detector); it names itself in the floor's lines (`exact`, `rate`, `describe`, `brief`, `nothing`,
+    `key`, `rule`, `min_note`, `as_dict`)."""
 
-    chance: Majority
-    min_accuracy: Optional[float]  # None: strictly better than always answering the majority class
+    chance: Any
+    min_accuracy: Optional[float]  # None: strictly better than chance
     metric: Metric = CLASSIFICATION["top1"]
 
     def failure(self, name: str, score: Score) -> Optional[str]:
-        """What is wrong with `score` (on the images the majority was counted on), or None."""
+        """What is wrong with `score` (on the images chance was counted on), or None."""
         said = f"{name}: {self.metric.short} {score.describe()}"
         if self.min_accuracy is None:
-            if score.exact > Fraction(self.chance.count, self.chance.images):
+            if score.exact > self.chance.exact:
                 return None
-            return f"{said} is no better than always answering the most frequent held-out class, {self.chance.describe()}"
+            return f"{said} is no better than {self.chance.nothing}, {self.chance.describe()}"
         if score.exact >= Fraction(str(self.min_accuracy)):
             return None
-        return f"{said} is under --min-accuracy {self.min_accuracy:g}"
+        return f"{said} is under --min-accuracy {self.min_accuracy:g}{self.chance.min_note}"
 
     def describe(self) -> str:
         if self.min_accuracy is None:
-            return f"{self.metric.short} > {self.chance.rate:.4f} (majority class {self.chance.name!r})"
+            return f"{self.metric.short} > {self.chance.rate:.4f} ({self.chance.brief()})"
         return f"{self.metric.short} >= {self.min_accuracy:g}"
 
     def as_dict(self) -> Dict[str, object]:
-        return {"min_accuracy": self.min_accuracy, "majority": self.chance.as_dict(),
-                "rule": "better than always answering the majority class" if self.min_accuracy is None else "--min-accuracy"}
+        return {"min_accuracy": self.min_accuracy, self.chance.key: self.chance.as_dict(),
+                "rule": self.chance.rule if self.min_accuracy is None else self.chance.min_rule}
 
 
 def check(scores: Mapping[str, Mapping[str, Score]], limits: GateLimits, metrics: Mapping[str, Metric],

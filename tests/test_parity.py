@@ -197,7 +197,8 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     from PIL import Image
 
     from edge.cli import main as edge_main
-    from pipeline import data, parity
+    from pipeline import data
+    from pipeline.tasks.classify_parity import tflite_scores
     from pipeline.rundir.run import Run
 
     images, labels = data.load_split(Run.open(run_copy), "heldout")
@@ -205,7 +206,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     Image.fromarray(images[0]).save(jpeg, quality=95)
     decoded = np.asarray(Image.open(jpeg).convert("RGB"))
     contract = Run.open(run_copy).contract_of("model_int8")
-    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], contract, threads=None)[0]
+    host = tflite_scores(run_copy / "model_int8.tflite", decoded[None], contract, threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output
     expected = int(host.argmax())

@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
-from pipeline.report import detection, disagreements, latency, plots
+from pipeline.inference import disagreements
+from pipeline.report import detection, latency, plots
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)

@@ -215,12 +215,10 @@ class Detect(Task):
 
         return detect_tuning.task()
 
-    def parity(self, config, run):
-        from pipeline.tasks import detect_parity
+    def comparison(self):
+        from pipeline.tasks.detect_parity import DetectComparison
 
-        outcome = detect_parity.parity(config, run)
-        outcome.report["summary"] = detect_parity.summary_table(outcome.report)
-        return outcome
+        return DetectComparison()
 
     def predict(self, config, run, say, progress):
         from pipeline.tasks import detect_predict
