@@ -19,7 +19,7 @@ from edge.errors import EdgeError, exits_cleanly
 from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
-from pipeline.training.config import FLAGS, TrainConfig, plain_type
+from pipeline.training.config import FLAGS, TrainConfig, plain_type, shown_default
 from pipeline.training.schedule import WarmupSchedule
 
 # Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
@@ -49,6 +49,13 @@ _TRAIN_OWN_OPTIONS = {
 }
 
 
+def _with_default(help: str, name: str) -> str:
+    """The option's help with its default as TrainConfig (and each task) writes it; the option itself defaults to None,
+    "not given", so that a config file's value or the task's default applies."""
+    shown = shown_default(name)
+    return help if shown is None else f"{help}  [default: {shown}]"
+
+
 def _train_options(command):
     """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
     (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
@@ -60,10 +67,10 @@ def _train_options(command):
         flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
         if kind == typing.Tuple[str, ...]:  # a tuple of strings: the option is given once per value
             flag_kwargs = dict(multiple=True)
-        made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
+        made[name] = click.option(flag.name, name, help=_with_default(flag.help, name), **flag_kwargs)
     for f in fields(WarmupSchedule):
         made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
-                                                  help=f.metadata["help"])
+                                                  help=_with_default(f.metadata["help"], f"schedule.{f.name}"))
     assert set(made) == set(_TRAIN_HELP_ORDER), "every train option has its place in --help"
     for name in reversed(_TRAIN_HELP_ORDER):
         command = made[name](command)
