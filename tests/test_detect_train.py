@@ -194,6 +194,22 @@ def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run):
     assert manifest["parity"]["passed"] == report["gate"]["passed"]
 
 
+def test_parity_after_the_int8_export_alone_as_for_a_classifier(detect_run, tmp_path):
+    """`pipeline export RUN --int8` then `pipeline parity RUN` works as it does for a classifier (tests/test_parity.py):
+    the float reference is the SavedModel; the float TFLite row appears only when that model was exported."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    result = cli(["export", str(run_dir), "--int8", "--calibration-samples", "16"], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = cli(["parity", str(run_dir)], timeout=600)
+    assert "no model_float" not in result.stderr and (run_dir / "parity" / "report.json").is_file(), result.stderr[-3000:]
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    assert set(report["models"]) == {"float_savedmodel", "int8_cpu"}
+    assert result.returncode == (0 if report["gate"]["passed"] else 1), result.stderr[-2000:]
+
+
 def test_export_refuses_what_a_detection_run_does_not_take(detect_run, tmp_path):
     import shutil
 

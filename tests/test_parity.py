@@ -226,6 +226,20 @@ def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
     assert not (run_dir / "parity").exists()
 
 
+def test_parity_after_the_int8_export_alone_compares_it_with_the_savedmodel(tmp_path, exported_run):
+    """`pipeline export RUN --int8` then `pipeline parity RUN`: the float TFLite model is optional (its row appears when
+    exported), as for a detection run (tests/test_detect_train.py)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    forget_artifact(run_dir, "model_float")
+    (run_dir / "model_float.tflite").unlink()
+    result = _pipeline("parity", run_dir)
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    assert set(report["models"]) == {"float_savedmodel", "int8_cpu"}, result.output
+    assert result.exit_code == (0 if report["gate"]["passed"] else 1), result.output
+    assert "float_tflite_cpu" not in result.output and "int8_cpu" in result.output
+
+
 def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
     result = cli(["run", "--out", str(tmp_path / "run")], timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
