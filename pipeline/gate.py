@@ -88,11 +88,21 @@ class Score(NamedTuple):
         return f"{(reference.shown - self.shown) * 100:.2f} pp ({reference.shown:.4f} -> {self.shown:.4f})"
 
 
+class FloorWords(NamedTuple):
+    """How the floor's lines and report entry name a task's chance."""
+
+    key: str  # the chance's entry in parity/report.json's gate.floor
+    nothing: str  # "<model> is no better than <nothing>, <chance.describe()>"
+    rule: str  # gate.floor.rule without --min-accuracy
+    min_rule: str = "--min-accuracy"  # gate.floor.rule with it
+    min_note: str = ""  # after "is under --min-accuracy X"
+
+
 class Floor(NamedTuple):
     """The least score a model must reach: above chance, or --min-accuracy. `chance` is what a model that learned
     nothing scores, by the task's own measure (training/chance.py's Majority for a classifier, the detect task's
-    NoSkill for a detector); it names itself in the floor's lines (`exact`, `rate`, `describe`, `brief`, `nothing`,
-    `key`, `rule`, `min_note`, `as_dict`)."""
+    NoSkill for a detector): its `exact` score to beat, the `rate` shown, `describe()`, `brief()`, `as_dict()` and
+    its `words` (FloorWords)."""
 
     chance: Any
     min_accuracy: Optional[float]  # None: strictly better than chance
@@ -104,10 +114,10 @@ class Floor(NamedTuple):
         if self.min_accuracy is None:
             if score.exact > self.chance.exact:
                 return None
-            return f"{said} is no better than {self.chance.nothing}, {self.chance.describe()}"
+            return f"{said} is no better than {self.chance.words.nothing}, {self.chance.describe()}"
         if score.exact >= Fraction(str(self.min_accuracy)):
             return None
-        return f"{said} is under --min-accuracy {self.min_accuracy:g}{self.chance.min_note}"
+        return f"{said} is under --min-accuracy {self.min_accuracy:g}{self.chance.words.min_note}"
 
     def describe(self) -> str:
         if self.min_accuracy is None:
@@ -115,8 +125,9 @@ class Floor(NamedTuple):
         return f"{self.metric.short} >= {self.min_accuracy:g}"
 
     def as_dict(self) -> Dict[str, object]:
-        return {"min_accuracy": self.min_accuracy, self.chance.key: self.chance.as_dict(),
-                "rule": self.chance.rule if self.min_accuracy is None else self.chance.min_rule}
+        words = self.chance.words
+        return {"min_accuracy": self.min_accuracy, words.key: self.chance.as_dict(),
+                "rule": words.rule if self.min_accuracy is None else words.min_rule}
 
 
 def check(scores: Mapping[str, Mapping[str, Score]], limits: GateLimits, metrics: Mapping[str, Metric],

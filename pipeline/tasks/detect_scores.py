@@ -10,6 +10,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from pipeline.gate import FloorWords
+
 AGREEMENT_SCORE = 0.4  # pycoral's and Frigate's default threshold: the detections a user sees
 AGREEMENT_IOU = 0.5
 
@@ -72,11 +74,8 @@ class NoSkill(NamedTuple):
     map50: float
     images: int
 
-    key = "no_skill"  # the floor's entry in parity/report.json
-    nothing = "a detector with no skill"
-    rule = "better than one box of the most frequent class per image"
-    min_rule = "--min-accuracy (mAP@.5)"
-    min_note = " (an mAP@.5 floor for a detection run)"
+    words = FloorWords("no_skill", "a detector with no skill", "better than one box of the most frequent class per image",
+                       "--min-accuracy (mAP@.5)", " (an mAP@.5 floor for a detection run)")
 
     @property
     def rate(self) -> float:

@@ -12,6 +12,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from pipeline.gate import FloorWords
+
 
 class Majority(NamedTuple):
     """A classifier's chance: always answering the most frequent held-out class (the gate's Floor words it so)."""
@@ -21,11 +23,8 @@ class Majority(NamedTuple):
     count: int  # its held-out images: what always answering it gets right
     images: int
 
-    key = "majority"  # the floor's entry in parity/report.json
-    nothing = "always answering the most frequent held-out class"
-    rule = "better than always answering the majority class"
-    min_rule = "--min-accuracy"
-    min_note = ""
+    words = FloorWords("majority", "always answering the most frequent held-out class",
+                       "better than always answering the majority class")
 
     @property
     def rate(self) -> float:
