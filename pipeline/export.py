@@ -11,6 +11,9 @@ follows Coral's convention (pipeline/quant/convention.py): uint8 with scale 1/12
 so camera bytes go straight in. Each model carries TFLite metadata (pipeline/metadata: normalization,
 labels, pixel contract, provenance) and gets a sidecar `<model>.json` (sha256, labels, image size,
 input quantization, pixel contract) for the device.
+
+This module is the stage: the options (ExportConfig) and the run's lock; the run's task converts and writes
+(pipeline/tasks/classify_export.py, detect_export.py).
 """
 from __future__ import annotations
 

@@ -6,18 +6,15 @@
 
 Every model sees the held-out images as the device will: the original files, decoded and resized
 by the pixel contract (edge.preprocess). The float SavedModel is the reference. The float TFLite
-model (when exported), the int8 model on the CPU interpreter and, when given, the predictions a
-device made with `edge evaluate` on the bundle are each compared with it: top-1 and top-k
-accuracy, agreement, accuracy drop, per-class deltas, score errors, per-class precision, recall and F1
-and macro-F1 (pipeline/inference/class_metrics.py). The gate (pipeline/gate.py: --max-drop on top-1
-accuracy, or on macro-F1 with --gate-metric macro_f1, and --min-agreement) applies to the int8 model and
-to the device; it counts exactly, so a limit sits exactly where the user put it. Its floor applies to the
-float model too: better than always answering the most frequent held-out class, or --min-accuracy.
-Each known classification client (pipeline/inference/client_scores.py: edgeflow's contract, pycoral's
-classify_image.py, MediaPipe's ImageClassifier) gets a row of its own: the int8 model on the same interpreter,
-fed each held-out file as that client would feed it. The rows are reported; --clients pycoral,mediapipe
-gates the named ones like the int8 model.
-Reports go to RUN/parity/ whether the gate passes or not.
+model (when exported: it is optional, for every task), the int8 model on the CPU interpreter and, when
+given, the predictions a device made with `edge evaluate` on the bundle are each compared with it, and so is
+the int8 model as each known client feeds it (pipeline/inference/client_scores.py; --clients gates the named
+ones like the int8 model). The gate (pipeline/gate.py) applies to the int8 model and to the device, its floor
+to the float model too. Reports go to RUN/parity/ whether the gate passes or not.
+
+This module is the one skeleton every task's parity runs (`compare`); what differs, the task's side supplies
+(pipeline/tasks/comparison.py): a classifier's scores, top-1 and macro-F1 and majority floor
+(tasks/classify_parity.py), a detector's COCOeval mAP, IoU agreement and no-skill floor (tasks/detect_parity.py).
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@
 contract (edge.preprocess): what the device would answer. The output keeps each input's identity and the
 input order. An input with no id, a repeated id or an image that cannot be decoded is refused, named, and
 nothing is written; with --skip-bad it is left out and listed. The stage only reads the run: it writes --out.
+The options are checked here; the run's task predicts (pipeline/tasks/classify_predict.py, detect_predict.py).
 """
 from __future__ import annotations
 
