@@ -193,7 +193,6 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
     from pipeline import parity
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
-    from pipeline.inference.parity_report import summary_table
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
                "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k,
@@ -211,7 +210,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
+    click.echo(result.report["summary"])  # the task's table (its Comparison.summary)
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
 
