@@ -33,7 +33,7 @@ STAGES = (
 _COMMAND = {stage: command for stage, _, command in STAGES}
 # Keys of an epoch in history.json that are not metrics.
 _NOT_METRICS = ("epoch", "seconds", "resumed", "lr")
-# Numbers parity/report.json gives every model today (pipeline/parity.py `_compare`): the table shows
+# Numbers parity/report.json gives every model today (pipeline/tasks/classify_parity.py `compare`): the table shows
 # them, or what they add up to, in its own columns. Any other number gets a column named by its key.
 _PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement", "drop_pp", "score_error_mean",
                  "score_error_max")
