@@ -35,7 +35,8 @@ def main() -> None:
     from pipeline import export, tasks
     from pipeline.quant import remedy, tuning_split
     from pipeline.rundir.run import Run
-    from pipeline.tasks import detect_export, detect_parity
+    from pipeline.detection.heldout import recorded_heldout
+    from pipeline.tasks import detect_export
 
     run = Run.open(args.run)
     task = tasks.of_run(run).tuning()
@@ -43,7 +44,7 @@ def main() -> None:
                                  calibration_samples=args.calibration_samples)
     start = time.monotonic()
     tuning = task.split(run, config.seed)
-    heldout = detect_parity.heldout_images(run)
+    heldout = recorded_heldout(run)
     size = (run.image_size, run.image_size)
     held = tuning_split.TuningSplit(np.arange(len(heldout)), [e.id for e in heldout],
                               np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in heldout]), heldout, 0, 0, 1)

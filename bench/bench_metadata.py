@@ -29,7 +29,8 @@ TARGET_S = 1.0
 
 def mobilenet_int8() -> bytes:
     import models
-    from pipeline.export import ExportConfig, Mode, keras_function, make_converter
+    from pipeline.export import ExportConfig
+    from pipeline.quant.convert import Mode, keras_function, make_converter
 
     model = models.build("mobilenet_v2", 10, 224)
     concrete, trackable = keras_function(model, 224)

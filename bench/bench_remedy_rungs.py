@@ -35,7 +35,9 @@ def main() -> None:
 
     from pipeline import export
     from pipeline.data.heldout import heldout_examples
-    from pipeline.parity import _heldout_pixels
+    from pipeline.quant.calibration import calibration_images
+    from pipeline.tasks.classify_export import convert
+    from pipeline.tasks.classify_parity import _heldout_pixels
     from pipeline.quant import remedy, tuning_split
     from pipeline.rundir.run import Run
 
@@ -70,7 +72,7 @@ def main() -> None:
     for name, candidate in rows:
         start = time.monotonic()
         try:
-            model = export.convert(dataclasses.replace(candidate, remedy=None if name == "none" else name), run)
+            model = convert(dataclasses.replace(candidate, remedy=None if name == "none" else name), run)
         except Exception as err:  # a rung that cannot make a model is a row too
             print(f"| {name} | could not make a model: {str(err).splitlines()[0][:160]} |")
             continue
@@ -91,7 +93,7 @@ def main() -> None:
         for name, candidate in rows:
             if not candidate.float_edits:
                 continue
-            calibration = export.calibration_images(run, candidate, run.image_size)[0]
+            calibration = calibration_images(run, candidate, run.image_size)[0]
             edits = candidate.float_edits
             edited = float_edits.apply(original, edits, calibration, args.per_tensor)
             for n, (images, _) in sets.items():

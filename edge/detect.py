@@ -23,14 +23,12 @@ import numpy as np
 
 from edge import yolo_decode
 from edge.atomic import write_bytes_atomic
-from edge.classify import input_details, invoke, set_input
+from edge.classify import invoke, set_input
 from edge.errors import InputError, ModelCheckError
-from edge.integrity import check_agreement, metadata_record, recorded_labels
-from edge.interpreter import open_model
+from edge.integrity import recorded_labels
 from edge.labels import choose_labels, parse_labels
-from edge.model_metadata import read_metadata
 from edge.preprocess import decode_error
-from edge.runner import Runner, Say, checked_records, choose_contract, quiet
+from edge.runner import Kind, Runner, Say, quiet
 
 SIGNATURE_NAMES = ("output_3", "output_2", "output_1", "output_0")  # boxes, class ids, scores, count
 DEFAULT_THRESHOLD = 0.4  # pycoral's detect_image.py and Frigate's default
@@ -154,28 +152,26 @@ class Detector(NamedTuple):
 def open_detector(model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,
                   backend: Optional[str] = None, verify_sha256: bool = True, labels_file: Optional[Union[str, Path]] = None,
                   mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = quiet) -> Detector:
-    """Open a detector by the device's policy (edge.runner): sha256, interpreter, pixel contract; labels from --labels,
-    the record, else the label file packed on the class-id output (TENSOR_VALUE_LABELS, as Google's detectors carry)."""
-    path = Path(model)
-    if not path.is_file():
-        raise InputError(f"model {path} not found, expected a .tflite file")
-    data = path.read_bytes()
-    records, sha256 = checked_records(path, data, verify_sha256, say)
-    loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)
-    say(f"interpreter: {loaded.backend} ({loaded.why})")
-    indices = output_indices(loaded.interpreter)
-    meta = read_metadata(data, path.name)  # parsed once, for the record it carries and its normalization
-    embedded = metadata_record(path, data, meta)
-    check_agreement(records, embedded)
-    contract = choose_contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
+    """Open a detector by the device's one policy (edge.runner's Runner.open with DETECTOR): sha256, interpreter, the
+    outputs checked, pixel contract; labels from --labels, the record, else the label file packed on the class-id
+    output (TENSOR_VALUE_LABELS, as Google's detectors carry)."""
+    runner = Runner.open(model, edgetpu=edgetpu, threads=threads, backend=backend, verify_sha256=verify_sha256,
+                         labels_file=labels_file, mean=mean, std=std, say=say, kind=DETECTOR)
+    return Detector(runner, runner.outputs)
+
+
+def _detector_labels(labels_file, records, embedded, data, meta, name) -> Tuple[Optional[List[str]], str]:
+    """--labels, else the recorded labels (a sidecar's or manifest's, else the model's own record), else the packed
+    TENSOR_VALUE_LABELS file."""
     labels, labels_from = choose_labels(labels_file, recorded_labels(records) or (embedded.labels if embedded else None))
     if labels is None:
-        labels = value_labels(data, str(path))
+        labels = value_labels(data, name)
         if labels:
             labels_from = "labels: the label file packed on the model's class-id output"
-    say(contract.describe(input_details(loaded.interpreter)))
-    say(labels_from)
-    return Detector(Runner(loaded, contract, labels, sha256), indices)
+    return labels, labels_from
+
+
+DETECTOR = Kind(output_indices, _detector_labels)  # Runner.open's kind for a model ending in the post-processing op
 
 
 def value_labels(data: bytes, name: str = "model") -> Optional[List[str]]:

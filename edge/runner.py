@@ -18,14 +18,14 @@ Opening a model (`Runner.open`) is the device's policy, in this order:
              with JPEGs decoded at full size (edge.contract.PixelContract.unrecorded).
   labels     edge.labels.choose_labels: a labels file, else the recorded labels, else the ones packed in the model.
 Each choice is said through `say` (the CLI prints it on stderr): a wrong guess is the usual cause of noise.
-The sha256 and contract steps (`checked_records`, `choose_contract`) and the silent default `say` (`quiet`) are
-public: edge.detect.open_detector opens a detector by the same policy with them.
+One policy for every kind of model: edge.detect.open_detector is `Runner.open(..., kind=DETECTOR)`, whose `Kind`
+checks the outputs are the detection op's (before the contract) and looks for packed labels on the class-id output.
 """
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -60,6 +60,7 @@ class Runner:
         self.labels = labels  # class names by id; None = report class ids
         self.sha256 = sha256  # of the bytes the interpreter loaded; "" when the caller did not read them
         self.interpreter = loaded.interpreter
+        self.outputs: Any = None  # what `Runner.open`'s kind found of the outputs (a detector's tensor indices)
 
     # Asked for when images are scored, not at opening: `edge bench` times any model, an image classifier or not.
     @functools.cached_property
@@ -75,9 +76,13 @@ class Runner:
     @classmethod
     def open(cls, model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,
              backend: Optional[str] = None, verify_sha256: bool = True, labels_file: Optional[Union[str, Path]] = None,
-             mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = quiet) -> "Runner":
+             mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, say: Say = quiet,
+             kind: Optional["Kind"] = None) -> "Runner":
         """Open `model` by the device's policy (module docstring). edgetpu=True requires the Edge TPU; None lets a
-        compiled model go to it. mean/std (pycoral's --input-mean/--input-std) only for a model with no record."""
+        compiled model go to it. mean/std (pycoral's --input-mean/--input-std) only for a model with no record.
+        `kind`: what differs for a model that is not a classifier (edge.detect's DETECTOR); the runner's `outputs`
+        holds what its check of the outputs found."""
+        kind = kind or CLASSIFIER
         path = Path(model)
         if not path.is_file():
             raise InputError(f"model {path} not found, expected a .tflite file")
@@ -85,6 +90,7 @@ class Runner:
         records, sha256 = checked_records(path, data, verify_sha256, say)
         loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)  # checks the file first
         say(f"interpreter: {loaded.backend} ({loaded.why})")
+        outputs = kind.outputs(loaded.interpreter)  # a model whose outputs are not this kind's is refused before more work
         # The model's metadata, parsed once: its own record (pipeline exports carry one) gives the contract when no
         # sidecar or manifest is there, and a sidecar or manifest that contradicts it is refused; its normalization
         # and packed label file are the last resorts for a model from elsewhere.
@@ -92,10 +98,12 @@ class Runner:
         embedded = metadata_record(path, data, meta)
         check_agreement(records, embedded)
         contract = choose_contract(records, embedded, meta, mean, std, input_details(loaded.interpreter))
-        labels, labels_from = choose_labels(labels_file, recorded_labels(records), data, meta)  # else the packed label file
+        labels, labels_from = kind.labels(labels_file, records, embedded, data, meta, str(path))
         say(contract.describe(input_details(loaded.interpreter)))
         say(labels_from)
-        return cls(loaded, contract, labels, sha256)
+        runner = cls(loaded, contract, labels, sha256)
+        runner.outputs = outputs
+        return runner
 
     @classmethod
     def with_contract(cls, model: Union[str, Path, bytes], contract: PixelContract, *, edgetpu: Optional[bool] = None,
@@ -140,6 +148,21 @@ class Runner:
     def score_all(self, images: np.ndarray) -> np.ndarray:
         """[N, classes] scores of [N, H, W, 3] uint8 pixels already at the model's size, one at a time as a device runs them."""
         return np.stack([self.scores(pixels, f"image {i}") for i, pixels in enumerate(images)]).astype(np.float32)
+
+
+class Kind(NamedTuple):
+    """What opening differs in between a classifier and another kind of model (a detector: edge.detect.DETECTOR)."""
+
+    outputs: Callable[[Any], Any]  # interpreter -> what the outputs are (raises ModelCheckError for a wrong model)
+    labels: Callable[..., Tuple[Optional[List[str]], str]]  # (labels_file, records, embedded, data, meta, name) -> labels, where from
+
+
+def _classifier_labels(labels_file, records, embedded, data, meta, name):
+    """--labels, else the recorded labels, else the label file packed on the scores output."""
+    return choose_labels(labels_file, recorded_labels(records), data, meta)
+
+
+CLASSIFIER = Kind(lambda interpreter: None, _classifier_labels)
 
 
 def checked_records(path: Path, data: bytes, verify_sha256: bool, say: Say) -> Tuple[List[ModelRecord], str]:

@@ -19,7 +19,7 @@ from edge.errors import EdgeError, exits_cleanly
 from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
 from pipeline.gate import GATE, GATE_METRICS
-from pipeline.training.config import FLAGS, TrainConfig, plain_type
+from pipeline.training.config import FLAGS, TrainConfig, plain_type, shown_default
 from pipeline.training.schedule import WarmupSchedule
 
 # Stages read models with edge/'s reader, which raises EdgeErrors: both are the user's to act on.
@@ -50,6 +50,13 @@ _TRAIN_OWN_OPTIONS = {
 }
 
 
+def _with_default(help: str, name: str) -> str:
+    """The option's help with its default as TrainConfig (and each task) writes it; the option itself defaults to None,
+    "not given", so that a config file's value or the task's default applies."""
+    shown = shown_default(name)
+    return help if shown is None else f"{help}  [default: {shown}]"
+
+
 def _train_options(command):
     """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
     (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
@@ -61,10 +68,10 @@ def _train_options(command):
         flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
         if kind == typing.Tuple[str, ...]:  # a tuple of strings: the option is given once per value
             flag_kwargs = dict(multiple=True)
-        made[name] = click.option(flag.name, name, help=flag.help, **flag_kwargs)
+        made[name] = click.option(flag.name, name, help=_with_default(flag.help, name), **flag_kwargs)
     for f in fields(WarmupSchedule):
         made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
-                                                  help=f.metadata["help"])
+                                                  help=_with_default(f.metadata["help"], f"schedule.{f.name}"))
     assert set(made) == set(_TRAIN_HELP_ORDER), "every train option has its place in --help"
     for name in reversed(_TRAIN_HELP_ORDER):
         command = made[name](command)
@@ -112,8 +119,7 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
     result = prepare.write_shards(config, folder, out, task)
     click.echo(f"wrote {result.count} records in {len(result.shards)} shard(s) and {result.labels_path}"
                + (f"; {result.reencoded} image(s) were not JPEG and were re-encoded (their pixels changed)" if result.reencoded else ""))
-    shown_task = "" if task == tasks.DEFAULT else f" --task {task}"
-    click.echo(f"train on them with: pipeline train{shown_task} --data '{result.pattern}' --out RUN")
+    click.echo(f"train on them with: pipeline train{tasks.option(task)} --data '{result.pattern}' --out RUN")
 
 
 @main.command("export")
@@ -188,7 +194,6 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
     from pipeline import parity
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
-    from pipeline.inference.parity_report import summary_table
 
     options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
                "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k,
@@ -206,7 +211,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
     result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
-    click.echo(result.report.get("summary") or summary_table(result.report))  # a task's own report carries its table
+    click.echo(result.report["summary"])  # the task's table (its Comparison.summary)
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
 

@@ -20,7 +20,6 @@ from fractions import Fraction
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.training.chance import Majority
 
 REFERENCE = "float_savedmodel"  # the model every other is compared with
 GATED = ("int8_cpu", "edgetpu", "device_cpu")  # the models the gate applies to (the float TFLite model is reported only)
@@ -89,32 +88,46 @@ class Score(NamedTuple):
         return f"{(reference.shown - self.shown) * 100:.2f} pp ({reference.shown:.4f} -> {self.shown:.4f})"
 
 
-class Floor(NamedTuple):
-    """The least top-1 accuracy a model must reach: above chance (always answering the majority class), or --min-accuracy."""
+class FloorWords(NamedTuple):
+    """How the floor's lines and report entry name a task's chance."""
 
-    chance: Majority
-    min_accuracy: Optional[float]  # None: strictly better than always answering the majority class
+    key: str  # the chance's entry in parity/report.json's gate.floor
+    nothing: str  # "<model> is no better than <nothing>, <chance.describe()>"
+    rule: str  # gate.floor.rule without --min-accuracy
+    min_rule: str = "--min-accuracy"  # gate.floor.rule with it
+    min_note: str = ""  # after "is under --min-accuracy X"
+
+
+class Floor(NamedTuple):
+    """The least score a model must reach: above chance, or --min-accuracy. `chance` is what a model that learned
+    nothing scores, by the task's own measure (training/chance.py's Majority for a classifier, the detect task's
+    NoSkill for a detector): its `exact` score to beat, the `rate` shown, `describe()`, `brief()`, `as_dict()` and
+    its `words` (FloorWords)."""
+
+    chance: Any
+    min_accuracy: Optional[float]  # None: strictly better than chance
     metric: Metric = CLASSIFICATION["top1"]
 
     def failure(self, name: str, score: Score) -> Optional[str]:
-        """What is wrong with `score` (on the images the majority was counted on), or None."""
+        """What is wrong with `score` (on the images chance was counted on), or None."""
         said = f"{name}: {self.metric.short} {score.describe()}"
         if self.min_accuracy is None:
-            if score.exact > Fraction(self.chance.count, self.chance.images):
+            if score.exact > self.chance.exact:
                 return None
-            return f"{said} is no better than always answering the most frequent held-out class, {self.chance.describe()}"
+            return f"{said} is no better than {self.chance.words.nothing}, {self.chance.describe()}"
         if score.exact >= Fraction(str(self.min_accuracy)):
             return None
-        return f"{said} is under --min-accuracy {self.min_accuracy:g}"
+        return f"{said} is under --min-accuracy {self.min_accuracy:g}{self.chance.words.min_note}"
 
     def describe(self) -> str:
         if self.min_accuracy is None:
-            return f"{self.metric.short} > {self.chance.rate:.4f} (majority class {self.chance.name!r})"
+            return f"{self.metric.short} > {self.chance.rate:.4f} ({self.chance.brief()})"
         return f"{self.metric.short} >= {self.min_accuracy:g}"
 
     def as_dict(self) -> Dict[str, object]:
-        return {"min_accuracy": self.min_accuracy, "majority": self.chance.as_dict(),
-                "rule": "better than always answering the majority class" if self.min_accuracy is None else "--min-accuracy"}
+        words = self.chance.words
+        return {"min_accuracy": self.min_accuracy, words.key: self.chance.as_dict(),
+                "rule": words.rule if self.min_accuracy is None else words.min_rule}
 
 
 def check(scores: Mapping[str, Mapping[str, Score]], limits: GateLimits, metrics: Mapping[str, Metric],
@@ -161,7 +174,7 @@ def enforce(failures: List[str]) -> None:
 
 
 def classification_scores(entry: Mapping[str, Any]) -> Dict[str, Score]:
-    """A parity model entry (pipeline/parity.py) as the gate sees it: top-1 and agreement counted in images, and
+    """A classifier's parity model entry (pipeline/tasks/classify_parity.py) as the gate sees it: top-1 and agreement counted in images, and
     macro-F1 exactly from the per-class counts (with --max-drop 1, 0.90 -> 0.89 passes and 0.90 -> 0.8899 fails)."""
     from edge.metrics import counts_of, macro_f1_exact
 

@@ -85,8 +85,7 @@ def _fit_resumable(config: TrainConfig, chosen, workers: Workers, task, plan: ta
             _check_resumable(state_dir, config)
         else:
             workers.write_json(state_dir / "config.json", config.as_dict())
-        return fit.fit(config, chosen, task, len(plan.train_source.labels), plan.train, plan.feed["cached"], plan.heldout,
-                       plan.steps_per_epoch, fit.eval_steps(plan.heldout_count, config.batch_size), state_dir)
+        return fit.fit(config, chosen, task, plan, state_dir)
 
 
 def _record(config: TrainConfig, chosen, task, plan: tasks.Plan, model, weights, evaluation, bn_record, history) -> dict:

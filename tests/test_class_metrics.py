@@ -129,12 +129,13 @@ def test_parity_report_per_class_f1_equals_scikit_learn(exported_copy):
 
 
 def _models(truth, reference, answered, num_classes):
-    from pipeline import parity
+    from pipeline import gate
+    from pipeline.tasks.classify_parity import compare
 
     eye = np.eye(num_classes, dtype=np.float32)
     ref_scores = eye[reference]
-    return {parity.REFERENCE: parity._compare(ref_scores, ref_scores, truth, 1, num_classes),
-            "int8_cpu": parity._compare(eye[answered], ref_scores, truth, 1, num_classes)}
+    return {gate.REFERENCE: compare(ref_scores, ref_scores, truth, 1, num_classes),
+            "int8_cpu": compare(eye[answered], ref_scores, truth, 1, num_classes)}
 
 
 def _gate(models, max_drop, metric="top1"):

@@ -108,12 +108,13 @@ def test_a_changed_heldout_image_is_named(copy):
 def test_calibration_never_draws_from_the_heldout_examples(copy):
     from pipeline import data as data_mod
     from pipeline import export
+    from pipeline.quant.calibration import calibration_images
     from pipeline.rundir.run import Run
 
     _, run = copy
     manifest = Run.open(run).manifest
     # Every training image, all of them: calibration can then only be drawn from these.
-    images, _, _, _ = export.calibration_images(Run.open(run), export.ExportConfig(mode=export.Mode.INT8, calibration_samples=10_000), 16)
+    images, _, _, _ = calibration_images(Run.open(run), export.ExportConfig(mode=export.Mode.INT8, calibration_samples=10_000), 16)
     heldout, _ = data_mod.load_split(Run.open(run), "heldout")
     calibration = {image.tobytes() for image in images}
     assert len(calibration) == len(images) > 0  # the noisy pictures are all different

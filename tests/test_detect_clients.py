@@ -21,7 +21,7 @@ them with) on the same files and on 16:9 copies of them (each picture stretched 
 gets back the square picture the detector learned from and pycoral's letterbox does not): the objects of each
 row are, image by image, what the real client prints, within the same tolerance. Frigate does not run here
 (it is a whole NVR), so its row has no real client to be checked against. On the 16:9 copies the letterbox row
-loses more than the int8 row, and --clients pycoral then fails the gate (detect_parity.judge, the verdict parity writes).
+loses more than the int8 row, and --clients pycoral then fails the gate (pipeline.parity.judge with the detect task's side, the verdict parity writes).
 """
 from __future__ import annotations
 
@@ -246,25 +246,30 @@ def test_on_16_9_pictures_the_letterbox_row_loses_more_and_gating_it_fails(setup
     them back feeds what it learned, and pycoral's letterbox feeds objects at 56% of their size, widened. The int8
     row and parity's client rows scored against the float twin's detections (the reference here) by the gate."""
     from edge.detect import open_detector
-    from pipeline import gate
-    from pipeline.tasks import detect_parity
+    from pipeline import gate, parity
+    from pipeline.tasks import detect_scores
+    from pipeline.tasks.comparison import Held
+    from pipeline.tasks.detect_parity import DetectComparison
 
     detector, _, wide = client_rows
     examples = [e._replace(image=Path(f).read_bytes(), width=WIDE[0], height=WIDE[1]) for e, f in zip(setup.heldout, setup.wide)]
     twin = open_detector(setup.float)
     pixels = [twin.runner.pixels(e.image, e.id) for e in examples]  # the pixel contract: stretched to the input
-    predictions = {detect_parity.REFERENCE: detect_parity.detections(twin, pixels, [e.id for e in examples]),
-                   "int8_cpu": detect_parity.detections(detector, pixels, [e.id for e in examples])}
-    models = {name: detect_parity.scored_entry(examples, found, predictions[detect_parity.REFERENCE], setup.labels)
+    predictions = {gate.REFERENCE: detect_scores.detections(twin, pixels, [e.id for e in examples]),
+                   "int8_cpu": detect_scores.detections(detector, pixels, [e.id for e in examples])}
+    models = {name: detect_scores.scored_entry(examples, found, predictions[gate.REFERENCE], setup.labels)
               for name, found in predictions.items()}
-    reference = predictions[detect_parity.REFERENCE]
+    reference = predictions[gate.REFERENCE]
+    side = DetectComparison()
+    held = Held([e.id for e in examples], [e.image for e in examples], pixels, examples, "16:9 copies", setup.labels)
 
     def judge(named, max_drop):
-        return detect_parity.judge(examples, setup.labels, models, reference, wide, {}, named,
-                                   gate.GateLimits(max_drop, 0.0, "map50"), detect_parity.GATED)
+        clients = side.client_rows(held, wide, {}, models, reference, named)
+        verdict = parity.judge(side, held, gate.GateLimits(max_drop, 0.0, "map50"), models, clients, {}, named)
+        return SimpleNamespace(clients=clients, failures=verdict.failures, gate=verdict.gate)
 
     rows = judge((), 100.0).clients
-    int8_drop = (models[detect_parity.REFERENCE]["map50"] - models["int8_cpu"]["map50"]) * 100
+    int8_drop = (models[gate.REFERENCE]["map50"] - models["int8_cpu"]["map50"]) * 100
     assert rows["edgeflow"]["map50"] == pytest.approx(models["int8_cpu"]["map50"], abs=0.005)  # the int8 row's own feed
     assert rows["pycoral"]["drop_pp"] > int8_drop + 5, {n: r["map50"] for n, r in rows.items()}
     limit = (int8_drop + rows["pycoral"]["drop_pp"]) / 2

@@ -12,7 +12,7 @@ pytest.importorskip("pycocotools")
 from pipeline import gate  # noqa: E402
 from pipeline.detection.evaluate import Detections, evaluate  # noqa: E402
 from pipeline.detection.examples import DetExample  # noqa: E402
-from pipeline.tasks import detect_parity  # noqa: E402
+from pipeline.tasks import detect_scores  # noqa: E402
 
 LABELS = ["circle", "square"]
 
@@ -42,7 +42,7 @@ def truth(examples):
 
 def test_no_skill_is_the_most_frequent_class_at_its_mean_box_scored_by_cocoeval():
     examples = heldout()
-    chance = detect_parity.no_skill(examples, LABELS)
+    chance = detect_scores.no_skill(examples, LABELS)
     assert chance.name == "square" and chance.images == 20
     squares = np.concatenate([e.boxes[e.classes == 1] for e in examples])
     np.testing.assert_allclose(chance.box, squares.mean(axis=0), atol=1e-6)
@@ -54,7 +54,7 @@ def test_no_skill_is_the_most_frequent_class_at_its_mean_box_scored_by_cocoeval(
 
 def test_when_every_object_sits_at_the_same_place_no_skill_finds_the_majority_class_perfectly():
     examples = [example(n, [[0.2, 0.2, 0.6, 0.6]], [1]) for n in range(6)]
-    assert detect_parity.no_skill(examples, LABELS).map50 == pytest.approx(1.0)
+    assert detect_scores.no_skill(examples, LABELS).map50 == pytest.approx(1.0)
 
 
 def scores(map50: float):
@@ -63,17 +63,17 @@ def scores(map50: float):
 
 
 def check(examples, reference: float, int8: float, min_accuracy=None):
-    limits = gate.GateLimits(100.0, 0.0, "map50", min_accuracy).validate(detect_parity.metrics())
-    floor = detect_parity.NoSkillFloor(detect_parity.no_skill(examples, LABELS), min_accuracy)
+    limits = gate.GateLimits(100.0, 0.0, "map50", min_accuracy).validate(detect_scores.metrics())
+    floor = gate.Floor(detect_scores.no_skill(examples, LABELS), min_accuracy, detect_scores.metrics()["map50"])
     found = gate.check({"float_savedmodel": scores(reference), "int8_cpu": scores(int8)}, limits,
-                       detect_parity.metrics(), floor, gated=("int8_cpu",))
+                       detect_scores.metrics(), floor, gated=("int8_cpu",))
     return floor, found
 
 
 def test_a_model_finding_the_objects_passes_and_one_at_the_no_skill_score_fails():
     examples = heldout()
     perfect = evaluate(examples, truth(examples), LABELS).map50
-    chance = detect_parity.no_skill(examples, LABELS).map50
+    chance = detect_scores.no_skill(examples, LABELS).map50
     floor, failures = check(examples, perfect, chance)
     assert perfect == pytest.approx(1.0)
     assert len(failures) == 1 and failures[0].startswith("int8_cpu: mAP@.5")
@@ -95,4 +95,4 @@ def test_min_accuracy_out_of_range_is_refused():
     from pipeline.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--min-accuracy 1.5, expected a share between 0 and 1"):
-        gate.GateLimits(1.0, 0.0, "map50", 1.5).validate(detect_parity.metrics())
+        gate.GateLimits(1.0, 0.0, "map50", 1.5).validate(detect_scores.metrics())

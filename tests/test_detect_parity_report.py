@@ -14,7 +14,7 @@ from PIL import Image  # noqa: E402
 
 from pipeline.detection.evaluate import Detections, evaluate  # noqa: E402
 from pipeline.detection.examples import DetExample  # noqa: E402
-from pipeline.tasks import detect_parity  # noqa: E402
+from pipeline.tasks import detect_drawn, detect_scores  # noqa: E402
 
 LABELS = ["circle", "square", "triangle"]
 
@@ -46,7 +46,7 @@ def scene():
 
 def test_the_curves_mean_is_cocoevals_map50(scene):
     examples, found = scene
-    curve = detect_parity.precision_recall_50(examples, found, LABELS)
+    curve = detect_scores.precision_recall_50(examples, found, LABELS)
     assert len(curve) == 101 and all(v is not None and 0 <= v <= 1 for v in curve)
     assert np.mean(curve) == pytest.approx(evaluate(examples, found, LABELS).map50, abs=1e-5)
     assert curve[0] > curve[-1]  # a third of the objects are never found: precision 0 at full recall
@@ -55,7 +55,7 @@ def test_the_curves_mean_is_cocoevals_map50(scene):
 def test_finding_every_object_is_precision_one_at_every_recall(scene):
     examples, _ = scene
     perfect = [dets(e.boxes, e.classes, [1.0] * len(e.classes)) for e in examples]
-    assert detect_parity.precision_recall_50(examples, perfect, LABELS) == [1.0] * 101
+    assert detect_scores.precision_recall_50(examples, perfect, LABELS) == [1.0] * 101
 
 
 def test_disagreements_count_both_ways_and_draw_both_models_boxes(scene):
@@ -65,19 +65,19 @@ def test_disagreements_count_both_ways_and_draw_both_models_boxes(scene):
     other[4] = dets([shifted], [examples[4].classes[0]], [0.9])  # found elsewhere: one missed, one extra
     other[5] = dets(found[5].boxes, [2, 2], found[5].scores)  # another class: missed and extra too
     other[6] = dets(found[6].boxes, found[6].classes, [0.45, 0.3])  # another score, both sides of 0.4 alike: agrees
-    shown = detect_parity.disagreements(examples, found, {"int8_cpu": other})
+    shown = detect_drawn.disagreements(examples, found, {"int8_cpu": other})
     assert [d["id"] for d in shown] == ["img4.png", "img5.png"]
     entry = next(d for d in shown if d["id"] == "img4.png")
     assert (entry["model"], entry["missed"], entry["extra"]) == ("int8_cpu", 1, 1)
     image = np.asarray(Image.open(io.BytesIO(base64.b64decode(entry["png"]))).convert("RGB"))
-    assert max(image.shape[:2]) == detect_parity.THUMBNAIL_SIDE
+    assert max(image.shape[:2]) == detect_drawn.THUMBNAIL_SIDE
     colours = {tuple(c) for c in image.reshape(-1, 3)}
     assert (21, 101, 192) in colours and (198, 40, 40) in colours  # the float model's boxes blue, the other's red
 
 
 def test_agreeing_models_show_no_image(scene):
     examples, found = scene
-    assert detect_parity.disagreements(examples, found, {"int8_cpu": found}) == []
+    assert detect_drawn.disagreements(examples, found, {"int8_cpu": found}) == []
 
 
 def test_report_draws_one_curve_per_model():

@@ -194,6 +194,40 @@ def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run):
     assert manifest["parity"]["passed"] == report["gate"]["passed"]
 
 
+def test_parity_after_the_int8_export_alone_as_for_a_classifier(detect_run, tmp_path):
+    """`pipeline export RUN --int8` then `pipeline parity RUN` works as it does for a classifier (tests/test_parity.py):
+    the float reference is the SavedModel; the float TFLite row appears only when that model was exported."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(detect_run[0], run_dir)
+    result = cli(["export", str(run_dir), "--int8", "--calibration-samples", "16"], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = cli(["parity", str(run_dir)], timeout=600)
+    assert "no model_float" not in result.stderr and (run_dir / "parity" / "report.json").is_file(), result.stderr[-3000:]
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    assert set(report["models"]) == {"float_savedmodel", "int8_cpu"}
+    assert result.returncode == (0 if report["gate"]["passed"] else 1), result.stderr[-2000:]
+
+
+def test_the_report_of_an_exported_detection_run_knows_its_task(exported_run):
+    """The stage bar says export done (a detector writes no quantization.json), classes are counted in objects (the
+    manifest's objects per class, not "n/a"), and the training plot has no accuracy panel (a detector has none)."""
+    import re
+
+    html = (exported_run / "report.html").read_text()
+    manifest = json.loads((exported_run / "manifest.json").read_text())
+    assert re.search(r'<li class="done" data-stage="export">', html), re.findall(r'<li class="\w+" data-stage="\w+">', html)
+    table = html[html.index('<table class="numbers classes">'):]
+    table = table[:table.index("</table>")]
+    assert "training objects" in table and "n/a" not in table
+    identity = manifest["data"]["identity"]
+    for name, train, heldout in zip(identity["classes"], identity["train"]["objects_per_class"], identity["heldout"]["objects_per_class"]):
+        assert f"<td>{name}</td><td>{train}</td><td>{heldout}</td>" in table
+    assert 'alt="loss and learning rate per epoch"' in html
+    assert 'data-value="quantization.int8_bytes"' in html  # the int8 export's size, not "has not run yet"
+
+
 def test_export_refuses_what_a_detection_run_does_not_take(detect_run, tmp_path):
     import shutil
 

@@ -196,7 +196,9 @@ def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
     (run_copy / "manifest.json").write_bytes(manifest_before)
 
     # Float I/O with float kernels allowed: the converter keeps QUANTIZE/DEQUANTIZE at the edges in float.
-    original = export.make_converter
+    from pipeline.tasks import classify_export
+
+    original = classify_export.make_converter
 
     def leaky(concrete, trackable, mode, config, calibration):
         converter = original(concrete, trackable, mode, config, calibration)
@@ -205,7 +207,7 @@ def test_verifier_refuses_a_float_op(run_copy, monkeypatch):
         converter.inference_output_type = tf.float32
         return converter
 
-    monkeypatch.setattr(export, "make_converter", leaky)
+    monkeypatch.setattr(classify_export, "make_converter", leaky)
     before = (run_copy / "manifest.json").read_bytes()
     result = _invoke(run_copy, "--int8", "--calibration-samples", "20")
     assert result.exit_code != 0

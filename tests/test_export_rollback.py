@@ -13,13 +13,14 @@ pytestmark = pytest.mark.host
 
 def test_failure_while_building_the_sidecar_keeps_the_old_model(exported_copy, monkeypatch):
     from pipeline import export
+    from pipeline.tasks import classify_export
 
     before = tree_snapshot(exported_copy)
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected: sidecar")
 
-    monkeypatch.setattr(export, "sidecar", broken)
+    monkeypatch.setattr(classify_export, "sidecar", broken)
     with pytest.raises(RuntimeError, match="injected"):
         export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), exported_copy)
     assert tree_snapshot(exported_copy) == before  # the old code unlinked model_float.tflite, which the manifest records

@@ -114,7 +114,9 @@ def test_an_export_with_a_float_edit_records_it_and_stays_integer_only(exported_
     from pipeline.rundir.run import Run
 
     run = Run.open(exported_run)
-    model = export.convert(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, float_edits=("bias",)), run)
+    from pipeline.tasks import classify_export
+
+    model = classify_export.convert(export.ExportConfig(mode=export.Mode.INT8, per_tensor=True, float_edits=("bias",)), run)
     assert model.facts["float_edits"] == ["bias"]
     assert model.info is not None and model.io["input"]["dtype"] == "uint8"
 

@@ -197,7 +197,8 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     from PIL import Image
 
     from edge.cli import main as edge_main
-    from pipeline import data, parity
+    from pipeline import data
+    from pipeline.tasks.classify_parity import tflite_scores
     from pipeline.rundir.run import Run
 
     images, labels = data.load_split(Run.open(run_copy), "heldout")
@@ -205,7 +206,7 @@ def test_classify_on_a_jpeg_gives_the_top1_parity_computes(run_copy, tmp_path):
     Image.fromarray(images[0]).save(jpeg, quality=95)
     decoded = np.asarray(Image.open(jpeg).convert("RGB"))
     contract = Run.open(run_copy).contract_of("model_int8")
-    host = parity._tflite_scores(run_copy / "model_int8.tflite", decoded[None], contract, threads=None)[0]
+    host = tflite_scores(run_copy / "model_int8.tflite", decoded[None], contract, threads=None)[0]
     result = CliRunner().invoke(edge_main, ["classify", str(run_copy / "model_int8.tflite"), str(jpeg), "--top-k", "1"])
     assert result.exit_code == 0, result.output
     expected = int(host.argmax())
@@ -223,6 +224,20 @@ def test_parity_without_int8_model_says_what_to_run(tmp_path, exported_run):
     assert result.exit_code == 1
     assert "pipeline export RUN --int8" in result.output
     assert not (run_dir / "parity").exists()
+
+
+def test_parity_after_the_int8_export_alone_compares_it_with_the_savedmodel(tmp_path, exported_run):
+    """`pipeline export RUN --int8` then `pipeline parity RUN`: the float TFLite model is optional (its row appears when
+    exported), as for a detection run (tests/test_detect_train.py)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(exported_run, run_dir)
+    forget_artifact(run_dir, "model_float")
+    (run_dir / "model_float.tflite").unlink()
+    result = _pipeline("parity", run_dir)
+    report = json.loads((run_dir / "parity" / "report.json").read_text())
+    assert set(report["models"]) == {"float_savedmodel", "int8_cpu"}, result.output
+    assert result.exit_code == (0 if report["gate"]["passed"] else 1), result.output
+    assert "float_tflite_cpu" not in result.output and "int8_cpu" in result.output
 
 
 @pytest.mark.slow

@@ -164,7 +164,7 @@ def test_a_client_that_cannot_feed_the_model_is_reported_and_fails_only_when_gat
 
 def test_the_worst_client_line_names_the_repair_when_a_client_loses_beyond_the_contract():
     from pipeline.inference.parity_report import CLIENT_GAP_PP, worst_client
-    from pipeline.tasks.detect_parity import DETECT_WORST
+    from pipeline.tasks.detect_drawn import DETECT_WORST
 
     def rows(mediapipe_drop):
         return {"edgeflow": {"top1": 0.95, "drop_pp": 0.5}, "pycoral": {"top1": 0.94, "drop_pp": 1.5},

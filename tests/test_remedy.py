@@ -75,6 +75,7 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
     """The pre-flight is replaced here (a stand-in that reports one op fewer on the Edge TPU for every model after the
     first) because no real rung of the ladder makes the converter leave an op in float: it converts integer-only."""
     from pipeline import export
+    from pipeline.tasks import classify_export
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
 
@@ -87,7 +88,7 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
 
     monkeypatch.setattr(remedy, "_mapping", lowering)
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
-    outcome = remedy.repair(config, Run.open(run_copy), export.convert, ladder=remedy.LADDER[:1])
+    outcome = remedy.repair(config, Run.open(run_copy), classify_export.convert, ladder=remedy.LADDER[:1])
     baseline, calibrated = outcome.attempts
     assert calibrated.mapping_lowered and not calibrated.failures  # it would pass the gate, but lowers the mapping
     assert not calibrated.passed and not outcome.passed

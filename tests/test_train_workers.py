@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.rundir import lock
-from pipeline.training.strategy import Chosen
+from pipeline.training.strategy import StrategyChoice
 from pipeline.training.workers import Workers
 
 BACKUPS = ("backup", "backup_frozen")
@@ -15,7 +15,7 @@ BACKUPS = ("backup", "backup_frozen")
 
 def _workers(run_dir, chief: bool, created: bool = True) -> Workers:
     # The strategy object is never used by Workers: what it decides from is is_chief and kind.
-    chosen = Chosen(strategy=None, kind="multi_worker_mirrored", replicas=2, description="2 workers", is_chief=chief, is_tpu=False)
+    chosen = StrategyChoice(strategy=None, kind="multi_worker_mirrored", replicas=2, description="2 workers", is_chief=chief, is_tpu=False)
     return Workers(chosen, run_dir, created=created)
 
 

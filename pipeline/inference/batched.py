@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline.errors import DataError, PipelineError
-from pipeline.training.strategy import Chosen
+from pipeline.training.strategy import StrategyChoice
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -39,7 +39,7 @@ def padded_batches(ds: tf.data.Dataset, batch: int, image_size: int) -> tf.data.
 class BatchedModel:
     """The run's SavedModel loaded under `chosen`'s strategy, ready to score padded batches."""
 
-    def __init__(self, saved_model: str, chosen: Chosen):
+    def __init__(self, saved_model: str, chosen: StrategyChoice):
         self.chosen = chosen
         with chosen.strategy.scope():
             # experimental_io_device: a remote TPU's workers cannot read this machine's disk; the host reads it.

@@ -8,7 +8,7 @@ import json
 
 from pipeline.inference.parity_report import worst_client
 from pipeline.rundir.run import Run
-from pipeline.tasks.detect_parity import DETECT_WORST
+from pipeline.tasks.detect_drawn import DETECT_WORST
 
 KEY = "heldout_detections"
 

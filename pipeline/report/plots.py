@@ -33,20 +33,23 @@ def _figure(width: float, height: float):
 
 
 def training_curves(history: List[dict], switch: Optional[int], resumes: Sequence[int]) -> str:
-    """Loss, accuracy and learning rate per epoch, with the fine-tune switch and resume points marked."""
+    """Loss, accuracy (when the task's history has it: a detector's has none) and learning rate per epoch, with the
+    fine-tune switch and resume points marked."""
     epochs = [e["epoch"] for e in history]
-    fig = _figure(11, 3.2)
-    axes = fig.subplots(1, 3)
-    for ax, metric in zip(axes[:2], ("loss", "accuracy")):
+    metrics = [m for m in ("loss", "accuracy") if any(e.get(m) is not None or e.get(f"val_{m}") is not None for e in history)]
+    metrics = metrics or ["loss"]
+    fig = _figure(11 if len(metrics) == 2 else 7.5, 3.2)
+    axes = fig.subplots(1, len(metrics) + 1)
+    for ax, metric in zip(axes[:-1], metrics):
         for key, label, style in ((metric, "training", "-o"), (f"val_{metric}", "held-out", "-s")):
             values = [e.get(key) for e in history]
             if any(v is not None for v in values):
                 ax.plot(epochs, [np.nan if v is None else v for v in values], style, label=label, markersize=3)
         ax.set_title(metric)
     lr = [e.get("lr") for e in history]
-    axes[2].plot(epochs, [np.nan if v is None else v for v in lr], "-o", color="#6a1b9a", markersize=3)
-    axes[2].set_title("learning rate")
-    axes[2].ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    axes[-1].plot(epochs, [np.nan if v is None else v for v in lr], "-o", color="#6a1b9a", markersize=3)
+    axes[-1].set_title("learning rate")
+    axes[-1].ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     from matplotlib.ticker import MaxNLocator
 
     for ax in axes:
@@ -59,7 +62,7 @@ def training_curves(history: List[dict], switch: Optional[int], resumes: Sequenc
             ax.axvline(epoch - 0.5, color=WORST_RED, linestyle=":", linewidth=1)
     axes[0].legend(fontsize=8)
     if switch:
-        axes[2].annotate("fine-tune", (switch + 0.5, 0.95), xycoords=("data", "axes fraction"), fontsize=8, color=GREY)
+        axes[-1].annotate("fine-tune", (switch + 0.5, 0.95), xycoords=("data", "axes fraction"), fontsize=8, color=GREY)
     return _svg(fig)
 
 

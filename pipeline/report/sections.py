@@ -18,13 +18,14 @@ from typing import Any, Callable, Dict, List, Optional
 
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
-from pipeline.report import detection, disagreements, latency, plots
+from pipeline.inference import disagreements
+from pipeline.report import detection, latency, plots
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
 STAGES = (
     ("train", "history", "pipeline train --data SPEC --out RUN"),
-    ("export", "quantization_report", "pipeline export RUN --int8"),
+    ("export", "model_int8", "pipeline export RUN --int8"),  # every task's int8 export writes it
     ("compile", "edgetpu_report", "pipeline compile RUN (or --check-only without edgetpu_compiler)"),
     ("parity", "parity_report", "pipeline parity RUN"),
     ("latency", latency.KEY, "edge bench MODEL --json bench.json on the device, then pipeline report RUN --latency bench.json"),
@@ -32,7 +33,7 @@ STAGES = (
 _COMMAND = {stage: command for stage, _, command in STAGES}
 # Keys of an epoch in history.json that are not metrics.
 _NOT_METRICS = ("epoch", "seconds", "resumed", "lr")
-# Numbers parity/report.json gives every model today (pipeline/parity.py `_compare`): the table shows
+# Numbers parity/report.json gives every model today (pipeline/tasks/classify_parity.py `compare`): the table shows
 # them, or what they add up to, in its own columns. Any other number gets a column named by its key.
 _PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement", "drop_pp", "score_error_mean",
                  "score_error_max")
@@ -71,8 +72,9 @@ def glance(sections: Dict[str, dict]) -> List[dict]:
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):
-        tiles.append({"label": "int8 size", "value": f"{quant['sizes']['int8_bytes'] / 1024:.1f} KiB",
-                      "note": f"float32 {quant['sizes']['float32_bytes'] / 1024:.1f} KiB"})
+        sizes = quant["sizes"]
+        tiles.append({"label": "int8 size", "value": f"{sizes['int8_bytes'] / 1024:.1f} KiB",
+                      **({"note": f"float32 {sizes['float32_bytes'] / 1024:.1f} KiB"} if sizes.get("float32_bytes") else {})})
     if _usable(tpu):
         pre = tpu["preflight"]
         tiles.append({"label": "ops on the Edge TPU" + ("" if tpu["compiler"] else " (predicted)"),
@@ -108,8 +110,7 @@ def _read_json(run: Run, key: str) -> Any:
 def run_section(run: Run) -> dict:
     """Data (classes with counts, held-out size, identity digests), model, strategy, versions, stages."""
     data, model, training, labels = run.data, run.model, run.training, run.labels
-    train_counts = data.summary("train").get("per_class") or [None] * len(labels)
-    heldout_counts = data.summary("heldout").get("per_class") or [None] * len(labels)
+    (train_counts, unit), (heldout_counts, _) = _class_counts(data.summary("train"), labels), _class_counts(data.summary("heldout"), labels)
     split = data.split
     size = model.get("image_size")
     return {
@@ -117,6 +118,7 @@ def run_section(run: Run) -> dict:
         "name": run.dir.resolve().name, "path": str(run.dir.resolve()), "updated": run.updated,
         "stages": [{"name": stage, "done": run.has(key), "command": command} for stage, key, command in STAGES],
         "classes": [{"name": n, "train": t, "heldout": h} for n, t, h in zip(labels, train_counts, heldout_counts)],
+        "counted": unit,  # what a class's count counts: images (a classifier's), objects (a detector's)
         "data": _present({
             "training data": data.train.get("spec"),
             "kind": data.train.get("kind"),
@@ -144,6 +146,16 @@ def run_section(run: Run) -> dict:
         "contract": _present(_contract_shown(run)),
         "versions": run.versions or {},
     }
+
+
+def _class_counts(summary: Dict[str, Any], labels: List[str]):
+    """(count per class, what is counted) from the data identity's summary of a split: images per class for a
+    classifier, objects per class for a detector; Nones when the manifest records neither."""
+    if summary.get("per_class"):
+        return summary["per_class"], "images"
+    if summary.get("objects_per_class"):
+        return summary["objects_per_class"], "objects"
+    return [None] * len(labels), "images"
 
 
 def training_section(run: Run) -> dict:
@@ -174,7 +186,7 @@ def training_section(run: Run) -> dict:
 def quantization_section(run: Run) -> dict:
     """Sizes float vs int8, per-layer error (worst layers named), calibration, integer-only check."""
     if not run.has("quantization_report"):
-        return _not_run("export")
+        return _exported(run) if run.has("model_int8") else _not_run("export")
     report = _read_json(run, "quantization_report")
     by_tensor = {layer["tensor"]: layer for layer in report["layers"]}
     worst = [by_tensor[name] for name in report["worst_layers"] if name in by_tensor]
@@ -188,6 +200,16 @@ def quantization_section(run: Run) -> dict:
         "verification": _verify_int8(run, (report.get("input") or {}).get("dtype")),
         "remedy": run.remedy,  # `export --int8 --remedy`: every attempt, next to the per-layer error
     }
+
+
+def _exported(run: Run) -> dict:
+    """An int8 export that wrote no per-layer report (a detector's, which ends in the float post-processing op): its
+    sizes (the task's own section shows the remedy ladder's attempts)."""
+    float_bytes = run.artifact("model_float").stat().st_size if run.has("model_float") else None
+    int8_bytes = run.artifact("model_int8").stat().st_size
+    ratio = int8_bytes / float_bytes if float_bytes and int8_bytes else None
+    return {"ran": True, "error": None, "brief": True,
+            "sizes": {"float32_bytes": float_bytes, "int8_bytes": int8_bytes, "ratio": ratio}}
 
 
 def _verify_int8(run: Run, io_dtype: Optional[str]) -> dict:

@@ -5,7 +5,9 @@
 
 One module per task (classify.py, detect.py), as pycoral has one adapter per task: opening the data,
 the training and held-out datasets, the model and its loss, the held-out scores, what the manifest
-records of them, `pipeline prepare`'s writer, and the export, the remedy ladder's tuning, parity and predict.
+records of them, `pipeline prepare`'s writer, and the export, the remedy ladder's tuning, parity's side
+(comparison.py) and predict, each in a module of its own beside it (<task>_export.py, <task>_parity.py,
+<task>_predict.py). docs/architecture.md says what a new task or a new detector head supplies.
 """
 from __future__ import annotations
 
@@ -94,10 +96,10 @@ class Task:
         return model
 
     def export(self, config, run):
-        """The task's own conversion for `pipeline export` of `run` (a Run, locked for writing), returning the
-        stage's result; None (the default)
-        leaves it to the stage's image-model conversion, which is the classifier's."""
-        return None
+        """`pipeline export` of `run` (a Run, locked for writing) as config (pipeline/export.py's ExportConfig) asks:
+        convert, verify, write the model, its sidecar and manifest entry; returns what was written (the stage's
+        ExportResult, or an Exported)."""
+        raise NotImplementedError
 
     def tuning(self):
         """The remedy ladder's view of the task (pipeline/quant/remedy.py's TuningTask): its tuning split drawn from
@@ -105,16 +107,15 @@ class Task:
         limits as its parity gate reads them, and the rungs that do not apply to it."""
         raise NotImplementedError
 
-    def parity(self, config, run):
-        """The task's own comparison for `pipeline parity` of `run` (locked for writing): an object with report_dir,
-        report (holding a printable "summary") and failures; None (the default) leaves it to the stage's own,
-        the classifier's."""
-        return None
+    def comparison(self):
+        """The task's side of `pipeline parity` (pipeline/tasks/comparison.py's Comparison, a fresh one per call):
+        what pipeline/parity.py's one skeleton asks of the task."""
+        raise NotImplementedError
 
     def predict(self, config, run, say, progress):
-        """The task's own `pipeline predict` of `run` (read only): writes config.out and returns the fields of the
-        stage's PredictResult, in order; None (the default) leaves it to the stage's own, the classifier's."""
-        return None
+        """`pipeline predict` of `run` (read only): writes config.out and returns the fields of the stage's
+        PredictResult, in order."""
+        raise NotImplementedError
 
     def end_summary(self, run, result) -> List[str]:
         """The lines `pipeline run` ends with, after parity's `result` (pipeline/inference/summary.py)."""
@@ -141,6 +142,11 @@ def get(name: str) -> Task:
     if name not in _LOADED:
         _LOADED[name] = importlib.import_module(_MODULES[name]).TASK
     return _LOADED[name]
+
+
+def option(name: str) -> str:
+    """` --task NAME` as a command line says it: nothing for the default task."""
+    return "" if name == DEFAULT else f" --task {name}"
 
 
 def of_run(run) -> Task:

@@ -1,5 +1,6 @@
 """Image classification: one label per image, softmax scores, top-1 accuracy and macro-F1 on the held-out
-split. Each method is what pipeline/train.py and pipeline/training/fit.py did before there were tasks."""
+split. Each method is what pipeline/train.py and pipeline/training/fit.py did before there were tasks; its export,
+parity side and predict are classify_export.py, classify_parity.py and classify_predict.py."""
 from __future__ import annotations
 
 import os
@@ -113,11 +114,25 @@ class Classify(Task):
             },
         }
 
+    def export(self, config, run):
+        from pipeline.tasks import classify_export
+
+        return classify_export.export(config, run)
+
+    def comparison(self):
+        from pipeline.tasks.classify_parity import ClassifyComparison
+
+        return ClassifyComparison()
+
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks import classify_predict
+
+        return classify_predict.predict(config, run, say, progress)
+
     def end_summary(self, run, result):
-        from pipeline.inference.parity_report import summary_table
         from pipeline.inference import summary
 
-        return [summary_table(result.report), *summary.parity(run)]
+        return [result.report["summary"], *summary.parity(run)]
 
     def bundle_examples(self, run, data):
         from pipeline.data.heldout import heldout_examples

@@ -19,6 +19,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError, DataError
 from pipeline.tasks import Evaluation, Plan, Task
+from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
 
 # The detector's defaults, chosen on `shapes` (bench/results/detect.md).
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
@@ -43,8 +44,7 @@ class Detect(Task):
     default_data = "shapes"
     # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
     # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
-    train_defaults = {"batch_size": 16, "epochs": 12,
-                      "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}}
+    train_defaults = TRAIN_DEFAULTS["detect"]
 
     def check(self, config) -> None:
         from models.detector import BACKBONES
@@ -230,12 +230,10 @@ class Detect(Task):
 
         return detect_tuning.task()
 
-    def parity(self, config, run):
-        from pipeline.tasks import detect_parity
+    def comparison(self):
+        from pipeline.tasks.detect_parity import DetectComparison
 
-        outcome = detect_parity.parity(config, run)
-        outcome.report["summary"] = detect_parity.summary_table(outcome.report)
-        return outcome
+        return DetectComparison()
 
     def predict(self, config, run, say, progress):
         from pipeline.tasks import detect_predict

@@ -37,13 +37,13 @@ def predict(config, run, say, progress):
     from edge.prefetch import prefetch
     from pipeline.data import unlabeled
     from pipeline.rundir.files import write_json_atomic
+    from pipeline.rundir.run import artifact
 
     _check(config)
     key = MODELS[config.model]
     if not run.has(key):
-        step = "pipeline compile RUN" if config.model == "edgetpu" else ("pipeline export RUN --int8" if config.model == "int8"
-                                                                         else "pipeline export RUN")
-        raise ConfigError(f"{run.dir} has no {key}; run `{step}` first (a detection run predicts with its exported detector)")
+        raise ConfigError(f"{run.dir} has no {key}; run `{artifact(key).producer}` first (a detection run predicts with its "
+                          "exported detector)")
     if config.model == "edgetpu":
         run.check_compiled_is_current(key)
     path = run.artifact(key)  # checks its sha256

@@ -5,7 +5,7 @@ detection gate's scores on it.
 
 The tuning split is a seeded share of the training split's images, recorded by id, refused if any is a held-out
 image (by the bytes training recorded), with their own boxes as the ground truth. It is scored as `pipeline
-parity` scores held-out images (pipeline/tasks/detect_parity.py, whose functions are used here): the float Keras
+parity` scores held-out images (pipeline/tasks/detect_parity.py and detect_scores.py, whose functions are used here): the float Keras
 model post-processed as the op does is the reference, the candidate's every detection goes to COCOeval for
 mAP@.5, and agreement counts the reference's detections scoring >= 0.4 that the candidate finds with IoU >= 0.5
 and the same class.
@@ -62,7 +62,7 @@ def candidate(model: bytes, tuning, contract) -> list:
     from edge.detect import Detector, output_indices
     from edge.runner import Runner
     from pipeline.console import native_quiet
-    from pipeline.tasks.detect_parity import detections
+    from pipeline.tasks.detect_scores import detections
 
     with native_quiet():
         runner = Runner.with_contract(model, contract, edgetpu=False)
@@ -72,7 +72,7 @@ def candidate(model: bytes, tuning, contract) -> list:
 def scores(found: Sequence, reference_found: Sequence, tuning, classes: List[str]):
     """mAP@.5 and mAP@[.5:.95] by COCOeval against the tuning images' own boxes, agreement with the reference."""
     from pipeline.detection.evaluate import evaluate
-    from pipeline.tasks.detect_parity import agreement, gate_scores
+    from pipeline.tasks.detect_scores import agreement, gate_scores
 
     coco = evaluate(tuning.truth, found, classes)
     matched, total = agreement(reference_found, found)
@@ -81,7 +81,7 @@ def scores(found: Sequence, reference_found: Sequence, tuning, classes: List[str
 
 def task():
     from pipeline.quant.remedy import QAT_RUNGS, TuningTask
-    from pipeline.tasks.detect_parity import gate_limits, metrics
+    from pipeline.tasks.detect_scores import gate_limits, metrics
 
     return TuningTask(metrics(), split, reference, candidate, scores, gate_limits,
                       {name: QAT_SKIPPED for name in QAT_RUNGS})

@@ -7,20 +7,36 @@ model (the gate's floor, pipeline/gate.py). Counted in images, as the gate count
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from pipeline.gate import FloorWords
+
 
 class Majority(NamedTuple):
+    """A classifier's chance: always answering the most frequent held-out class (the gate's Floor words it so)."""
+
     label: int  # the most frequent class (the lowest id among equals)
     name: str
     count: int  # its held-out images: what always answering it gets right
     images: int
 
+    words = FloorWords("majority", "always answering the most frequent held-out class",
+                       "better than always answering the majority class")
+
     @property
     def rate(self) -> float:
         return self.count / self.images
+
+    @property
+    def exact(self) -> Fraction:
+        """The top-1 accuracy a model must beat, counted in images."""
+        return Fraction(self.count, self.images)
+
+    def brief(self) -> str:
+        return f"majority class {self.name!r}"
 
     def describe(self) -> str:
         return f"{self.rate:.4f} ({self.count} of {self.images} images, always answering {self.name!r})"

@@ -64,7 +64,7 @@ class TrainConfig:
         to_config=lambda given: tuple(given) or None))
     # a name from models.MODEL_NAMES
     model: str = option("small_cnn", resume=True, flag=Flag(
-        "--model", "small_cnn (default) | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | efficientnet_b0 | xception"))
+        "--model", "small_cnn | mobilenet_v2 | mobilenet_v3_small | mobilenet_v3_large | efficientnet_b0 | xception"))
     # square input size; None = the model's default
     image_size: Optional[int] = option(None, resume=True, flag=Flag("--image-size", "square input size; default: the model's"))
     # builder options, e.g. (("alpha", 0.35),)
@@ -76,7 +76,7 @@ class TrainConfig:
         lambda: _click().Path(dir_okay=False)))
     # first epochs train only the head on the frozen pretrained base (pipeline/training/transfer.py)
     frozen_epochs: int = option(0, resume=True, flag=Flag(
-        "--frozen-epochs", "first N epochs train only the head on the frozen pretrained base (default 0)"))
+        "--frozen-epochs", "first N epochs train only the head on the frozen pretrained base"))
     # after them, unfreeze the base from this layer on; None = all of it
     unfreeze_from: Optional[str] = option(None, resume=True, flag=Flag(
         "--unfreeze-from", "after the frozen epochs, unfreeze the base from this layer on (default: all of it)"))
@@ -86,14 +86,14 @@ class TrainConfig:
         "Every image's boxes are padded to it, a static [batch, N, 4] shape, so each step's memory and time grow with N"))
     # decoded training sets up to this many MB are kept in memory after the first epoch
     cache_mb: int = option(2048, flag=Flag(
-        "--cache-mb", "keep the decoded training set in memory when it fits this many MB (default 2048; 0: never)"))
+        "--cache-mb", "keep the decoded training set in memory when it fits this many MB (0: never)"))
     # after them, a constant low rate, as Keras' transfer-learning guide uses
     fine_tune_learning_rate: float = option(1e-5, resume=True, flag=Flag(
-        "--fine-tune-learning-rate", "learning rate after the frozen epochs (default 1e-5)"))
+        "--fine-tune-learning-rate", "learning rate after the frozen epochs"))
     # total epochs, resumed runs included
-    epochs: int = option(10, flag=Flag("--epochs", "total epochs (default 10)"))
+    epochs: int = option(10, flag=Flag("--epochs", "total epochs"))
     # global batch, split evenly across replicas
-    batch_size: int = option(32, resume=True, flag=Flag("--batch-size", "global batch, split across replicas (default 32)"))
+    batch_size: int = option(32, resume=True, flag=Flag("--batch-size", "global batch, split across replicas"))
     # learning rate per epoch; its options are WarmupSchedule's fields'
     schedule: WarmupSchedule = option(default_factory=WarmupSchedule)
     # None = 8 on TPU, 1 elsewhere
@@ -120,7 +120,7 @@ class TrainConfig:
         "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: classify | detect (pipeline/tasks/)
     task: str = option("classify", resume=True, flag=Flag(
-        "--task", "what the model learns: classify (default) or detect (boxes and classes)", _task_choice))
+        "--task", "what the model learns: classify or detect (boxes and classes)", _task_choice))
 
     # detect: the detector's head (pipeline/detection/heads.py)
     head: str = option(DEFAULT_HEAD, resume=True, flag=Flag(
@@ -204,6 +204,27 @@ RESUME_KEYS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resume"])
 FLAGS = {f.name: f.metadata["flag"] for f in fields(TrainConfig) if f.metadata["flag"]}  # field -> its option
 _KINDS = {str: str, int: int, float: (int, float), bool: bool}  # a whole number is a float's value too
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
+
+
+def shown_default(name: str) -> Optional[str]:
+    """`--help`'s default for a TrainConfig field (or "schedule.FIELD"), from the one place it is written: the field's
+    default, with each task's own where its train_defaults differ ("10 (detect: 12)"); None when there is nothing to
+    show (no default value, or a flag's on/off)."""
+    from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
+
+    schedule = name.startswith("schedule.")
+    key = name[len("schedule."):] if schedule else name
+    owner = WarmupSchedule if schedule else TrainConfig
+    default = next(f.default for f in fields(owner) if f.name == key)
+    if default is MISSING or default is None or isinstance(default, bool) or default == ():
+        return None
+    others = []
+    for task, given in TRAIN_DEFAULTS.items():
+        value = (given.get("schedule") or {}).get(key) if schedule else given.get(key)
+        if value is not None and value != default:
+            others.append(f"{task}: {value:g}" if isinstance(value, float) else f"{task}: {value}")
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    return shown + (f" ({', '.join(others)})" if others else "")
 
 
 def field_kinds() -> Dict[str, Any]:

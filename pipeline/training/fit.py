@@ -24,7 +24,11 @@ from pipeline.training import logs as train_logs
 TPU_STEPS_PER_EXECUTION = 8
 
 
-def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, steps_per_epoch, validation_steps, state_dir: Path):
+def fit(config, chosen: strategy_mod.StrategyChoice, task, plan, state_dir: Path):
+    """Train `task`'s model on `plan` (pipeline.tasks.Plan: the datasets, their sizes, whether the training set is
+    cached) under `chosen`, keeping resumable state in `state_dir`: (model, history, starting weights, BatchNorm record)."""
+    num_classes, train_ds, heldout_ds = len(plan.train_source.labels), plan.train, plan.heldout
+    steps_per_epoch, validation_steps = plan.steps_per_epoch, eval_steps(plan.heldout_count, config.batch_size)
     keras.utils.set_random_seed(config.seed)
     if chosen.is_tpu:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -37,7 +41,7 @@ def fit(config, chosen, task, num_classes, train_ds, cache: bool, heldout_ds, st
         if config.unfreeze_from:
             transfer.check_layer(built.base, config.unfreeze_from)
         compile_model(model, config, chosen, task)
-    if cache:
+    if plan.feed["cached"]:
         # One in-memory copy for both readers: training fills it in its first epoch, and the BatchNorm
         # estimates then read the decoded examples from it instead of decoding them again every epoch.
         train_ds = train_ds.cache()
@@ -110,7 +114,7 @@ def compile_model(model, config, chosen, task, learning_rate: Optional[float] = 
     )
 
 
-def steps_per_execution(config, chosen: strategy_mod.Chosen) -> int:
+def steps_per_execution(config, chosen: strategy_mod.StrategyChoice) -> int:
     if config.steps_per_execution is not None:
         return config.steps_per_execution
     return TPU_STEPS_PER_EXECUTION if chosen.is_tpu else 1

@@ -17,7 +17,7 @@ def _option(default, flag: str, help: str):
 class WarmupSchedule:
     start: float = _option(1e-4, "--lr-start", "learning rate at epoch 0")
     # reached after warm-up, held for `sustain_epochs`
-    max: float = _option(4e-3, "--learning-rate", "peak learning rate after warm-up (default 4e-3)")
+    max: float = _option(4e-3, "--learning-rate", "peak learning rate after warm-up")
     min: float = _option(1e-5, "--lr-min", "floor of the exponential decay")
     # epochs of linear ramp from `start` to `max`
     warmup_epochs: int = _option(1, "--warmup-epochs", "epochs of linear warm-up")

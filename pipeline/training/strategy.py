@@ -28,7 +28,11 @@ TPU_CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Chosen:
+class StrategyChoice:
+    """The tf.distribute strategy this process trains (or predicts) under, with what the rest of training needs to
+    know of it: how many replicas a global batch splits across, whether this process writes the run (the chief),
+    and the line that tells the user and the manifest which one was chosen and why."""
+
     strategy: tf.distribute.Strategy
     kind: str  # tpu | multi_worker_mirrored | mirrored | default
     replicas: int  # replicas in sync across all workers
@@ -37,7 +41,7 @@ class Chosen:
     is_tpu: bool
 
 
-def choose(tpu: Optional[str] = None, cpu_replicas: int = 1) -> Chosen:
+def choose(tpu: Optional[str] = None, cpu_replicas: int = 1) -> StrategyChoice:
     """Pick the strategy for this process (see the module docstring for the order)."""
     tpu = tpu or os.environ.get("TPU_NAME")
     if tpu:
@@ -47,16 +51,16 @@ def choose(tpu: Optional[str] = None, cpu_replicas: int = 1) -> Chosen:
     gpus = tf.config.list_physical_devices("GPU")
     if len(gpus) > 1:
         strategy = tf.distribute.MirroredStrategy()
-        return Chosen(strategy, "mirrored", strategy.num_replicas_in_sync,
+        return StrategyChoice(strategy, "mirrored", strategy.num_replicas_in_sync,
                       f"MirroredStrategy over {len(gpus)} GPUs", True, False)
     if cpu_replicas > 1:
         return _mirrored_cpu(cpu_replicas)
     strategy = tf.distribute.get_strategy()
     device = "1 GPU" if gpus else "the CPU"
-    return Chosen(strategy, "default", 1, f"default strategy on {device}", True, False)
+    return StrategyChoice(strategy, "default", 1, f"default strategy on {device}", True, False)
 
 
-def _tpu(name: str) -> Chosen:
+def _tpu(name: str) -> StrategyChoice:
     tried = f"TPU {name!r}" + (" (from TPU_NAME)" if name == os.environ.get("TPU_NAME") else "")
     if name.startswith("grpc://"):
         _check_reachable(name, tried)
@@ -73,7 +77,7 @@ def _tpu(name: str) -> Chosen:
             "Not falling back to the CPU: drop --tpu and unset TPU_NAME to train without a TPU."
         ) from err
     replicas = strategy.num_replicas_in_sync
-    return Chosen(strategy, "tpu", replicas, f"TPUStrategy on {name} with {replicas} cores", True, True)
+    return StrategyChoice(strategy, "tpu", replicas, f"TPUStrategy on {name} with {replicas} cores", True, True)
 
 
 def _check_reachable(address: str, tried: str) -> None:
@@ -88,7 +92,7 @@ def _check_reachable(address: str, tried: str) -> None:
         ) from err
 
 
-def _multi_worker() -> Chosen:
+def _multi_worker() -> StrategyChoice:
     try:
         config = json.loads(os.environ["TF_CONFIG"])
         task = config["task"]
@@ -100,14 +104,14 @@ def _multi_worker() -> Chosen:
         ) from err
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     is_chief = task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0 and "chief" not in config["cluster"])
-    return Chosen(
+    return StrategyChoice(
         strategy, "multi_worker_mirrored", strategy.num_replicas_in_sync,
         f"MultiWorkerMirroredStrategy, {len(workers)} workers, this is {task.get('type')} {task.get('index')}",
         is_chief, False,
     )
 
 
-def _mirrored_cpu(replicas: int) -> Chosen:
+def _mirrored_cpu(replicas: int) -> StrategyChoice:
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
@@ -115,7 +119,7 @@ def _mirrored_cpu(replicas: int) -> Chosen:
         raise ConfigError(f"cannot split the CPU into {replicas} devices after TensorFlow started: {err}") from err
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     strategy = tf.distribute.MirroredStrategy(devices)
-    return Chosen(strategy, "mirrored", replicas, f"MirroredStrategy over {replicas} logical CPU devices", True, False)
+    return StrategyChoice(strategy, "mirrored", replicas, f"MirroredStrategy over {replicas} logical CPU devices", True, False)
 
 
 # How a MultiWorkerMirroredStrategy collective fails when a peer dies or becomes unreachable: the gRPC
@@ -126,7 +130,7 @@ PEER_FAILURES = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf
 
 
 @contextmanager
-def peer_failures_explained(chosen: Chosen, run_dir: Path) -> Iterator[None]:
+def peer_failures_explained(chosen: StrategyChoice, run_dir: Path) -> Iterator[None]:
     """Under MultiWorkerMirroredStrategy, turn a lost peer's gRPC failure into PeerLost saying how to resume."""
     try:
         yield

@@ -24,7 +24,7 @@ from pipeline.training import strategy as strategy_mod
 
 @dataclass(frozen=True)
 class Workers:
-    chosen: strategy_mod.Chosen
+    chosen: strategy_mod.StrategyChoice
     run_dir: Path
     created: bool  # this process made RUN: a run that leaves nothing removes it again
 
