@@ -5,50 +5,79 @@ held-out pixels (edge detect's feed), the objects Frigate's reading keeps (score
 
     .venv/bin/python bench/bench_yolo_frigate.py RUN          # a run from pipeline run --task detect --head yolo
 """
-import sys
+from __future__ import annotations
+
 import os
-os.environ["TF_USE_LEGACY_KERAS"]="1"
-import numpy as np
+import sys
 from pathlib import Path
-from edge import frigate_yolo
-from edge.bundle import image_file
-from edge.detect import open_detector, kept, get_raw
-from pipeline.rundir.run import Run
-from pipeline.tasks.detect_parity import heldout_images
-from pipeline.inference.client_scores import detect_clients
-from pipeline.detection.evaluate import evaluate
-run = Run.open(Path(sys.argv[1]))
-ex = heldout_images(run)
-det = open_detector(run.artifact("model_int8"))
-files = [image_file(i, e.id, e.image)[1] for i, e in enumerate(ex)]
-def score(tag):
-    found, refused = detect_clients(det, files, names=("frigate",))
-    s = evaluate(ex, found["frigate"], run.labels)
-    print(tag, round(s.map50, 4), round(s.map, 4), flush=True)
-score("frigate as reproduced")
-orig = frigate_yolo.nms_boxes
-frigate_yolo.nms_boxes = lambda r, s, t, i: orig(np.concatenate([r[:, :2], r[:, 2:] - r[:, :2]], 1), s, t, i)
-score("frigate, corners given as x,y,w,h")
-frigate_yolo.NMS_IOU = 0.6
-score("frigate, x,y,w,h and IoU 0.6")
-frigate_yolo.nms_boxes = orig
-score("frigate as reproduced but IoU 0.6")
-frigate_yolo.NMS_IOU = 0.4
-# real int8 model: Frigate's reading (0.4) vs edge detect (0.4), same feed (edge contract)
-reader = frigate_yolo.FrigateYolo(det.runner.interpreter)
-total = matched = ours_total = ours_matched = 0
-def iou(a, b):
-    h = max(0, min(a[2], b[2]) - max(a[0], b[0])); w = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    u = (a[2]-a[0])*(a[3]-a[1]) + (b[2]-b[0])*(b[3]-b[1]) - h*w
-    return h*w/u if u > 0 else 0
-from edge.classify import set_input, invoke
-for e in ex:
-    px = det.runner.pixels(e.image, e.id)
-    set_input(det.runner.interpreter, px, det.runner.contract.norm); invoke(det.runner.interpreter, e.id)
-    fb, fc, fs = frigate_yolo.objects(reader.read(det.runner.interpreter))
-    o = kept(get_raw(det.runner.interpreter, det.indices), 0.4)
-    for b, c in zip(fb, fc):
-        total += 1; matched += any(c == c2 and iou(b, b2) >= 0.9 for b2, c2 in zip(o.boxes, o.ids))
-    for b, c in zip(o.boxes, o.ids):
-        ours_total += 1; ours_matched += any(c == c2 and iou(b, b2) >= 0.9 for b2, c2 in zip(fb, fc))
-print(f"int8 file, {len(ex)} held-out images: Frigate's objects found by edge detect {matched}/{total}; edge detect's found by Frigate {ours_matched}/{ours_total}")
+from unittest import mock
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow loads: the run's SavedModel is tf-keras'
+
+import numpy as np  # noqa: E402
+
+from edge import frigate_yolo  # noqa: E402
+from edge.bundle import image_file  # noqa: E402
+from edge.classify import invoke, set_input  # noqa: E402
+from edge.detect import get_raw, kept, open_detector  # noqa: E402
+from pipeline.detection.evaluate import evaluate  # noqa: E402
+from pipeline.detection.heldout import recorded_heldout  # noqa: E402
+from pipeline.inference.client_scores import detect_clients  # noqa: E402
+from pipeline.rundir.run import Run  # noqa: E402
+from pipeline.tasks.detect_scores import iou  # noqa: E402
+
+MATCH_IOU = 0.9  # "the same object": same class and boxes this close
+THRESHOLD = 0.4  # Frigate's default score, and edge detect's
+
+
+def as_width_height(nms_boxes):
+    """Frigate's NMS fed (x, y, width, height), as NMSBoxes reads its rows, instead of the corners it passes."""
+    return lambda rects, *rest: nms_boxes(np.concatenate([rects[:, :2], rects[:, 2:] - rects[:, :2]], 1), *rest)
+
+
+def frigate_map(run: Run, detector, examples, files) -> str:
+    found, _ = detect_clients(detector, files, names=("frigate",))
+    scores = evaluate(examples, found["frigate"], run.labels)
+    return f"mAP@.5 {scores.map50:.4f}, mAP@[.5:.95] {scores.map:.4f}"
+
+
+def matched(mine, theirs) -> int:
+    """How many of `mine` (boxes, class ids) have an object of `theirs` of the same class at IoU >= MATCH_IOU."""
+    return sum(any(c == c2 and iou(b, b2) >= MATCH_IOU for b2, c2 in zip(*theirs)) for b, c in zip(*mine))
+
+
+def same_objects(detector, examples) -> str:
+    """Frigate's objects against edge detect's on the same int8 outputs, both ways."""
+    runner = detector.runner
+    reader = frigate_yolo.FrigateYolo(runner.interpreter)
+    counts = np.zeros(4, int)  # Frigate's matched, Frigate's total, ours matched, ours total
+    for example in examples:
+        set_input(runner.interpreter, runner.pixels(example.image, example.id), runner.contract.norm)
+        invoke(runner.interpreter, example.id)
+        boxes, ids, _ = frigate_yolo.objects(reader.read(runner.interpreter))
+        ours = kept(get_raw(runner.interpreter, detector.indices), THRESHOLD)
+        counts += (matched((boxes, ids), (ours.boxes, ours.ids)), len(ids),
+                   matched((ours.boxes, ours.ids), (boxes, ids)), len(ours.ids))
+    return (f"int8 file, {len(examples)} held-out images: Frigate's objects found by edge detect {counts[0]}/{counts[1]}; "
+            f"edge detect's found by Frigate {counts[2]}/{counts[3]}")
+
+
+def main(run_dir: str) -> None:
+    run = Run.open(Path(run_dir))
+    examples = recorded_heldout(run)
+    detector = open_detector(run.artifact("model_int8"))
+    files = [image_file(i, e.id, e.image)[1] for i, e in enumerate(examples)]
+    print("frigate as reproduced:", frigate_map(run, detector, examples, files), flush=True)
+    with mock.patch.object(frigate_yolo, "nms_boxes", as_width_height(frigate_yolo.nms_boxes)):
+        print("frigate, corners given as x,y,w,h:", frigate_map(run, detector, examples, files), flush=True)
+        with mock.patch.object(frigate_yolo, "NMS_IOU", 0.6):
+            print("frigate, x,y,w,h and IoU 0.6:", frigate_map(run, detector, examples, files), flush=True)
+    with mock.patch.object(frigate_yolo, "NMS_IOU", 0.6):
+        print("frigate as reproduced but IoU 0.6:", frigate_map(run, detector, examples, files), flush=True)
+    print(same_objects(detector, examples))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    main(sys.argv[1])
