@@ -202,6 +202,7 @@ def open_model(
     `data` are the model's bytes when the caller already read them (e.g. to check the sha256),
     so that exactly the checked bytes are loaded.
     """
+    from edge.bounded import MAX_MODEL_BYTES, read_regular
     from edge.model_check import check_model
     from edge.tflite_file import is_edgetpu_compiled
 
@@ -212,7 +213,7 @@ def open_model(
         path = Path(model)
         if data is None:
             try:
-                data = path.read_bytes()
+                data = read_regular(path, MAX_MODEL_BYTES, "model", InputError)  # a FIFO or a huge file refused unread
             except OSError as err:
                 raise InputError(f"cannot read model {path}: {err.strerror or err}; expected a .tflite file") from err
     name = str(path) if path else "model"

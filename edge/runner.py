@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 
 import numpy as np
 
+from edge.bounded import MAX_MODEL_BYTES, read_regular
 from edge.classify import Class, get_scores, input_details, input_size, invoke, output_details, set_input, top_k
 from edge.contract import PixelContract
 from edge.errors import InputError, IntegrityError
@@ -84,9 +85,9 @@ class Runner:
         holds what its check of the outputs found."""
         kind = kind or CLASSIFIER
         path = Path(model)
-        if not path.is_file():
+        if not path.exists():
             raise InputError(f"model {path} not found, expected a .tflite file")
-        data = path.read_bytes()
+        data = read_regular(path, MAX_MODEL_BYTES, "model", InputError)  # a FIFO or a huge file refused before reading
         records, sha256 = checked_records(path, data, verify_sha256, say)
         loaded = open_model(path, edgetpu=edgetpu, threads=threads, data=data, backend=backend)  # checks the file first
         say(f"interpreter: {loaded.backend} ({loaded.why})")

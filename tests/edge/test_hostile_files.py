@@ -157,6 +157,22 @@ def test_edge_classify_refuses_a_fifo_image_without_hanging(tmp_path):
     assert "FIFO" in result.stderr
 
 
+@pytest.mark.parametrize("make", ["fifo", "sparse"])
+def test_a_model_that_is_a_fifo_or_past_the_size_cap_is_refused_unread(make, tmp_path):
+    """The model file is read through the same bounded reader as every other input: a FIFO does not hang `edge
+    classify`, and a file past the cap (a sparse 600 MB here, nothing on disk) is refused from its size."""
+    model = tmp_path / "model.tflite"
+    if make == "fifo":
+        os.mkfifo(model)
+    else:
+        with open(model, "wb") as f:
+            f.truncate(600 * 1024 * 1024)
+    result = subprocess.run([sys.executable, "-m", "edge.cli", "classify", "--no-verify", str(model), str(IMAGES / "red.png")],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert ("FIFO" if make == "fifo" else "more than the") in result.stderr
+
+
 @pytest.mark.parametrize("labels", [5, "abc", [1, 2]])
 def test_a_sidecar_whose_labels_are_not_a_list_of_names_is_one_line(labels, tmp_path):
     model = tmp_path / "model.tflite"
