@@ -271,7 +271,7 @@ def test_calibration_images_of_the_wrong_size(run_copy, tmp_path):
     np.save(npy, np.zeros((10, 8, 8, 3), np.uint8))
     result = _invoke(run_copy, "--int8", "--calibration-data", npy)
     assert result.exit_code != 0
-    assert "uint8 [10, 8, 8, 3], expected uint8 [N, 16, 16, 3]" in result.output
+    assert "declares uint8 [10, 8, 8, 3]; expected a .npy file of uint8 images [N, 16, 16, 3]" in result.output
     assert _leftovers(run_copy) == []
 
 

@@ -279,12 +279,13 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     from pipeline import export
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
+    from pipeline.tasks import classify_export
 
     rungs = {r.name: r for r in remedy.LADDER}
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
     run = Run.open(run_copy)
-    distilled = remedy.repair(config, run, export.convert, ladder=[rungs["distil-2"]])
-    labelled = remedy.repair(config, run, export.convert, ladder=[rungs["qat-2"]])
+    distilled = remedy.repair(config, run, classify_export.convert, ladder=[rungs["distil-2"]])
+    labelled = remedy.repair(config, run, classify_export.convert, ladder=[rungs["qat-2"]])
     asked, distil = distilled.attempts
     qat = labelled.attempts[1]
     assert not asked.passed, remedy.table(distilled)
