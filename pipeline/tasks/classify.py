@@ -141,7 +141,11 @@ class Classify(Task):
         return [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
 
     def check(self, config) -> None:
+        from pipeline.detection.heads import SSD
+
         _refuse_images(config.images)
+        if config.head != SSD:  # the default head stands for "no head" here
+            raise ConfigError(f"--head {config.head} is a detector's head; expected --task detect, or no --head")
 
     def tuning(self):
         from pipeline.quant.remedy import CLASSIFICATION_TASK

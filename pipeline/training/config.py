@@ -177,12 +177,10 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
-        from pipeline.detection.heads import HEADS, SSD
+        from pipeline.detection.heads import HEADS
 
         if self.head not in HEADS:
             raise ConfigError(f"head {self.head!r}, expected one of {', '.join(HEADS)}")
-        if self.head != SSD and self.task != "detect":
-            raise ConfigError(f"--head {self.head} is a detector's head; expected --task detect, or no --head")
         task.check(self)
         return self
 
