@@ -71,14 +71,8 @@ def record_files(record: Optional[dict]) -> tuple:
 def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: float, std: float, input_dtype: str,
           name: str, record: Optional[dict] = None) -> bytes:
     """`model_bytes` with the detector's metadata, read back with edge's reader and checked."""
-    described = describe(labels, image_size, mean, std, input_dtype, name, record)
+    written, meta = attached(model_bytes, describe(labels, image_size, mean, std, input_dtype, name, record), name)
     try:
-        written = model_file.attach(model_bytes, flatbuffer.encode(described),
-                                    [(f.name, f.content) for f in described.all_files()])
-    except ValueError as err:
-        raise PipelineError(f"cannot write the TFLite metadata of {name}: {err}") from err
-    try:
-        meta = read_metadata(written, name)
         packed = packed_labels(written, name)
     except EdgeError as err:
         raise PipelineError(f"the metadata written into {name} does not read back: {err}") from err
@@ -87,6 +81,19 @@ def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: f
         raise PipelineError(f"the metadata written into {name} reads back differently (labels {packed}, outputs "
                             f"{names}, mean {meta.mean}); expected what was asked for")
     return written
+
+
+def attached(model_bytes: bytes, described, name: str):
+    """(`model_bytes` with `described` and its files attached, the metadata read back from them by edge's reader)."""
+    try:
+        written = model_file.attach(model_bytes, flatbuffer.encode(described),
+                                    [(f.name, f.content) for f in described.all_files()])
+    except ValueError as err:
+        raise PipelineError(f"cannot write the TFLite metadata of {name}: {err}") from err
+    try:
+        return written, read_metadata(written, name)
+    except EdgeError as err:
+        raise PipelineError(f"the metadata written into {name} does not read back: {err}") from err
 
 
 def packed_labels(model_bytes: bytes, name: str = "model") -> Optional[List[str]]:

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from edge.errors import EdgeError
-from edge.model_metadata import read_metadata
 from pipeline.errors import PipelineError
-from pipeline.metadata import flatbuffer, model_file
 from pipeline.metadata.description import AssociatedFile, FeatureContent, FileType, ModelDescription, Tensor
-from pipeline.metadata.detector import image_input, record_files
+from pipeline.metadata.detector import attached, image_input, record_files
 
 LABELS_FILE = "labels.txt"
 OUTPUT_NAMES = {"box_dist": "box distributions", "class_logits": "class logits"}
@@ -44,16 +41,7 @@ def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, *, mean: f
           name: str, roles: Sequence[str], record: Optional[dict] = None) -> bytes:
     """`model_bytes` with the detector's metadata (`roles`: the subgraph's outputs in order, "box_dist" or
     "class_logits"), read back with edge's reader and checked."""
-    described = describe(labels, image_size, mean, std, input_dtype, name, roles, record)
-    try:
-        written = model_file.attach(model_bytes, flatbuffer.encode(described),
-                                    [(f.name, f.content) for f in described.all_files()])
-    except ValueError as err:
-        raise PipelineError(f"cannot write the TFLite metadata of {name}: {err}") from err
-    try:
-        meta = read_metadata(written, name)
-    except EdgeError as err:
-        raise PipelineError(f"the metadata written into {name} does not read back: {err}") from err
+    written, meta = attached(model_bytes, describe(labels, image_size, mean, std, input_dtype, name, roles, record), name)
     names = tuple(t.name for t in meta.outputs)
     if names != tuple(OUTPUT_NAMES[r] for r in roles) or meta.mean != (float(mean),):
         raise PipelineError(f"the metadata written into {name} reads back differently (outputs {names}, mean {meta.mean}); "
