@@ -14,7 +14,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
@@ -70,33 +70,25 @@ def _repair(config, run):
 
 
 def convert(config, run) -> Converted:
-    """The run's Keras detector (with the ladder's float edits, if any) converted to `config.mode`, ending in the
-    post-processing op, verified, with metadata and the edgeflow record."""
+    """The run's Keras detector (with the ladder's float edits, if any) converted to `config.mode` by its head's
+    converter (the SSD head ends in the post-processing op), verified, with metadata and the edgeflow record."""
     import tf_keras as keras
 
     from pipeline import metadata
-    from pipeline.detection.postprocess import Settings, convert as convert_detector
     from pipeline.quant import convention, verify
     from pipeline.rundir.run import artifact
 
-    from pipeline.detection import heads
-
-    if heads.of_run(run) == heads.YOLO:
-        from pipeline.detection import yolo_run_export
-
-        return yolo_run_export.convert(config, run, _mode(config), _calibration, Converted)
     int8 = _mode(config)
-    spec = recorded_anchor_spec(run)
+    head = _head_conversion(run)
     size, labels = run.image_size, run.labels
     detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
     calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
-    settings = Settings()
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
     # The input the int8 converter is held to (convert refuses any other), or the float twin's raw pixels.
     expected = ({"dtype": "uint8", "scale": convention.SCALE, "zero_point": convention.ZERO_POINT["uint8"]} if int8
                 else {"dtype": "float32", "scale": None, "zero_point": None})
-    facts: Dict[str, object] = {"postprocess": settings._asdict(), "input": expected, "preprocessing": contract.as_record()}
+    facts: Dict[str, object] = {**head.facts, "input": expected, "preprocessing": contract.as_record()}
     if int8:
         facts["calibration"] = calib_facts
     if config.float_edits:
@@ -106,12 +98,37 @@ def convert(config, run) -> Converted:
         facts["float_edits"] = list(config.float_edits)
     if config.remedy:
         facts["remedy"] = config.remedy  # which rung of the remedy ladder made this model
-    data = convert_detector(detector, spec, size, labels, settings, int8=int8, calibration=calibration,
-                            name=f"{run.model.name} detector {'int8' if int8 else 'float32'} ({run.dir.name})",
-                            record=metadata.record(run, artifact(key).name, contract, facts))
+    data = head.convert(detector, size, labels, int8=int8, calibration=calibration,
+                        name=f"{run.model.name} {head.what} {'int8' if int8 else 'float32'} ({run.dir.name})",
+                        record=metadata.record(run, artifact(key).name, contract, facts))
     info = verify.verify_static(data)
     facts["input"] = verify.quantization_of(info, info.inputs[0]) if int8 else expected
     return Converted(data, facts, facts["input"], contract, notes)
+
+
+class HeadConversion(NamedTuple):
+    """What differs between the detector heads' exports."""
+
+    what: str  # the model's name in its metadata: "<model> <what> int8 (<run>)"
+    facts: Dict[str, object]  # the head's own facts, first in what the manifest records
+    convert: Callable[..., bytes]  # (keras model, size, labels, int8=, calibration=, name=, record=) -> the .tflite
+
+
+def _head_conversion(run) -> HeadConversion:
+    from pipeline.detection import heads
+
+    if heads.of_run(run) == heads.YOLO:
+        from pipeline.detection import yolo_run_export
+
+        return HeadConversion(*yolo_run_export.conversion())
+    from pipeline.detection.postprocess import Settings, convert as convert_detector
+
+    spec, settings = recorded_anchor_spec(run), Settings()
+
+    def ssd(detector, size, labels, **options) -> bytes:
+        return convert_detector(detector, spec, size, labels, settings, **options)
+
+    return HeadConversion("detector", {"postprocess": settings._asdict()}, ssd)
 
 
 def _mode(config) -> bool:
