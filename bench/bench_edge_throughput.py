@@ -295,9 +295,9 @@ def report(runner, detector, files, rows, decode, rates, gil, main_ms, bare_ms, 
         "point 128; 10 classes), its sidecar recording the contract (JPEGs decoded at 1/2 scale, 320x240, then resized)",
         f"- detector: the tiny detection run's int8 model (input {size[0]}x{size[1]}, ending in TFLite_Detection_PostProcess "
         "as SSD detectors do), checked against its run's manifest; the same JPEGs (decoded at the contract's reduced scale)",
-        f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. The 2 cores are shared with five "
-        "other agents' work (training, tests): every ratio is taken within one round, and the numbers are what that "
-        "load left, not what an idle machine gives",
+        f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. A load near the core count means "
+        "nothing else ran beside the benchmark; above it, other work shared the cores, and every ratio is taken "
+        "within one round so that the load hits each alike",
         "",
         *lscpu_block(),
         f"## This machine, {len(rows)} rounds: images/s and the share of the bare rate",
