@@ -212,7 +212,7 @@ def predicted_unmapped(prediction: preflight.Preflight) -> Optional[str]:
 
 def _first_change(prediction: preflight.Preflight) -> str:
     entry = prediction.advice()[0]
-    return f"{preflight.advice_heading(entry)}: {entry['advice']}"
+    return f"{entry['heading']}: {entry['advice']}"
 
 
 def _require_full_mapping(config: CompileConfig, unmapped: Optional[str]) -> Optional[str]:

@@ -118,7 +118,7 @@ class Preflight(NamedTuple):
         """What to change, one entry per problem: the ops with the same status and advice together (the first
         fallback's entry first; the ops that only follow a fallback last, one entry per op they follow). Each entry:
         ops (indices), where (those as ranges), op (their names), version, status, reason (of its first op),
-        advice, first (the first fallback's index when it holds it, else None)."""
+        advice, first (the first fallback's index when it holds it, else None), heading (which ops, in words)."""
         groups: Dict[tuple, dict] = {}
         for r in self.rows:
             if r.on_edgetpu or r.tail:
@@ -138,6 +138,7 @@ class Preflight(NamedTuple):
                 e["version"] = None
             if e["status"] == rules.MORE_THAN_ONE_SUBGRAPH:  # a mix of ops: what they have in common is where they are
                 e["reason"] = "on the CPU after the Edge TPU segment, downstream of a fallback"
+            e["heading"] = advice_heading(e)
         return entries
 
 
@@ -218,7 +219,7 @@ def table(preflight: Preflight) -> str:
     if entries:
         lines.append("What to change (each op the Edge TPU would not run, the rule it breaks, the change):")
     for e in entries:
-        lines.append(f"  {advice_heading(e)}: {e['status']}: {e['reason']}")
+        lines.append(f"  {e['heading']}: {e['status']}: {e['reason']}")
         lines.append(f"      change: {e['advice']}")
     lines += [f"  op {r.index} {r.op} v{r.version}: {r.reason}" for r in preflight.rows if r.tail]
     lines.append(preflight.headline())
