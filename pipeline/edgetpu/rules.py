@@ -116,8 +116,7 @@ CUSTOM_LOG_NAME = "CUSTOM"
 REPLACEMENTS: Dict[str, str] = {
     "HARD_SWISH": "use ReLU6 (keras.layers.ReLU(6.0)) or swish x*sigmoid(x) (tf.nn.silu, converted to LOGISTIC and "
                   "MUL, both mapped) instead of hard-swish, then fine-tune",
-    "LEAKY_RELU": "use ReLU (keras.layers.ReLU()) instead of LeakyReLU, then fine-tune (Keras PReLU is no way "
-                  "around it: TF 2.21 converts it with a float NEG)",
+    "LEAKY_RELU": "use ReLU (keras.layers.ReLU()) instead of LeakyReLU, then fine-tune",
     "GELU": "use swish x*sigmoid(1.702*x) (LOGISTIC and MUL, both mapped; within 0.021 of GELU everywhere) or "
             "ReLU instead of GELU",
     "ELU": "use ReLU (keras.layers.ReLU()) instead of ELU, then fine-tune",
