@@ -202,7 +202,10 @@ def _check_types(op: OpInfo, info: ModelInfo) -> Optional[Problem]:
 
 
 def static_advice(info: ModelInfo) -> str:
-    """A fixed input shape, spelled out from the model's own inputs."""
+    """A fixed input shape, spelled out from the model's own inputs (or, when they are fixed, sizes computed in the graph)."""
+    if not any(info.tensor(i).is_dynamic for i in info.inputs):
+        return ("compute sizes from constants: a size the graph computes at run time (a reshape to tf.shape(x)) stays "
+                "dynamic in the file; reshape to fixed numbers")
     shapes, spatial = [], False
     for i in info.inputs:
         signature = list(info.tensor(i).shape_signature)
