@@ -52,6 +52,7 @@ class OpPrediction(NamedTuple):
     custom: bool = False  # a custom op: `op` is its custom code
     tail: bool = False  # part of a detector's post-processing, on the CPU after the Edge TPU segment by design
     advice: str = ""  # what to change so it maps (for an op after the fallback: which op to change first)
+    follows: Optional[int] = None  # for an op on the CPU only because it follows a fallback: that fallback's index
 
     @property
     def log_op(self) -> str:
@@ -116,16 +117,18 @@ class Preflight(NamedTuple):
 
     def advice(self) -> List[dict]:
         """What to change, one entry per problem: the ops with the same status and advice together (the first
-        fallback's entry first; the ops that only follow a fallback last, one entry per op they follow). Each entry:
+        fallback's entry first; the ops that only follow a fallback last, in one entry). Each entry:
         ops (indices), where (those as ranges), op (their names), version, status, reason (of its first op),
         advice, first (the first fallback's index when it holds it, else None), heading (which ops, in words)."""
         groups: Dict[tuple, dict] = {}
         for r in self.rows:
             if r.on_edgetpu or r.tail:
                 continue
-            entry = groups.setdefault((r.status, r.advice), {"ops": [], "names": [], "version": r.version, "status": r.status,
+            following = r.status == rules.MORE_THAN_ONE_SUBGRAPH
+            entry = groups.setdefault((r.status, "" if following else r.advice), {"ops": [], "follows": [], "names": [], "version": r.version, "status": r.status,
                                                              "reason": r.reason, "advice": r.advice, "first": None})
             entry["ops"].append(r.index)
+            entry["follows"] += [] if r.follows is None or r.follows in entry["follows"] else [r.follows]
             entry["names"] += [] if r.op in entry["names"] else [r.op]
             if r == self.first_fallback:
                 entry["first"] = r.index
@@ -136,8 +139,11 @@ class Preflight(NamedTuple):
             e["op"] = names[0] if len(names) == 1 else ", ".join(names)
             if len(names) > 1:
                 e["version"] = None
+            follows = e.pop("follows")
             if e["status"] == rules.MORE_THAN_ONE_SUBGRAPH:  # a mix of ops: what they have in common is where they are
                 e["reason"] = "on the CPU after the Edge TPU segment, downstream of a fallback"
+                if len(follows) > 1:
+                    e["advice"] = f"nothing of their own: each maps once the fallback it follows does (ops {_ranges(follows)})"
             e["heading"] = advice_heading(e)
         return entries
 
@@ -180,7 +186,7 @@ def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIM
                                                             "CPU after the Edge TPU segment",
                               f"nothing of its own: it maps once op {root.index} {root.name} does")
         row = OpPrediction(op.index, op.name, op.version, problem.status, problem.reason, False, op.is_custom,
-                           advice=problem.advice)
+                           advice=problem.advice, follows=None if cause[op.index] == op.index else cause[op.index])
         rows.append(row)
         if first_fallback is None and problem.status != rules.MORE_THAN_ONE_SUBGRAPH and not _is_io_wrapper(op, info):
             first_fallback = row
