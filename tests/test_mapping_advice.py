@@ -57,7 +57,7 @@ def test_require_full_mapping_names_the_first_change():
     result = _cli("compile", DEEPLAB, "--check-only", "--require-full-mapping")
     assert result.exit_code == 1
     first = analyze(DEEPLAB).advice()[0]
-    assert f"--require-full-mapping: not every op maps" in result.output
+    assert "--require-full-mapping: not every op maps" in result.output
     assert f"first change: {first['heading']}: {first['advice']}" in result.output
 
 

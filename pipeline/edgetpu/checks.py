@@ -394,7 +394,7 @@ def _resize(op: OpInfo, info: ModelInfo, data: bytes) -> Optional[Problem]:
     for t in (info.tensor(op.inputs[0]), info.tensor(op.outputs[0])):
         if not (len(t.shape) == 3 or (len(t.shape) == 4 and t.shape[0] == 1)):
             return Problem(rules.OTHER_LIMITATION, f"{op.name} tensor {t.name!r} shape {list(t.shape)}; the Edge TPU needs a 3-D image (batch 1)",
-                           f"resize one image at a time: a [1, height, width, channels] tensor")
+                           "resize one image at a time: a [1, height, width, channels] tensor")
     before, after = info.tensor(op.inputs[0]).shape, info.tensor(op.outputs[0]).shape
     if op.name in rules.RESIZE_FROM_SINGLE_PIXEL and before[-3:-1] == (1, 1) and after[-3:-1] != (1, 1):
         return Problem(rules.OTHER_LIMITATION, f"{op.name} from a 1x1 image to {after[-3]}x{after[-2]}: the compiler leaves a "

@@ -125,14 +125,16 @@ class Preflight(NamedTuple):
             if r.on_edgetpu or r.tail:
                 continue
             following = r.status == rules.MORE_THAN_ONE_SUBGRAPH
-            entry = groups.setdefault((r.status, "" if following else r.advice), {"ops": [], "follows": [], "names": [], "version": r.version, "status": r.status,
-                                                             "reason": r.reason, "advice": r.advice, "first": None})
+            entry = groups.setdefault((r.status, "" if following else r.advice),
+                                      {"ops": [], "follows": [], "names": [], "version": r.version, "status": r.status,
+                                       "reason": r.reason, "advice": r.advice, "first": None})
             entry["ops"].append(r.index)
             entry["follows"] += [] if r.follows is None or r.follows in entry["follows"] else [r.follows]
             entry["names"] += [] if r.op in entry["names"] else [r.op]
             if r == self.first_fallback:
                 entry["first"] = r.index
-        entries = sorted(groups.values(), key=lambda e: (e["first"] is None, e["status"] == rules.MORE_THAN_ONE_SUBGRAPH, e["ops"][0]))
+        entries = sorted(groups.values(),
+                         key=lambda e: (e["first"] is None, e["status"] == rules.MORE_THAN_ONE_SUBGRAPH, e["ops"][0]))
         for e in entries:
             names = e.pop("names")
             e["where"] = _ranges(e["ops"])
