@@ -97,6 +97,19 @@ def test_pipeline_run_require_full_mapping_fails_at_the_end_with_the_change(tmp_
     assert f"first change: {first['heading']}: {first['advice']}" in str(refused.value)
 
 
+def test_the_end_summary_names_the_first_change(tmp_path):
+    from pipeline.inference.summary import edgetpu_mapping
+    from pipeline.rundir.run import Run
+    from tests.test_compile import FULL, PARTIAL, reference_run
+
+    partial, full = reference_run(tmp_path, PARTIAL, "partial"), reference_run(tmp_path, FULL, "full")
+    for run_dir in (partial, full):
+        assert _cli("compile", run_dir, "--check-only").exit_code == 0
+    first = analyze(partial / "model_int8.tflite").advice()[0]
+    assert edgetpu_mapping(Run.open(partial)).endswith(f"; first change: {first['heading']}: {first['advice']}")
+    assert "change" not in edgetpu_mapping(Run.open(full))  # fully mapped: nothing to change
+
+
 def test_custom_decoder_is_a_tail_to_cut_naming_what_it_reads():
     model = REFERENCE / "posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"
     decoder = next(r for r in analyze(model).rows if r.custom)
