@@ -110,6 +110,26 @@ def test_the_end_summary_names_the_first_change(tmp_path):
     assert "change" not in edgetpu_mapping(Run.open(full))  # fully mapped: nothing to change
 
 
+def test_a_report_from_before_the_advice_still_renders(tmp_path):
+    """An edgetpu.json written before the advice existed: the page renders, without the table."""
+    from pipeline.report import render
+    from tests.helpers import record_artifact
+    from tests.test_compile import PARTIAL, reference_run
+
+    run_dir = reference_run(tmp_path, PARTIAL)
+    assert _cli("compile", run_dir, "--check-only").exit_code == 0
+    assert 'data-table="advice"' in render(run_dir)
+    report = json.loads((run_dir / "edgetpu.json").read_text())
+    pre = report["preflight"]
+    del pre["advice"]
+    for op in pre["ops"] + [pre["first_fallback"]]:
+        op.pop("advice"), op.pop("follows")
+    (run_dir / "edgetpu.json").write_text(json.dumps(report))
+    record_artifact(run_dir, "edgetpu_report", run_dir / "edgetpu.json")
+    page = render(run_dir)
+    assert 'data-table="advice"' not in page and "First fallback: op" in page and "Change:" not in page
+
+
 def test_custom_decoder_is_a_tail_to_cut_naming_what_it_reads():
     model = REFERENCE / "posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"
     decoder = next(r for r in analyze(model).rows if r.custom)
