@@ -4,7 +4,8 @@ Each check returns a Problem: the compiler's own status string, the reason (nami
 option that breaks the rule) and the advice (the change to the model that makes the op map, as
 concrete as the file allows: the shape to use, the op to cut before, the activation to use instead).
 The advice sits in the check that finds the problem, so a rule and its remedy change together. The
-facts come from pipeline/edgetpu/rules.py; the graph walk that uses these checks is preflight.py.
+facts come from pipeline/edgetpu/rules.py; the graph walk that uses these checks is preflight.py. Over 300
+lines: one check per rule of Coral's requirements and table, each with its advice, in one place.
 """
 from __future__ import annotations
 
