@@ -280,9 +280,10 @@ def _progressbar(total, label):
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
+@click.option("--require-full-mapping", is_flag=True, help="exit 1 at the end (after parity) when any op would run on the CPU")
 @reports_errors
 def run_command(task, run_dir, data_spec, images, model, image_size, head, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
-                remedy, clients):
+                remedy, clients, require_full_mapping):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     console.import_tensorflow()
     from pipeline import end_to_end
@@ -290,7 +291,8 @@ def run_command(task, run_dir, data_spec, images, model, image_size, head, epoch
 
     config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, head=head, epochs=epochs,
                                   max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients, task))
+                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients, task),
+                                  require_full_mapping=require_full_mapping)
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 

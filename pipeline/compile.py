@@ -65,6 +65,9 @@ class CompileResult(NamedTuple):
     report_path: Optional[Path]  # RUN/edgetpu.json; None for a bare .tflite file (nothing written)
     models: List[Path]  # compiled models written into RUN (empty with --check-only)
     compiler: Optional[compiler_log.CompilerOutput]
+    # Why not every op is shown to run on the Edge TPU (what --require-full-mapping refuses), with the first change
+    # to make; None when every op is. From the compiled files and logs after a compile, else from the pre-flight.
+    unmapped: Optional[str] = None
 
 
 def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
@@ -85,14 +88,14 @@ def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=Non
         if config.check_only:
             path = _record_check_only(run, report, say)
             write_report(run.dir)  # RUN/report.html; a failure to render only warns
-            _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
-            return CompileResult(prediction, path, [], None)
+            unmapped = _require_full_mapping(config, predicted_unmapped(prediction))
+            return CompileResult(prediction, path, [], None, unmapped)
         run.contract_of("model_int8")  # the compiled model's sidecar needs it: refuse before compiling, not after
         compiler = compiler_mod.find(config, prediction.headline())
         with scratch_folder(run.dir, prefix=".compile-") as scratch:
             # A failure raises before anything in RUN is touched: an earlier compiled model (still
             # valid for the int8 model it was compiled from, see `compiled_from`) and its report stay.
-            compiled, outputs, logs, parsed = _compile(config, compiler, model, scratch, prediction, report, say)
+            compiled, outputs, logs, parsed, unmapped = _compile(config, compiler, model, scratch, prediction, report, say)
             written, report_path = _install(run, report, outputs, logs)
         write_report(run.dir)
     on_cpu = sum(len(c.cpu_ops) for c in compiled)
@@ -101,13 +104,13 @@ def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=Non
         f"Edge TPU, {parsed.ops_on_cpu} on the CPU, {parsed.subgraphs} Edge TPU subgraph(s)")
     for line in report["disagreements"]:
         say(f"pre-flight and compiler disagree: {line}")
-    return CompileResult(prediction, report_path, written, parsed)
+    return CompileResult(prediction, report_path, written, parsed, unmapped)
 
 
 def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, prediction: preflight.Preflight, report: dict,
              say):
     """Run the compiler on a copy of `model` in `work` and check what it wrote; fills `report`'s compiler parts.
-    Returns (compiled facts, output models, their logs, the parsed console)."""
+    Returns (compiled facts, output models, their logs, the parsed console, why not every op maps or None)."""
     source = work / model.name
     shutil.copyfile(model, source)
     console = compiler_mod.call(compiler, compiler_mod.arguments(config, work, source), config.seconds)
@@ -133,10 +136,11 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
                           **parsed.as_dict()}
     report["compiled"] = [dict(c.as_dict(), log_table_read=t is not None) for c, t in zip(compiled, tables)]
     report["disagreements"] = agreement.disagreements(prediction, parsed, compiled)
-    _require_compiled_full_mapping(config, compiled, tables, [log.name for log in logs])
-    if config.require_full_mapping and parsed.ops_on_cpu:
-        raise PipelineError(f"--require-full-mapping: the compiler says {parsed.ops_on_cpu} op(s) run on the CPU")
-    return compiled, outputs, [log for log in logs if log.exists()], parsed
+    unmapped = _compiled_unmapped(compiled, tables, [log.name for log in logs], parsed.ops_on_cpu)
+    if unmapped and prediction.advice():
+        unmapped += f"; the pre-flight's first change: {_first_change(prediction)}"
+    _require_full_mapping(config, unmapped)  # before anything is installed in RUN
+    return compiled, outputs, [log for log in logs if log.exists()], parsed, unmapped
 
 
 def _predict(config: CompileConfig, model: Path, say, show) -> preflight.Preflight:
@@ -157,8 +161,8 @@ def _check_file(config: CompileConfig, model: Path, say, show) -> CompileResult:
         raise ConfigError(f"{model} is a model file: a full compile needs a run directory (made by `pipeline export RUN "
                           "--int8`); for any .tflite file use --check-only, or run edgetpu_compiler on it yourself")
     prediction = _predict(config, model, say, show)
-    _require_full_mapping(config, prediction.fully_mapped, prediction.headline())
-    return CompileResult(prediction, None, [], None)
+    unmapped = _require_full_mapping(config, predicted_unmapped(prediction))
+    return CompileResult(prediction, None, [], None, unmapped)
 
 
 def _record_check_only(run: Run, report: dict, say) -> Path:
@@ -181,25 +185,41 @@ def _operator_table(log: Path, console: str) -> Optional[List[compiler_log.Opera
     return rows or compiler_log.parse_operator_table(console) or None
 
 
-def _require_compiled_full_mapping(config: CompileConfig, compiled, tables, log_names) -> None:
-    """Every output keeps no op on the CPU, by its file and by its log: missing counts never pass."""
-    if not config.require_full_mapping:
-        return
+def _compiled_unmapped(compiled, tables, log_names, ops_on_cpu: Optional[int]) -> Optional[str]:
+    """Why the compiled outputs do not show every op on the Edge TPU, by their files and by their logs (a count
+    that cannot be read never passes); None when they do."""
     for facts, table, log_name in zip(compiled, tables, log_names):
         if facts.cpu_ops:
-            raise PipelineError(f"--require-full-mapping: {facts.name} keeps {len(facts.cpu_ops)} op(s) on the CPU "
-                                f"({', '.join(facts.cpu_ops)})")
+            return f"{facts.name} keeps {len(facts.cpu_ops)} op(s) on the CPU ({', '.join(facts.cpu_ops)})"
         if table is None:
-            raise PipelineError(f"--require-full-mapping: cannot read the op counts for {facts.name}: {log_name} is "
-                                "missing or has no operator table (and the console printed none)")
+            return (f"cannot read the op counts for {facts.name}: {log_name} is missing or has no operator table (and the "
+                    "console printed none)")
         off = sum(r.count for r in table if r.status != preflight.rules.MAPPED)
         if off:
-            raise PipelineError(f"--require-full-mapping: {log_name} lists {off} op(s) not mapped to the Edge TPU")
+            return f"{log_name} lists {off} op(s) not mapped to the Edge TPU"
+    if ops_on_cpu:
+        return f"the compiler says {ops_on_cpu} op(s) run on the CPU"
+    return None
 
 
-def _require_full_mapping(config: CompileConfig, fully_mapped: bool, why: str) -> None:
-    if config.require_full_mapping and not fully_mapped:
-        raise PipelineError(f"--require-full-mapping: not every op maps to the Edge TPU ({why})")
+def predicted_unmapped(prediction: preflight.Preflight) -> Optional[str]:
+    """Why the pre-flight does not predict every op on the Edge TPU, with the first change to make; None when it does."""
+    if prediction.fully_mapped:
+        return None
+    change = f"; first change: {_first_change(prediction)}" if prediction.advice() else ""
+    return f"not every op maps to the Edge TPU ({prediction.headline()}){change}"
+
+
+def _first_change(prediction: preflight.Preflight) -> str:
+    entry = prediction.advice()[0]
+    return f"{entry['heading']}: {entry['advice']}"
+
+
+def _require_full_mapping(config: CompileConfig, unmapped: Optional[str]) -> Optional[str]:
+    """The --require-full-mapping gate: refuses when not every op maps; returns `unmapped` otherwise."""
+    if config.require_full_mapping and unmapped:
+        raise PipelineError(f"--require-full-mapping: {unmapped}")
+    return unmapped
 
 
 def _segment_number(path: Path) -> int:

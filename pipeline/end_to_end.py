@@ -7,7 +7,8 @@ train -> export (float32, then int8) -> compile (pre-flight only when edgetpu_co
 installed, and it says so) -> parity. A run directory that already holds a trained model is
 reused (the later stages run again on it) only when what was asked (--data, --model, --image-size,
 --epochs, each when given) is what the run was trained with; otherwise it is refused, the
-differences named. Ends with a summary; exits 1 when the parity gate (pipeline/gate.py) fails.
+differences named. Ends with a summary; exits 1 when the parity gate (pipeline/gate.py) fails, and
+with --require-full-mapping when not every op is shown on the Edge TPU (checked at the end: parity still runs).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from pipeline import tasks
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.gate import GATE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.run import Run, artifact
@@ -45,6 +46,7 @@ class RunConfig:
     remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
     clients: Tuple[str, ...] = ()  # parity gate: clients gated like the int8 model (the rest are reported)
     head: Optional[str] = None  # detect: ssd | yolo (pipeline/detection/heads.py); None = train's default
+    require_full_mapping: bool = False  # exit 1 at the end when not every op is shown on the Edge TPU (after parity)
 
     @property
     def limits(self) -> GateLimits:
@@ -98,7 +100,8 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         remedy_failures = list(exported.failures)  # nothing passed: the best attempt goes on, and the run exits 1
         compiler = shutil.which("edgetpu_compiler")
         say("== compile" if compiler else "== compile: edgetpu_compiler is not installed here, so pre-flight analysis only")
-        compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(check_only=compiler is None), run_dir)
+        # The mapping gate is applied at the end, like the parity gate: parity still runs and the report is whole.
+        unmapped = compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(check_only=compiler is None), run_dir).unmapped
         say("== parity")
         result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
                                                 gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
@@ -108,6 +111,9 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         say(line)
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
+    if config.require_full_mapping and unmapped:
+        failed = "" if result.passed else f"; the parity gate failed too: {'; '.join(result.failures)}"
+        raise PipelineError(f"--require-full-mapping: {unmapped}{failed}")
     return result
 
 

@@ -378,6 +378,12 @@ def test_full_mobilenet_v3_is_predicted_to_leave_the_edge_tpu_at_its_first_hard_
     prediction = preflight.analyze(model)
     first = prediction.first_fallback
     assert first is not None and first.op == "HARD_SWISH" and "HARD_SWISH" in first.reason
+    assert "ReLU6" in first.advice  # the change (tests/test_mapping_advice.py shows a CNN so changed maps fully)
+    # One entry for all HARD_SWISH ops, one for every op that only follows one of them.
+    entries = prediction.advice()
+    assert [e["op"] for e in entries[:1]] == ["HARD_SWISH"] and entries[0]["first"] == first.index
+    assert len(entries) == 2 and entries[1]["status"] == preflight.rules.MORE_THAN_ONE_SUBGRAPH
+    assert sorted(entries[0]["ops"] + entries[1]["ops"]) == [r.index for r in prediction.rows if not r.on_edgetpu]
     assert not any(r.op == "HARD_SWISH" for r in prediction.rows if r.index < first.index)
     # Everything before the first HARD_SWISH maps, it and everything after it stay on the CPU.
     assert [r.on_edgetpu for r in prediction.rows] == [r.index < first.index for r in prediction.rows]
@@ -385,6 +391,7 @@ def test_full_mobilenet_v3_is_predicted_to_leave_the_edge_tpu_at_its_first_hard_
     result = _compile(model, "--check-only", "--require-full-mapping")
     assert result.exit_code == 1 and "--require-full-mapping: not every op maps" in result.output
     assert f"falls back to the CPU from op {first.index} HARD_SWISH" in result.output
+    assert f"first change: ops {prediction.advice()[0]['where']} HARD_SWISH v{first.version}" in result.output
 
 
 def test_disagreements_compare_the_prediction_and_the_log_with_the_compiled_file():

@@ -65,9 +65,9 @@ def test_prediction_at_the_runtime_the_twin_declares_lists_what_the_compiler_lef
 
 
 def test_every_runtime_rule_has_its_check():
-    from pipeline.edgetpu import preflight
+    from pipeline.edgetpu import checks
 
-    assert set(preflight._OLD_RUNTIME_CHECKS) == set(rules.LOOSENED_AT_RUNTIME)
+    assert set(checks._OLD_RUNTIME_CHECKS) == set(rules.LOOSENED_AT_RUNTIME)
 
 
 def test_dilated_depthwise_maps_from_runtime_12():
@@ -146,7 +146,7 @@ def test_op_version_above_compiler_16_is_flagged():
     data = (FIXTURES / "tiny_int8.tflite").read_bytes()
     info = read_model(data)
     conv = next(op for op in info.ops if op.name == "CONV_2D")
-    status, reason = check_op(conv._replace(version=6), info, data)
+    status, reason, _ = check_op(conv._replace(version=6), info, data)
     assert status == rules.VERSION_NOT_SUPPORTED and "CONV_2D v6" in reason and "up to v5" in reason
     assert check_op(conv, info, data) is None  # v3, as TF 2.21 writes it, is fine
 
@@ -215,7 +215,7 @@ def test_dequantize_in_the_middle_ends_the_edgetpu_segment():
     info = read_model(data)
     ops = list(info.ops)
     ops[2] = ops[2]._replace(name="DEQUANTIZE", version=2)  # where MEAN was
-    status, reason = check_op(ops[2], info, data)
+    status, reason, _ = check_op(ops[2], info, data)
     assert status == rules.UNSUPPORTED_DTYPE and "float" in reason
 
 
@@ -258,6 +258,9 @@ def test_unsupported_op_in_the_middle_falls_back_from_there():
     assert after and not any(r.on_edgetpu for r in after)
     assert {r.status for r in after} == {rules.MORE_THAN_ONE_SUBGRAPH}
     assert "falls back to the CPU from op" in result.headline() and "LEAKY_RELU" in table(result)
+    # What to change names the activation the Edge TPU has (the same CNN with ReLU maps fully: the test below).
+    assert fallback.advice == rules.REPLACEMENTS["LEAKY_RELU"] and "ReLU" in fallback.advice
+    assert {r.advice for r in after} == {f"nothing of its own: it maps once op {fallback.index} LEAKY_RELU does"}
 
 
 @pytest.mark.host
@@ -287,15 +290,23 @@ def test_float_io_quantize_stays_on_the_cpu_without_splitting():
     assert first.op == "QUANTIZE" and first.status == rules.OTHER_LIMITATION and "float32" in first.reason
     assert last.op == "DEQUANTIZE" and last.status == rules.UNSUPPORTED_DTYPE
     assert result.first_fallback is None and all(r.on_edgetpu for r in result.rows[1:-1])
+    # Float I/O left: both wrappers say to convert with uint8 input and output (the test above: then it maps fully).
+    assert first.advice.startswith("float input left") and last.advice.startswith("float output left")
+    assert "inference_input_type" in first.advice and "tf.uint8" in last.advice
 
 
 @pytest.mark.host
-def test_dynamic_batch_is_flagged():
-    result = analyze(int8_tflite(_cnn(), 16, batch=None))
+def test_dynamic_batch_is_flagged_and_the_fixed_shape_advised_maps_fully():
+    model = _cnn()
+    result = analyze(int8_tflite(model, 16, batch=None))
     flagged = [r for r in result.rows if "dynamic size" in r.reason]
     assert flagged and flagged[0].status == rules.OTHER_LIMITATION
     assert "-1" in flagged[0].reason and not result.fully_mapped
     assert "dynamic-sized tensor" in result.fatal and "batch of 1" in result.fatal
+    # The change names the fixed input shape; the same model converted at that shape maps fully.
+    advised = "export at a fixed batch of 1 with input shape [1, 16, 16, 3]"
+    assert flagged[0].advice.startswith(advised) and advised in result.fatal and "height and width" not in flagged[0].advice
+    assert analyze(int8_tflite(model, 16, batch=1)).fully_mapped
 
 
 @pytest.mark.host
@@ -308,12 +319,14 @@ def test_five_dimensional_tensor_is_flagged():
     rank = [r for r in result.rows if r.status == rules.UNSUPPORTED_RANK]
     assert rank and "[1, 2, 8, 16, 8]" in rank[0].reason
     assert result.first_fallback == rank[0]
+    assert "a reshape of lower rank" in rank[0].advice and "[1, 2, 8, 16, 8] -> [1, 16, 16, 8]" in rank[0].advice
 
 
 @pytest.mark.host
 def test_batch_8_is_flagged_by_the_rank_rule():
     result = analyze(int8_tflite(_cnn(), 16, batch=8))
     assert result.first_fallback.status == rules.UNSUPPORTED_RANK and "[8, 16, 16" in result.first_fallback.reason
+    assert result.first_fallback.advice.startswith("export at batch 1, input shape [1, 16, 16, 3]")
 
 
 def test_pooling_with_fused_activation_is_flagged():
@@ -323,8 +336,9 @@ def test_pooling_with_fused_activation_is_flagged():
     pool = next(op for op in info.ops if op.name == "AVERAGE_POOL_2D")
     assert pool.options["fused_activation_function"] == "NONE" and check_op(pool, info, data) is None
     fused = pool._replace(options=dict(pool.options, fused_activation_function="RELU"))
-    status, reason = check_op(fused, info, data)
+    status, reason, advice = check_op(fused, info, data)
     assert status == rules.OTHER_LIMITATION and "fused RELU" in reason
+    assert advice.startswith("keep the RELU out of AVERAGE_POOL_2D") and "before the op" in advice
 
 
 @pytest.mark.host

@@ -290,9 +290,17 @@ def test_edgetpu_strip_names_the_first_fallback_and_the_compiled_cpu_ops(tmp_pat
     assert page.locator('[data-strip="preflight"] .op.cpu').count() == pre["ops_on_cpu"]
     assert page.locator('[data-strip="preflight"] .op.tpu').count() == pre["ops_on_edgetpu"]
     firsts = page.eval_on_selector_all('[data-strip="preflight"] .op.first', "els => els.map(e => e.title)")
-    assert firsts == [f"op {first['index']} {first['op']} v{first['version']}: {first['status']} — {first['reason']}"]
+    assert firsts == [f"op {first['index']} {first['op']} v{first['version']}: {first['status']} — {first['reason']} — "
+                      f"change: {first['advice']}"]
     headline = page.inner_text("section#edgetpu .first-fallback")
-    assert f"{first['index']} {first['op']}" in headline and first["reason"] in headline
+    assert f"{first['index']} {first['op']}" in headline and first["reason"] in headline and first["advice"] in headline
+    # What to change: one row per entry of the pre-flight's advice, the first fallback's highlighted, each op covered once.
+    rows = page.locator('section#edgetpu [data-table="advice"] tr[data-ops]')
+    assert rows.count() == len(pre["advice"]) > 0
+    covered = [int(i) for k in range(rows.count()) for i in rows.nth(k).get_attribute("data-ops").split(",")]
+    assert sorted(covered) == [op["index"] for op in pre["ops"] if not op["on_edgetpu"]]
+    highlighted = page.locator('section#edgetpu [data-table="advice"] tr.first')
+    assert highlighted.count() == 1 and first["advice"] in highlighted.inner_text()
     compiled_cpu = page.eval_on_selector_all('[data-strip="compiled"] .op.cpu', "els => els.map(e => e.textContent)")
     assert compiled_cpu == [op for c in report["compiled"] for op in c["cpu_ops"]] and compiled_cpu
     assert not_run(page, "training") and not_run(page, "parity")  # this run holds a compiled model only

@@ -108,3 +108,18 @@ RESIZE_FROM_SINGLE_PIXEL = ("RESIZE_BILINEAR",)
 # CUSTOM (its log of a detector shows it) and leaves them on the CPU (the reference pair
 # posenet_mobilenet_v1_075_353_481_quant_decoder keeps its decoder custom op outside).
 CUSTOM_LOG_NAME = "CUSTOM"
+
+# What to use instead of an op the Edge TPU does not have, where a supported op (or pair of ops) takes its
+# place in the model; the pre-flight's advice for that op. Each replacement is written from ops in
+# SUPPORTED_OPS as TF 2.21's converter emits them: swish x*sigmoid(x) converts to LOGISTIC and MUL;
+# ReLU6 and ReLU to RELU6 and RELU, or fused into the op before. Changing an activation changes the model: fine-tune after it.
+REPLACEMENTS: Dict[str, str] = {
+    "HARD_SWISH": "use ReLU6 (keras.layers.ReLU(6.0)) or swish x*sigmoid(x) (tf.nn.silu, converted to LOGISTIC and "
+                  "MUL, both mapped) instead of hard-swish, then fine-tune",
+    "LEAKY_RELU": "use ReLU (keras.layers.ReLU()) instead of LeakyReLU, then fine-tune",
+    "GELU": "use swish x*sigmoid(1.702*x) (LOGISTIC and MUL, both mapped; within 0.021 of GELU everywhere) or "
+            "ReLU instead of GELU",
+    "ELU": "use ReLU (keras.layers.ReLU()) instead of ELU, then fine-tune",
+    "LOG_SOFTMAX": "use SOFTMAX (the same ranking of classes; take the log on the host where it is needed)",
+    "SQUARE": "multiply the tensor by itself (MUL maps)",
+}

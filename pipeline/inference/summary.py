@@ -87,4 +87,7 @@ def edgetpu_mapping(run: Run) -> Optional[str]:
     if report.get("compiler"):
         c = report["compiler"]
         text += f"; compiler: {c.get('ops_on_edgetpu')} on the Edge TPU, {c.get('ops_on_cpu')} on the CPU"
+    advice = pre.get("advice")  # the pre-flight's changes, first fallback first (none in a report from before them)
+    if advice:
+        text += f"; first change: {advice[0]['heading']}: {advice[0]['advice']}"
     return text

@@ -229,7 +229,7 @@ def _verify_int8(run: Run, io_dtype: Optional[str]) -> dict:
 
 
 def edgetpu_section(run: Run) -> dict:
-    """The op strip (predicted, and compiled when a compiler ran), the first fallback and its reason."""
+    """The op strip (predicted, and compiled when a compiler ran), the first fallback and its reason, what to change."""
     if not run.has("edgetpu_report"):
         return _not_run("compile")
     report = _read_json(run, "edgetpu_report")
@@ -241,6 +241,7 @@ def edgetpu_section(run: Run) -> dict:
         "model": report.get("model"), "stale": current is not None and report.get("model_sha256") != current,
         "preflight": pre, "first": first,
         "ops": [dict(op, first=bool(first) and op["index"] == first["index"]) for op in pre["ops"]],
+        "advice": pre.get("advice"),  # what to change, per problem (None in a report from before the advice)
         "compiler": report.get("compiler"), "compiled": report.get("compiled") or [],
         "disagreements": report.get("disagreements") or [],
     }
