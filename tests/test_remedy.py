@@ -290,7 +290,7 @@ def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
 
 def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
     """The clients get each view's region of the original, flipped and exposed as the view was, at the original's
-    resolution; the whole-image views are the stored file, byte for byte."""
+    resolution; the whole-image views are the stored file, byte for byte (a run trained before the set-aside split)."""
     from PIL import Image
 
     from pipeline.quant import tuning_split
@@ -299,7 +299,9 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
     from tests.helpers import write_camera_jpegs
 
     photos = write_camera_jpegs(tmp_path / "photos", per_class=12, size=(96, 64), seed=0, halves=True)
-    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE), tmp_path / "run"))
+    # tuning_fraction 0: trained as before the split was set aside, so the ladder makes views (a set-aside split has none)
+    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE, tuning_fraction=0.0),
+                         tmp_path / "run"))
     tuning = tuning_split.tuning_split(run, 0)
     assert len(tuning.recipes) == len(tuning.images)
     near, mirrored = [], []
@@ -318,7 +320,7 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
 def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run_copy, black):
     """The failing export (black calibration frames), then the distillation rung and label QAT each alone on the
     same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the
-    case it is for), calibrated and distilled on the training images outside the tuning split, judged like any rung."""
+    case it is for), calibrated and distilled on the training split, which never held the tuning images, judged like any rung."""
     from pipeline import export
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
@@ -337,7 +339,8 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     assert distil.passed == (not distil.failures and not distil.mapping_lowered)  # judged as every rung is
     facts = distil.model.facts
     assert facts["qat"] == {"epochs": 2, "learns": "the float model's scores"} and facts["remedy"] == "distil-2"
-    assert facts["calibration"]["excluded"] == len(distilled.tuning.positions) and facts["per_channel"]
+    # The tuning split was set aside before training: calibration and distillation's images (the training split) hold none of it.
+    assert distilled.tuning.set_aside and "excluded" not in facts["calibration"] and facts["per_channel"]
 
 
 def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
