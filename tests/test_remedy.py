@@ -57,6 +57,7 @@ def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, bl
     assert "chosen: " + result.remedy["chosen"] in result.table
     html = (run_copy / "report.html").read_text()
     assert "Remedy ladder" in html and html.count('class="remedy-attempt"') == len(attempts)
+    assert "images training set aside (never trained on;" in html
 
 
 def test_the_tuning_split_is_set_aside_before_training_and_recorded_by_identity(run_copy):
@@ -78,6 +79,20 @@ def test_the_tuning_split_is_set_aside_before_training_and_recorded_by_identity(
     assert len(set(tuning.truth.tolist())) == len(run.labels)  # every class is in it
     # The seed draws it: the same seed, the same split.
     assert tuning_split.tuning_split(run, 1).ids == tuning.ids
+
+
+def test_a_small_set_aside_split_is_said_to_be_a_weak_judge(run_copy, monkeypatch):
+    from pipeline.export import ExportConfig, Mode
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+    from pipeline.tasks import classify_export
+
+    said = []
+    remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(), say=said.append)
+    assert not any(line.startswith("note:") for line in said)  # this run's split is large enough
+    monkeypatch.setattr(remedy, "TUNING_MIN", 10 ** 6)
+    remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(), say=said.append)
+    assert "fewer than 1000000: it cannot tell 98% agreement" in said[-2]
 
 
 def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(run_copy):

@@ -112,6 +112,6 @@ def _check_train(recorded: Dict[str, Any], examples: Sequence[Example], classes:
 
 
 def load_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Images and labels of a run's 'train' or 'heldout' split, decoded as training decodes them."""
+    """Images and labels of a run's 'train', 'heldout' or 'tuning' split, decoded as training decodes them."""
     source, indices = resolve_split(run, split, spec)
     return to_numpy(source.dataset_at(run.image_size, indices))

@@ -49,7 +49,7 @@ import numpy as np
 from pipeline import gate
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
-from pipeline.quant.tuning_split import DRAWN_NOTE, ClientPictures, TuningSplit, tuning_split
+from pipeline.quant.tuning_split import DRAWN_NOTE, TUNING_MIN, ClientPictures, TuningSplit, tuning_split
 
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
@@ -290,6 +290,10 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     tuning = task.split(run, config.seed)
     if not tuning.set_aside and tuning.views > 1:
         say(f"note: {DRAWN_NOTE}")
+    elif tuning.set_aside and len(tuning.ids) < TUNING_MIN:
+        say(f"note: the tuning split holds {len(tuning.ids)} images, fewer than {TUNING_MIN}: it cannot tell "
+            f"{limits.min_agreement:.0%} agreement from much less, so a pass on it says little (a larger data set, or "
+            "a larger tuning_fraction when training, makes it a judge)")
     reference = task.reference(run, tuning)
     reference_scores = task.scores(reference, reference, tuning, run.labels)
     client_pixels: Optional[Dict[str, np.ndarray]] = None  # from the export as asked, with the float model's answers
