@@ -121,4 +121,7 @@ def test_calibration_never_draws_from_the_heldout_examples(copy):
     assert not calibration & {image.tobytes() for image in heldout}
     recorded = manifest["data"]["identity"]
     assert len(images) == recorded["train"]["count"] and len(heldout) == recorded["heldout"]["count"]
-    assert recorded["train"]["count"] + recorded["heldout"]["count"] == 36
+    # The tuning split training set aside is neither: calibration does not draw from it either.
+    tuning, _ = data_mod.load_split(Run.open(run), "tuning")
+    assert not calibration & {image.tobytes() for image in tuning}
+    assert recorded["train"]["count"] + recorded["heldout"]["count"] + recorded["tuning"]["count"] == 36

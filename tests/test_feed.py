@@ -33,8 +33,9 @@ def test_the_feed_is_cached_when_it_fits_the_budget(tmp_path, cache_mb, cached):
     run_dir = train.train_model(train.TrainConfig(data=pattern, image_size=16, epochs=2, batch_size=8, **options), tmp_path / "run")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     feed = manifest["training"]["feed"]
-    assert feed["cached"] is cached and feed["decoded_mb"] == round(24 * (16 * 16 * 3 + 4) / 1e6, 1)
-    assert manifest["data"]["split"]["train_examples"] == 24
+    trained = manifest["data"]["split"]["train_examples"]
+    assert feed["cached"] is cached and feed["decoded_mb"] == round(trained * (16 * 16 * 3 + 4) / 1e6, 1)
+    assert trained + manifest["data"]["split"]["tuning_examples"] == 24
     assert len(json.loads((run_dir / "history.json").read_text())) == 2
 
 

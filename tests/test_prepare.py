@@ -60,7 +60,8 @@ def test_240_jpegs_read_back_and_train_as_the_folder_does(photos, tmp_path):
     assert manifest["data"]["train"]["kind"] == "tfrecord" and manifest["data"]["train"]["num_examples"] == 240
     # What training on the folder would record: the same classes, split and examples (ids and bytes).
     folder = data.open_source(str(photos))
-    split = data.Split(manifest["data"]["split"]["heldout_fraction"], manifest["data"]["split"]["seed"])
+    split = data.Split(manifest["data"]["split"]["heldout_fraction"], manifest["data"]["split"]["seed"],
+                       manifest["data"]["split"]["tuning_fraction"])
     expected = data.identity_record(folder, None, split)
     assert manifest["labels"] == folder.labels == ["china", "flower"]
     assert manifest["data"]["identity"]["classes"] == expected["classes"]

@@ -49,26 +49,81 @@ def test_a_failing_export_is_repaired_by_the_first_rung_that_passes(run_copy, bl
     manifest = manifest_of(run_copy)
     assert manifest["remedy"] == result.remedy
     assert manifest["artifacts"]["model_int8"]["remedy"] == result.remedy["chosen"]
-    # The chosen rung calibrated on the training split without the tuning images.
-    assert manifest["artifacts"]["model_int8"]["calibration"]["excluded"] == result.remedy["tuning_split"]["images"]
+    # The tuning split is the one training set aside: the chosen rung calibrated on the whole training split, which
+    # never held it.
+    assert result.remedy["tuning_split"]["source"] == "set aside before training"
+    assert result.remedy["tuning_split"]["ids"] == [e[0] for e in manifest["data"]["identity"]["tuning"]["examples"]]
+    assert "excluded" not in manifest["artifacts"]["model_int8"]["calibration"]
     assert "chosen: " + result.remedy["chosen"] in result.table
     html = (run_copy / "report.html").read_text()
     assert "Remedy ladder" in html and html.count('class="remedy-attempt"') == len(attempts)
+    assert "images training set aside (never trained on;" in html
 
 
-def test_the_tuning_split_is_seeded_and_never_holds_a_heldout_image(run_copy):
+def test_the_tuning_split_is_set_aside_before_training_and_recorded_by_identity(run_copy):
+    """Training set the tuning images aside: neither trained on nor held out, listed in the manifest, scored once."""
     from pipeline.data.identity import resolve_split
     from pipeline.quant import tuning_split
     from pipeline.rundir.run import Run
 
     run = Run.open(run_copy)
-    first, again, other = tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 1)
-    source, heldout = resolve_split(run, "heldout")
-    heldout_digests = {source.examples[i].digest for i in heldout}
-    assert first.ids == again.ids and first.ids != other.ids
+    tuning = tuning_split.tuning_split(run, 0)
+    assert tuning.set_aside and tuning.views == 1 and len(tuning.images) == len(tuning.ids) == len(tuning.truth)
     source, train = resolve_split(run, "train")
-    assert not {source.examples[i].digest for i in train[first.positions]} & heldout_digests
+    _, heldout = resolve_split(run, "heldout")
+    trained, held = {source.examples[i].id for i in train}, {source.examples[i].id for i in heldout}
+    assert not set(tuning.ids) & trained and not set(tuning.ids) & held
+    split = manifest_of(run_copy)["data"]["split"]
+    assert split["tuning_examples"] == len(tuning.ids) and 0.05 < len(tuning.ids) / len(source.examples) < 0.15
+    assert split["train_examples"] + split["heldout_examples"] + split["tuning_examples"] == len(source.examples)
+    assert len(set(tuning.truth.tolist())) == len(run.labels)  # every class is in it
+    # The seed draws it: the same seed, the same split.
+    assert tuning_split.tuning_split(run, 1).ids == tuning.ids
+
+
+def test_a_small_set_aside_split_is_said_to_be_a_weak_judge(run_copy, monkeypatch):
+    from pipeline.export import ExportConfig, Mode
+    from pipeline.quant import remedy
+    from pipeline.rundir.run import Run
+    from pipeline.tasks import classify_export
+
+    said = []
+    monkeypatch.setattr(remedy, "TUNING_MIN", 10 ** 6)  # one conversion: this run's own split is large enough
+    remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(), say=said.append)
+    assert "fewer than 1000000: it cannot tell 98% agreement" in said[-2]
+
+
+def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(run_copy):
+    """An earlier edgeflow recorded no tuning split and trained on every non-held-out image: such a run (made here by
+    rewriting the manifest as that version wrote it) gets the drawn split with views, and the ladder says so."""
+    import json
+
+    from pipeline import data
+    from pipeline.data.identity import resolve_split
+    from pipeline.export import ExportConfig, Mode
+    from pipeline.quant import remedy, tuning_split
+    from pipeline.rundir.run import Run
+    from pipeline.tasks import classify_export
+
+    manifest = manifest_of(run_copy)
+    split = manifest["data"]["split"]
+    for key in ("tuning_fraction", "tuning_examples"):
+        split.pop(key)
+    source = data.open_source(manifest["data"]["train"]["spec"])
+    manifest["data"]["identity"] = data.identity_record(source, None, data.Split(split["heldout_fraction"], split["seed"]))
+    (run_copy / "manifest.json").write_text(json.dumps(manifest))
+    run = Run.open(run_copy)
+    first, again, other = tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 0), tuning_split.tuning_split(run, 1)
+    assert not first.set_aside and first.views == tuning_split.TUNING_VIEWS
+    assert first.ids == again.ids and first.ids != other.ids
+    source, heldout = resolve_split(run, "heldout")
+    source, train = resolve_split(run, "train")
+    assert not {source.examples[i].digest for i in train[first.positions]} & {source.examples[i].digest for i in heldout}
     assert len(set(first.truth.tolist())) == len(run.labels)  # class-balanced: every class is in it
+    said = []
+    outcome = remedy.repair(ExportConfig(mode=Mode.INT8), run, classify_export.convert, ladder=(), say=said.append)
+    assert said[0] == f"note: {tuning_split.DRAWN_NOTE}" and outcome.record()["tuning_split"]["source"] == "train split"
+    assert "training images x 16 views" in remedy.table(outcome)
 
 
 def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black, monkeypatch):
@@ -139,8 +194,9 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
 
     train_dir = write_camera_jpegs(tmp_path / "train", per_class=8, size=(64, 48), seed=0, halves=True)
     val_dir = write_camera_jpegs(tmp_path / "val", per_class=3, size=(64, 48), seed=1, halves=True)
-    run_dir = train(TrainConfig(data=str(train_dir), val_data=str(val_dir), epochs=1, model="small_cnn", image_size=SIZE),
-                    tmp_path / "run")
+    # tuning_fraction 0: trained as before the tuning split was set aside, so the ladder draws its split from training
+    run_dir = train(TrainConfig(data=str(train_dir), val_data=str(val_dir), epochs=1, model="small_cnn", image_size=SIZE,
+                                tuning_fraction=0.0), tmp_path / "run")
     run = Run.open(run_dir)
     tuning = tuning_split.tuning_split(run, 0)
     source, heldout = resolve_split(run, "heldout")
@@ -247,7 +303,7 @@ def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
 
 def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
     """The clients get each view's region of the original, flipped and exposed as the view was, at the original's
-    resolution; the whole-image views are the stored file, byte for byte."""
+    resolution; the whole-image views are the stored file, byte for byte (a run trained before the set-aside split)."""
     from PIL import Image
 
     from pipeline.quant import tuning_split
@@ -256,7 +312,9 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
     from tests.helpers import write_camera_jpegs
 
     photos = write_camera_jpegs(tmp_path / "photos", per_class=12, size=(96, 64), seed=0, halves=True)
-    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE), tmp_path / "run"))
+    # tuning_fraction 0: trained as before the split was set aside, so the ladder makes views (a set-aside split has none)
+    run = Run.open(train(TrainConfig(data=str(photos), epochs=1, model="small_cnn", image_size=SIZE, tuning_fraction=0.0),
+                         tmp_path / "run"))
     tuning = tuning_split.tuning_split(run, 0)
     assert len(tuning.recipes) == len(tuning.images)
     near, mirrored = [], []
@@ -275,7 +333,7 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
 def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run_copy, black):
     """The failing export (black calibration frames), then the distillation rung and label QAT each alone on the
     same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the
-    case it is for), calibrated and distilled on the training images outside the tuning split, judged like any rung."""
+    case it is for), calibrated and distilled on the training split, which never held the tuning images, judged like any rung."""
     from pipeline import export
     from pipeline.quant import remedy
     from pipeline.rundir.run import Run
@@ -294,7 +352,8 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     assert distil.passed == (not distil.failures and not distil.mapping_lowered)  # judged as every rung is
     facts = distil.model.facts
     assert facts["qat"] == {"epochs": 2, "learns": "the float model's scores"} and facts["remedy"] == "distil-2"
-    assert facts["calibration"]["excluded"] == len(distilled.tuning.positions) and facts["per_channel"]
+    # The tuning split was set aside before training: calibration and distillation's images (the training split) hold none of it.
+    assert distilled.tuning.set_aside and "excluded" not in facts["calibration"] and facts["per_channel"]
 
 
 def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():

@@ -31,7 +31,7 @@ def test_digits_reaches_stated_accuracy(digits_run):
     assert manifest["training"]["strategy"] == "default"
     assert len(json.loads((digits_run / "history.json").read_text())) == 10
     split = manifest["data"]["split"]
-    assert split["train_examples"] + split["heldout_examples"] == 1797
+    assert split["train_examples"] + split["heldout_examples"] + split["tuning_examples"] == 1797
     assert 0.15 < split["heldout_examples"] / 1797 < 0.25
 
 

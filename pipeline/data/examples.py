@@ -1,7 +1,9 @@
-"""Who an example is (identity, label, digest), which examples are held out, and one data spec resolved (`Source`).
+"""Who an example is (identity, label, digest), which examples are held out or set aside for tuning, and one data
+spec resolved (`Source`).
 
 The held-out split is chosen per example by a seeded hash of its identity, so adding a file moves
-no other file between splits.
+no other file between splits. The tuning split (the remedy ladder's) is chosen the same way, by another hash, from
+the examples that are not held out, before training: the model never trains on it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pipeline.data.decode import DECODERS
 from pipeline.errors import DataError
 
 AUTOTUNE = tf.data.AUTOTUNE
-SPLITS = ("train", "heldout", "all")
+SPLITS = ("train", "heldout", "tuning", "all")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,9 @@ class Split:
 
     heldout_fraction: float = 0.2  # share of examples held out when no --val-data is given
     seed: int = 1234  # seeds the per-example hash; same seed, same split
+    # share of the training data set aside before training for the remedy ladder to judge on; 0 = none (runs trained
+    # before it existed, and detection)
+    tuning_fraction: float = 0.0
 
 
 class Example(NamedTuple):
@@ -57,14 +62,19 @@ class Source:
     def describe(self) -> dict:
         return {"spec": self.spec, "kind": self.kind, "num_examples": self.num_examples, "num_classes": len(self.labels)}
 
-    def indices(self, split: str, holdout: Optional[Split] = None) -> np.ndarray:
-        """Positions of the examples in `split`, in data order."""
+    def indices(self, split: str, holdout: Optional[Split] = None, separate_heldout: bool = False) -> np.ndarray:
+        """Positions of the examples in `split`, in data order. `separate_heldout`: the held-out examples are
+        another source's (--val-data), so none of this one's is held out; its tuning split is still set aside."""
         if split not in SPLITS:
             raise ValueError(f"split {split!r}, expected one of {SPLITS}")
         if split == "all":
             return np.arange(self.num_examples)
-        heldout = heldout_mask(self.examples, holdout or Split())
-        return np.flatnonzero(heldout if split == "heldout" else ~heldout)
+        holdout = holdout or Split()
+        heldout = np.zeros(self.num_examples, bool) if separate_heldout else heldout_mask(self.examples, holdout)
+        if split == "heldout":
+            return np.flatnonzero(heldout)
+        tuning = tuning_mask(self.examples, holdout) & ~heldout
+        return np.flatnonzero(tuning if split == "tuning" else ~heldout & ~tuning)
 
     def dataset(self, image_size: int, split: str = "all", holdout: Optional[Split] = None) -> tf.data.Dataset:
         """(uint8 [S,S,3], int32 label) examples of `split`, in a fixed order, unbatched."""
@@ -133,11 +143,20 @@ class Source:
 
 def heldout_mask(examples: Sequence[Example], holdout: Split) -> np.ndarray:
     """True for held-out examples: a seeded hash of each identity, uniform in [0, 1), under the fraction."""
-    def draw(example: Example) -> float:
-        h = hashlib.sha256(f"{holdout.seed}:{example.id}".encode("utf-8")).digest()
-        return int.from_bytes(h[:8], "big") / 2.0 ** 64
+    return np.array([_draw(f"{holdout.seed}:{e.id}") < holdout.heldout_fraction for e in examples], dtype=bool)
 
-    return np.array([draw(e) < holdout.heldout_fraction for e in examples], dtype=bool)
+
+def tuning_mask(examples: Sequence[Example], holdout: Split) -> np.ndarray:
+    """True for examples drawn for the tuning split: another seeded hash (independent of the held-out one) under
+    its fraction. Callers remove the held-out examples from it."""
+    if holdout.tuning_fraction <= 0:
+        return np.zeros(len(examples), bool)
+    return np.array([_draw(f"tuning:{holdout.seed}:{e.id}") < holdout.tuning_fraction for e in examples], dtype=bool)
+
+
+def _draw(key: str) -> float:
+    h = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "big") / 2.0 ** 64
 
 
 def digest(data: bytes) -> str:

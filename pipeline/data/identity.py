@@ -1,4 +1,4 @@
-"""What later stages read back of a run's data: the recorded identity of every held-out example and a
+"""What later stages read back of a run's data: the recorded identity of every held-out and tuning example and a
 summary of the training examples, checked against the data as it is now.
 """
 from __future__ import annotations
@@ -19,20 +19,27 @@ if TYPE_CHECKING:
 
 
 def recorded_split(run: "Run") -> Split:
-    """The held-out split train made of its data (fraction and seed), to draw it again."""
-    return Split(heldout_fraction=run.data.heldout_fraction, seed=run.data.seed)
+    """The held-out and tuning splits train made of its data (fractions and seed), to draw them again. A run trained
+    before the tuning split existed records no tuning fraction: none was set aside."""
+    return Split(heldout_fraction=run.data.heldout_fraction, seed=run.data.seed,
+                 tuning_fraction=float(run.data.split.get("tuning_fraction") or 0.0))
 
 
 def identity_record(train: Source, val: Optional[Source], holdout: Split) -> Dict[str, Any]:
     """What train records of its data: class names, a summary of the training examples and the
-    held-out examples one by one, so later stages can name what changed."""
-    train_ex = train.examples if val else [train.examples[i] for i in train.indices("train", holdout)]
+    held-out and tuning examples one by one, so later stages can name what changed."""
+    separate = val is not None
+    train_ex = [train.examples[i] for i in train.indices("train", holdout, separate_heldout=separate)]
     heldout = val.examples if val else [train.examples[i] for i in train.indices("heldout", holdout)]
-    return {
+    record = {
         "classes": list(train.labels),
         "train": _summary(train_ex, len(train.labels)),
         "heldout": {**_summary(heldout, len(train.labels)), "examples": [list(e) for e in heldout]},
     }
+    if holdout.tuning_fraction > 0:
+        tuning = [train.examples[i] for i in train.indices("tuning", holdout, separate_heldout=separate)]
+        record["tuning"] = {**_summary(tuning, len(train.labels)), "examples": [list(e) for e in tuning]}
+    return record
 
 
 def _summary(examples: Sequence[Example], num_classes: int) -> Dict[str, Any]:
@@ -42,14 +49,15 @@ def _summary(examples: Sequence[Example], num_classes: int) -> Dict[str, Any]:
 
 
 def resolve_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[Source, np.ndarray]:
-    """The source and example positions of a run's 'train' or 'heldout' split, after checking that
-    the data is what training recorded (same classes, same examples, same bytes).
+    """The source and example positions of a run's 'train', 'heldout' or 'tuning' split, after checking that
+    the data is what training recorded (same classes, same examples, same bytes). A run that set no tuning split
+    aside (trained before it existed) has an empty one.
 
     `spec` replaces the recorded held-out data (`pipeline parity RUN --data SPEC`): its classes
     are matched to the run's by name and it is taken whole.
     """
-    if split not in ("train", "heldout"):
-        raise ValueError(f"split {split!r}, expected 'train' or 'heldout'")
+    if split not in ("train", "heldout", "tuning"):
+        raise ValueError(f"split {split!r}, expected 'train', 'heldout' or 'tuning'")
     data, classes = run.data, run.labels
     if spec is not None:
         source = open_source(spec, classes)
@@ -67,16 +75,18 @@ def resolve_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[S
         if source.labels != list(classes):
             raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
                             f"the data now has {source.labels}; train again, or restore the data")
-        indices = source.indices("all") if data.val_spec else source.indices(split, recorded_split(run))
+        indices = source.indices(split, recorded_split(run), separate_heldout=bool(data.val_spec))
     examples = [source.examples[i] for i in indices]
     if split == "heldout":
-        _check_heldout(recorded["heldout"], examples, source.spec)
+        _check_listed(recorded["heldout"], examples, source.spec, "held-out")
+    elif split == "tuning":
+        _check_listed(recorded.get("tuning") or {"examples": []}, examples, source.spec, "tuning")
     else:
         _check_train(recorded["train"], examples, classes, source.spec)
     return source, indices
 
 
-def _check_heldout(recorded: Dict[str, Any], examples: Sequence[Example], spec: str) -> None:
+def _check_listed(recorded: Dict[str, Any], examples: Sequence[Example], spec: str, name: str) -> None:
     was = {e[0]: tuple(e[1:]) for e in recorded["examples"]}
     now = {e.id: (e.label, e.digest) for e in examples}
     changes = [f"{name}: " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "") for name, ids in (
@@ -86,7 +96,7 @@ def _check_heldout(recorded: Dict[str, Any], examples: Sequence[Example], spec: 
         ("changed content", sorted(i for i in set(now) & set(was) if now[i][1] != was[i][1])),
     ) if ids]
     if changes:
-        raise DataError(f"the held-out examples of {spec} changed since training ({'; '.join(changes)}); "
+        raise DataError(f"the {name} examples of {spec} changed since training ({'; '.join(changes)}); "
                         "the parity and calibration of this run would no longer be about the data it was trained on: "
                         "restore the data, or train again")
 
@@ -102,6 +112,6 @@ def _check_train(recorded: Dict[str, Any], examples: Sequence[Example], classes:
 
 
 def load_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """Images and labels of a run's 'train' or 'heldout' split, decoded as training decodes them."""
+    """Images and labels of a run's 'train', 'heldout' or 'tuning' split, decoded as training decodes them."""
     source, indices = resolve_split(run, split, spec)
     return to_numpy(source.dataset_at(run.image_size, indices))

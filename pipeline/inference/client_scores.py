@@ -101,14 +101,23 @@ def for_task(names: Sequence[str], task: str) -> Tuple[str, ...]:
     return parse_clients(",".join(names), task)
 
 
-def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract,
-                  names: Sequence[str] = tuple(CLIENTS)) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+def score_clients(runner: Any, files: Sequence[bytes], contract: PixelContract, names: Sequence[str] = tuple(CLIENTS),
+                  fed: Optional[Dict[str, np.ndarray]] = None) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     """[N, classes] scores per client on the held-out files through `runner`'s interpreter, and, for a client
-    that cannot feed this model or one of these files, the one-line reason (its row then holds no scores)."""
+    that cannot feed this model or one of these files, the one-line reason (its row then holds no scores).
+    `fed`, when given, is filled with each scored client's input pixels [N,S,S,3] (to feed the float model alike)."""
     interpreter = runner.interpreter
-    answers, refused = _each_client(interpreter, names, files,
-                                    lambda name, data, details: (CLIENTS[name].feed(data, details, contract), None),
-                                    lambda _: get_scores(interpreter))
+    kept: Dict[str, list] = {}
+
+    def feed(name, data, details):
+        tensor = CLIENTS[name].feed(data, details, contract)
+        if fed is not None:
+            kept.setdefault(name, []).append(tensor)
+        return tensor, None
+
+    answers, refused = _each_client(interpreter, names, files, feed, lambda _: get_scores(interpreter))
+    if fed is not None:
+        fed.update({name: np.concatenate(kept[name]) for name in answers})
     return {name: np.stack(rows).astype(np.float32) for name, rows in answers.items()}, refused
 
 

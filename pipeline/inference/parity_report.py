@@ -51,7 +51,7 @@ CLIENT_GAP_PP = 2.0  # a client this much further below float than the int8 mode
 def worst_client(clients: dict, worst: ClientRows = CLASSIFY_WORST) -> str:
     """One line naming the client that loses most against the float model (manifest or report entries), or "";
     with what repairs it when it loses more than CLIENT_GAP_PP beyond the int8 model on the pixel contract (the
-    "edgeflow" row) and the task's remedy ladder can judge clients."""
+    "edgeflow" row) and the task's remedy ladder can judge clients (`client_advice`)."""
     key, shown, hint, repairable = worst
     scored = {name: c for name, c in clients.items() if "refused" not in c and name != "edgeflow"}
     if not scored:
@@ -64,9 +64,29 @@ def worst_client(clients: dict, worst: ClientRows = CLASSIFY_WORST) -> str:
     contract = clients.get("edgeflow", {})
     gap = scored[name]["drop_pp"] - contract["drop_pp"] if "drop_pp" in contract else 0.0
     if repairable and gap > CLIENT_GAP_PP:
-        line += (f"; {gap:.2f} pp more than the int8 model fed the pixel contract: `pipeline export RUN --int8 --remedy "
-                 f"--clients {name}` repairs it with {name} judged")
+        line += f"; {gap:.2f} pp more than the int8 model fed the pixel contract: " + client_advice(name, scored[name])
     return line
+
+
+def client_advice(name: str, row: dict) -> str:
+    """What repairs a client that loses more than the int8 model fed the contract, told apart from the row's float
+    model fed alike: when the float model itself loses more than CLIENT_GAP_PP fed as the client feeds, the loss is
+    the client's fit of the picture, which no int8 export repairs (the remedy ladder gates int8 against float fed
+    alike): training for that feed does. Otherwise it is int8's against float under that feed: the remedy ladder
+    with the client judged. A row from before the float model was fed alike gets the remedy advice, with why unsure."""
+    alike = row.get("float_fed_alike")
+    remedy = f"`pipeline export RUN --int8 --remedy --clients {name}` repairs it with {name} judged"
+    if alike is None:
+        return remedy + " (run `pipeline parity RUN` again to see whether the float model loses under this feed too)"
+    float_drop, int8_drop = alike["float_drop_pp"], alike["int8_drop_pp"]
+    if float_drop <= CLIENT_GAP_PP:
+        return (f"int8 loses {int8_drop:.2f} pp against the float model fed as {name} feeds (which itself loses "
+                f"{float_drop:.2f} pp): {remedy}")
+    then = (f"; int8 loses {int8_drop:.2f} pp more against it, which `pipeline export RUN --int8 --remedy --clients "
+            f"{name}` repairs after that" if int8_drop > CLIENT_GAP_PP else "")
+    return (f"the float model itself loses {float_drop:.2f} pp fed as {name} feeds (its fit of the picture, not "
+            f"quantization; no export repairs it): train for that feed, `pipeline train ... --client-fits`, or a "
+            f"larger --image-size (less shrink), or feed {name} pictures near the input size{then}")
 
 
 def _client_markdown(report: dict) -> List[str]:

@@ -3,9 +3,10 @@ whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
 
     pipeline export runs/photos --int8 --remedy
 
-The gate is applied to a TUNING split drawn from the training split (pipeline/quant/tuning_split.py: seeded,
-class-balanced, recorded by example id, scored on the images and seeded views of them), never to the held-out
-images `pipeline parity` reports on, so the parity gate stays an honest test. The remedies that calibrate again calibrate on the rest of
+The gate is applied to a TUNING split (pipeline/quant/tuning_split.py): the images `pipeline train` set aside
+before training (seeded, recorded by identity in the manifest), or for a run trained before that, a seeded share of
+the training split with views; never the held-out images `pipeline parity` reports on, so the parity gate stays an
+honest test. The remedies that calibrate again calibrate on the rest of
 the training split, so calibration and tuning do not overlap. Each rung is a small function of the user's export
 config returning another (or None: it does not apply); the ladder converts it with the export stage's own
 `convert`, predicts its Edge TPU mapping with the pre-flight, and scores it on the tuning split with the task's
@@ -48,7 +49,7 @@ import numpy as np
 from pipeline import gate
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
-from pipeline.quant.tuning_split import ClientPictures, TuningSplit, tuning_split
+from pipeline.quant.tuning_split import DRAWN_NOTE, TUNING_MIN, ClientPictures, TuningSplit, tuning_split
 
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
@@ -287,6 +288,12 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         say(clients_note)
         clients = ()
     tuning = task.split(run, config.seed)
+    if not tuning.set_aside and tuning.views > 1:
+        say(f"note: {DRAWN_NOTE}")
+    elif tuning.set_aside and len(tuning.ids) < TUNING_MIN:
+        say(f"note: the tuning split holds {len(tuning.ids)} images, fewer than {TUNING_MIN}: it cannot tell "
+            f"{limits.min_agreement:.0%} agreement from much less, so a pass on it says little (a larger data set, or "
+            "a larger tuning_fraction when training, makes it a judge)")
     reference = task.reference(run, tuning)
     reference_scores = task.scores(reference, reference, tuning, run.labels)
     client_pixels: Optional[Dict[str, np.ndarray]] = None  # from the export as asked, with the float model's answers
@@ -453,11 +460,10 @@ def skip_row(name: str, why: str) -> str:
 
 def table(outcome: Outcome) -> str:
     tuning = outcome.tuning
-    views = f" x {tuning.views} views" if tuning.views > 1 else ""
     metric = outcome.metrics[outcome.limits.metric]
     judged = (f"; as {', '.join(outcome.clients)} feed{'s' if len(outcome.clients) == 1 else ''} them, int8 is gated "
               "against float fed the same") if outcome.clients else ""
-    lines = [f"remedy ladder on a tuning split of {len(tuning.ids)} training images{views} (never the held-out ones){judged}:",
+    lines = [f"remedy ladder on a tuning split of {tuning.describe()}{judged}:",
              header(metric), *(row(a, outcome.limits.metric) for a in outcome.attempts),
              *(skip_row(name, why) for name, why in outcome.skipped)]
     if outcome.reference:

@@ -1,14 +1,19 @@
-"""The remedy ladder's tuning split (`TuningSplit`, every task's), classification's draw of it (a seeded,
-class-balanced share of the training split, each image with seeded views), and how a client is fed each view.
+"""The remedy ladder's tuning split (`TuningSplit`, every task's), classification's (the images `pipeline train`
+set aside before training, or for a run trained before that, a seeded share of the training split with views),
+and how a client is fed each scored image.
 
     tuning = tuning_split(run, seed)                 # images [n,S,S,3] by the pixel contract, truth, recipes
     picture = client_picture(tuning, i)              # what a client opens for scored image i
     pictures = ClientPictures(tuning)                # all of them, made one at a time
 
-The views (crops, flips, exposure) bring back the borderline answers a held-out image gets: on its own training
-images a model agrees with itself too easily. Each view keeps its recipe, so a client can be fed the same picture
-as it would feed a user's photo: the view's region of the original at the original's resolution, which the client
-then fits to the input its own way. The split never holds a held-out image (checked by bytes).
+A run trained now sets a seeded share of its training data aside (`tuning_fraction`, recorded by identity in the
+manifest like the held-out split): images from the held-out distribution that the model never trained on, scored
+as they are, each once. A run trained before records none; its tuning split is drawn from the training split as
+before, with views (crops, flips, exposure) that bring back the borderline answers a held-out image gets (on its
+own training images a model agrees with itself too easily), and the ladder says so. Each scored image keeps its
+recipe, so a client can be fed the same picture as it would feed a user's photo: the view's region of the original
+at the original's resolution, which the client then fits to the input its own way. The split never holds a
+held-out image (checked by bytes).
 """
 from __future__ import annotations
 
@@ -39,10 +44,25 @@ class TuningSplit(NamedTuple):
     views: int = TUNING_VIEWS  # scored images per tuning image (the image itself first)
     originals: Tuple = ()  # the tuning images as stored (encoded bytes; uint8 pixels for digits), for the clients
     recipes: Tuple["View", ...] = ()  # per scored image, how it was made from its original (for the clients)
+    set_aside: bool = False  # the images training set aside (never trained on); False: drawn from the training split
 
     def record(self) -> Dict[str, object]:
-        return {"source": "train split", "images": len(self.ids), "views_per_image": self.views, "scored": len(self.images),
-                "seed": self.seed, "ids": list(self.ids)}
+        return {"source": SET_ASIDE if self.set_aside else DRAWN, "images": len(self.ids), "views_per_image": self.views,
+                "scored": len(self.images), "seed": self.seed, "ids": list(self.ids)}
+
+    def describe(self) -> str:
+        """The split in a few words, for the ladder's table."""
+        if self.set_aside:
+            return f"{len(self.ids)} images set aside before training (never trained on, never held out)"
+        views = f" x {self.views} views" if self.views > 1 else ""
+        return f"{len(self.ids)} training images{views} (never the held-out ones)"
+
+
+SET_ASIDE = "set aside before training"
+DRAWN = "train split"
+# Said when a run predates the tuning split: what it is judged on instead, and how to get the better split.
+DRAWN_NOTE = ("this run set no tuning split aside (trained before edgeflow did): the ladder judges on views of "
+              "training images instead, which the model has seen; train it again for a split it never trained on")
 
 
 def tuning_count(train_count: int) -> int:
@@ -57,23 +77,57 @@ def tuning_count(train_count: int) -> int:
 
 
 def tuning_split(run, seed: int) -> TuningSplit:
-    """Classification's: a seeded, class-balanced share of the training split, each image with seeded views;
-    refused if any of it is a held-out image."""
+    """Classification's: the images training set aside, when it did (`set_aside_split`); else a seeded,
+    class-balanced share of the training split, each image with seeded views. Refused if any is a held-out image."""
+    from pipeline.data.identity import resolve_split
+
+    source, positions = resolve_split(run, "tuning")
+    if len(positions):
+        return set_aside_split(run, source, positions)
+    return drawn_split(run, seed)
+
+
+def set_aside_split(run, source, positions: np.ndarray) -> TuningSplit:
+    """The images `pipeline train` set aside, each scored once as parity scores a held-out image (by the run's pixel
+    contract): they come from the held-out distribution, so they need no views. The calibration rungs calibrate on
+    the whole training split, which holds none of them."""
+    from pipeline.data.identity import resolve_split
+
+    examples = [source.examples[i] for i in positions]
+    _check_not_heldout(run, examples)
+    originals = source.originals(positions)
+    contract, size = run.contract, run.image_size
+    images = np.stack([contract.load_pixels(o, (size, size), name=e.id) for o, e in zip(originals, examples)])
+    _, train = resolve_split(run, "train")
+    return TuningSplit(np.zeros(0, np.int64), [e.id for e in examples], images, np.array([e.label for e in examples], np.int64),
+                       run.data.seed, len(train), views=1, originals=tuple(originals),
+                       recipes=tuple(View(k) for k in range(len(examples))), set_aside=True)
+
+
+def _check_not_heldout(run, examples) -> None:
     from pipeline.data.identity import resolve_split
     from pipeline.errors import DataError
 
-    source, train = resolve_split(run, "train")
     heldout_source, heldout = resolve_split(run, "heldout")
+    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
+    held = {heldout_source.examples[i].digest for i in heldout}
+    if any(e.digest in held for e in examples):  # the splits are disjoint by construction; checked, as it must hold
+        raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
+
+
+def drawn_split(run, seed: int) -> TuningSplit:
+    """A run trained before the tuning split was set aside: a seeded, class-balanced share of the training split,
+    each image with seeded views (DRAWN_NOTE)."""
+    from pipeline.data.identity import resolve_split
+
+    source, train = resolve_split(run, "train")
     examples = [source.examples[i] for i in train]
     labels = np.array([e.label for e in examples], np.int64)
     n = tuning_count(len(examples))
     tuning_seed = seed + TUNING_SEED_OFFSET
     positions = np.sort(balanced_sample(labels, n, tuning_seed))
-    # By bytes: ids are relative to their own source, and a --val-data folder may reuse the training folder's names.
-    held = {heldout_source.examples[i].digest for i in heldout}
     chosen = [examples[p] for p in positions]
-    if any(e.digest in held for e in chosen):  # the splits are disjoint by construction; checked, as it must hold
-        raise DataError("a tuning image is also a held-out image; the held-out split must stay unseen by the remedy")
+    _check_not_heldout(run, chosen)
     contract = run.contract
     originals = source.originals(train[positions])
     size, rng = run.image_size, np.random.default_rng(tuning_seed)

@@ -32,12 +32,12 @@ class Classify(Task):
         train_source = data_mod.open_source(config.data)
         # Held-out classes are numbered by the training data's class names.
         val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
-        split = data_mod.Split(config.heldout_fraction, config.seed)
+        # The tuning split (the remedy ladder's) is set aside here, before training: the model never sees it.
+        split = data_mod.Split(config.heldout_fraction, config.seed, config.tuning_fraction)
+        train_indices = train_source.indices("train", split, separate_heldout=val_source is not None)
         if val_source:
-            train_indices = train_source.indices("all")
             heldout_ds, heldout_count = val_source.dataset(config.size), val_source.num_examples
         else:
-            train_indices = train_source.indices("train", split)
             heldout_ds, heldout_count = train_source.dataset(config.size, "heldout", split), train_source.count("heldout", split)
         fits = client_fits.decide(config.client_fits, train_source, train_indices, config.size)
         print(f"client fits: {'on' if fits.on else 'off'} ({fits.why})", flush=True)
@@ -109,6 +109,7 @@ class Classify(Task):
                 "train": plan.train_source.describe(),
                 "val": plan.val_source.describe() if plan.val_source else None,
                 "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                          "tuning_examples": len(plan.train_source.indices("tuning", plan.split, plan.val_source is not None)),
                           "method": "seeded hash of each example's identity" if not plan.val_source else "separate --val-data"},
                 "identity": data_mod.identity_record(plan.train_source, plan.val_source, plan.split),
             },

@@ -38,6 +38,7 @@ class ClassifyComparison(Comparison):
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
         self.k, self.num_classes, self.threads = min(config.top_k, len(run.labels)), len(run.labels), config.threads
+        self.run, self.fed = run, {}
         return Held([e.id for e in heldout.examples], list(heldout.originals), images, labels,
                     config.data or "run's recorded held-out split", run.labels)
 
@@ -57,7 +58,8 @@ class ClassifyComparison(Comparison):
         return opened.score_all(held.pixels)
 
     def clients(self, opened: Runner, files: Sequence[bytes]):
-        return score_clients(opened, files, opened.contract)
+        self.fed = {}  # each client's input pixels, for the float model fed alike (client_rows)
+        return score_clients(opened, files, opened.contract, fed=self.fed)
 
     def device_answers(self, checked, run: Run, held: Held) -> np.ndarray:
         for i, (p, label) in enumerate(zip(checked.results.predictions, held.truth)):
@@ -72,12 +74,20 @@ class ClassifyComparison(Comparison):
 
     def client_rows(self, held: Held, found, refused, entries, reference, named) -> Dict[str, dict]:
         """report.json's "clients": per client, the int8 model's numbers as that client feeds it (as a model entry),
-        how it feeds, whether the gate applies; or why it could not feed the model."""
+        how it feeds, whether the gate applies, and the float model fed the same pixels (`float_fed_alike`: which part
+        of the client's loss is the float model's own, which a training change repairs, and which is int8's against
+        it, which a remedy with --clients repairs); or why it could not feed the model."""
         rows = {}
+        float_top1 = float(np.mean(reference.argmax(1) == held.truth))
         for name, client in CLIENTS.items():
             head = {"feed": client.says, "gated": name in named}
-            rows[name] = ({**head, **compare(found[name], reference, held.truth, self.k, self.num_classes)} if name in found
-                          else {**head, "refused": refused[name]})
+            if name not in found:
+                rows[name] = {**head, "refused": refused[name]}
+                continue
+            rows[name] = {**head, **compare(found[name], reference, held.truth, self.k, self.num_classes)}
+            if name in self.fed:
+                alike = self.reference(self.run, held._replace(pixels=self.fed[name]))
+                rows[name]["float_fed_alike"] = fed_alike(found[name], alike, held.truth, float_top1)
         return rows
 
     def gate_scores(self, entry: dict) -> dict:
@@ -107,6 +117,16 @@ class ClassifyComparison(Comparison):
 
     def summary(self, report: dict) -> str:
         return summary_table(report)
+
+
+def fed_alike(scores: np.ndarray, alike: np.ndarray, truth: np.ndarray, float_top1: float) -> dict:
+    """The float model fed as a client feeds (`alike`) beside the int8 model fed so (`scores`): its top-1, what the
+    client's feed costs the float model itself (pp against float fed the pixel contract), and what int8 loses
+    against it (pp, and agreement)."""
+    top1 = float(np.mean(alike.argmax(1) == truth))
+    return {"top1": top1, "float_drop_pp": (float_top1 - top1) * 100,
+            "int8_drop_pp": (top1 - float(np.mean(scores.argmax(1) == truth))) * 100,
+            "agreement": float(np.mean(scores.argmax(1) == alike.argmax(1)))}
 
 
 def _heldout_pixels(run: Run, heldout: Heldout):
@@ -199,6 +219,8 @@ def _write_reports(run: Run, report: dict, scores, images: np.ndarray, failures:
                             for name, m in report["models"].items()},
                          "clients": {name: ({"refused": c["refused"]} if "refused" in c else
                                             {"top1": c["top1"], "macro_f1": c["macro_f1"], "agreement": c["agreement"],
-                                             "drop_pp": c["drop_pp"]}) | {"gated": c["gated"]}
+                                             "drop_pp": c["drop_pp"],
+                                             **({"float_fed_alike": c["float_fed_alike"]} if "float_fed_alike" in c else {})})
+                                           | {"gated": c["gated"]}
                                      for name, c in report["clients"].items()}})
     return path.parent

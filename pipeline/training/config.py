@@ -107,6 +107,9 @@ class TrainConfig:
     seed: int = option(1234, resume=True, flag=Flag("--seed", "seed for weights, shuffling and the held-out split"))
     # share held out when no val_data is given (a config file's key only)
     heldout_fraction: float = option(0.2, resume=True)
+    # classify: share of the training data set aside before training for the remedy ladder to judge int8 models on
+    # (a config file's key only; 0 = none). Detection sets none aside (its ladder draws from the training split).
+    tuning_fraction: float = option(0.1, resume=True)
     # insist on resuming (a run with saved state resumes anyway)
     resume: bool = option(False, flag=Flag(
         "--resume", "continue an interrupted run (a run with saved state resumes anyway)"))
@@ -171,6 +174,8 @@ class TrainConfig:
             raise ConfigError(f"max_boxes {self.max_boxes}, expected at least 1")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
+        if not 0 <= self.tuning_fraction < 1:
+            raise ConfigError(f"tuning_fraction {self.tuning_fraction}, expected a fraction in [0, 1)")
         try:
             models.check_options(self.model, dict(self.model_options))
             if self.weights and self.weights != models.IMAGENET:
