@@ -118,8 +118,8 @@ def _record(config: TrainConfig, chosen, task, plan: tasks.Plan, model, weights,
 def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     saved = json.loads((state_dir / "config.json").read_text())
     now = config.as_dict()
-    # A key the saved state lacks was added since it was written: it held the default then.
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    # A key the saved state lacks was added since it was written: the run behaved as the field's `before` value.
+    defaults = {f.name: f.metadata["before"] for f in fields(TrainConfig)}
     saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS}
     changed = [k for k in RESUME_KEYS if saved[k] != now.get(k)]
     if changed:

@@ -200,6 +200,23 @@ def test_resume_refuses_changed_options(tmp_path):
     assert "cannot resume" in result.stderr and "image_size" in result.stderr
 
 
+def test_a_state_saved_before_the_tuning_split_existed_resumes_only_without_one(tmp_path):
+    """A run interrupted before training set a tuning split aside trained on every non-held-out image: resuming it
+    with the split's default would change its training data mid-run, so it is refused unless the split is 0."""
+    from pipeline.errors import ConfigError
+    from pipeline.train import _check_resumable
+    from pipeline.training.config import TrainConfig
+
+    state = tmp_path / ".train_state"
+    state.mkdir()
+    saved = TrainConfig(data="digits").as_dict()
+    del saved["tuning_fraction"]
+    (state / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ConfigError, match="tuning_fraction: saved 0.0, now 0.1"):
+        _check_resumable(state, TrainConfig(data="digits"))
+    _check_resumable(state, TrainConfig(data="digits", tuning_fraction=0.0))
+
+
 # --- bad input: a clear message, a non-zero exit, and nothing half-written -------------------
 
 

@@ -23,11 +23,14 @@ class Flag(NamedTuple):
     to_config: Optional[Callable[[Any], Any]] = None  # the given value as the field's; None = as it is
 
 
-def option(default=MISSING, *, flag: Optional[Flag] = None, resume: bool = False, default_factory=MISSING):
+def option(default=MISSING, *, flag: Optional[Flag] = None, resume: bool = False, default_factory=MISSING,
+           before=MISSING):
     """A TrainConfig field with what the rest of the code derives from it: `flag`, the command-line option (None:
     a config file's key only); `resume`, whether a run may resume only with the value it started with (anything
-    that changes the model or the data)."""
-    return field(default=default, default_factory=default_factory, metadata={"flag": flag, "resume": resume})
+    that changes the model or the data); `before`, the value a run saved before the field existed behaved as
+    (default: `default`)."""
+    return field(default=default, default_factory=default_factory,
+                 metadata={"flag": flag, "resume": resume, "before": default if before is MISSING else before})
 
 
 def _click():
@@ -109,7 +112,7 @@ class TrainConfig:
     heldout_fraction: float = option(0.2, resume=True)
     # classify: share of the training data set aside before training for the remedy ladder to judge int8 models on
     # (a config file's key only; 0 = none). Detection sets none aside (its ladder draws from the training split).
-    tuning_fraction: float = option(0.1, resume=True)
+    tuning_fraction: float = option(0.1, resume=True, before=0.0)
     # insist on resuming (a run with saved state resumes anyway)
     resume: bool = option(False, flag=Flag(
         "--resume", "continue an interrupted run (a run with saved state resumes anyway)"))
