@@ -240,9 +240,10 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, worker
                 yield item
                 bar.update(1)
 
-    entries, errors = evaluate_detections(detector, samples, progress, workers)
+    # Each entry read, kept and written as JSON on the workers: this thread sets inputs, invokes and copies outputs.
+    entries, errors = evaluate_detections(detector, samples, progress, workers, post_on_workers=True, encoded=True)
     write_detections(Path(out), detections_document(model, detector, labels, entries, errors))
-    found = sum(len(e["objects"]) for e in entries)
+    found = sum(e.objects for e in entries)
     click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
     _refuse_unreadable(errors, len(samples), out, "evaluated")
 
