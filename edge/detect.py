@@ -89,9 +89,27 @@ def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
 def get_raw(interpreter: Any, indices: Optional[Tuple[int, int, int, int]] = None) -> Raw:
     """The four outputs after invoke (copies: the next invoke overwrites the interpreter's buffers)."""
     indices = output_indices(interpreter) if indices is None else indices
-    if isinstance(indices, yolo_decode.Layout):  # an anchor-free head's outputs: decoded on the host
-        boxes, classes, scores = yolo_decode.read(interpreter, indices)
+    return raw_of(read_outputs(interpreter, indices), indices)
+
+
+def read_outputs(interpreter: Any, indices: Any) -> Any:
+    """Right after an invoke, the little that must be read before the next one (copies): the op's outputs as a Raw, or
+    an anchor-free head's two tensors as stored, which `raw_of` decodes later (a worker can: its decode and NMS in numpy
+    need no interpreter)."""
+    if isinstance(indices, yolo_decode.Layout):
+        return interpreter.get_tensor(indices.boxes)[0], interpreter.get_tensor(indices.logits)[0]  # get_tensor copies
+    return _op_outputs(interpreter, indices)
+
+
+def raw_of(outputs: Any, indices: Any) -> Raw:
+    """The Raw of what `read_outputs` read: an anchor-free head's decoded on the host here, the op's as they are."""
+    if isinstance(indices, yolo_decode.Layout):
+        boxes, classes, scores = yolo_decode.decode(outputs[0], outputs[1], indices)
         return Raw(boxes, classes.astype(np.float32), scores, len(scores))
+    return outputs
+
+
+def _op_outputs(interpreter: Any, indices: Tuple[int, int, int, int]) -> Raw:
     b, c, s, n = indices
     count = int(np.asarray(interpreter.get_tensor(n)).reshape(-1)[0])
     boxes = np.array(interpreter.get_tensor(b)[0], np.float32)
