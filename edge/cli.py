@@ -27,7 +27,6 @@ from edge.evaluation import Tally, check_labels, data_folder, list_samples, pred
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
 from edge.latency import latency_document
-from edge.prefetch import prefetch
 from edge.runner import Runner
 from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
 from edge.workers import checked_workers
@@ -168,19 +167,18 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     results, failed = [], []
-    for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path), workers=workers):
+    # Decoding, reading the objects and drawing them run on the workers; this thread invokes and prints, in order.
+    for image_path, done, error in det.detect_files(detector, images, threshold, workers,
+                                                    targets.__getitem__ if out is not None else None):
         if error is not None:
             click.echo(f"error: {error}", err=True)
             failed.append({"image": image_path, "error": str(error)})
             continue
-        pixels, size = loaded
-        found = det.detect_pixels(detector, pixels, size, threshold, image_path)
+        found, size = done
         click.echo(f"{image_path}: {len(found)} object(s)")
         for obj in found:
             b = obj.box
             click.echo(f"  {obj.label:<16} {obj.score:.3f}  xmin {b.xmin:.0f} ymin {b.ymin:.0f} xmax {b.xmax:.0f} ymax {b.ymax:.0f}  (id {obj.id})")
-        if out is not None:
-            det.annotate(image_path, found, targets[image_path])
         results.append({"image": image_path, "width": size[0], "height": size[1], "objects": [det.as_record(o) for o in found]})
     if json_out:
         write_json_atomic(Path(json_out), {"model": Path(model).name, "sha256": detector.runner.sha256, "threshold": threshold,

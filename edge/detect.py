@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -232,6 +232,32 @@ def load(detector: Detector, source: Union[str, Path], name: Optional[str] = Non
     return detector.runner.pixels(source, name), image_size(source, name)
 
 
+def detect_files(detector: Detector, images: Iterable[Any], threshold: float = DEFAULT_THRESHOLD, workers: Optional[int] = None,
+                 annotated: Optional[Callable[[Any], Path]] = None) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
+    """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
+    it): decoded ahead on `workers` threads (None: one per core), invoked on this thread, and on the workers the objects
+    read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file), the boxes drawn to that file.
+    `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch)."""
+    from edge.prefetch import pipelined
+
+    runner = detector.runner
+
+    def run(image: Any, loaded: Tuple[np.ndarray, Tuple[int, int]]):
+        pixels, size = loaded
+        set_input(runner.interpreter, pixels, runner.contract.norm)
+        invoke(runner.interpreter, str(image))
+        return read_outputs(runner.interpreter, detector.indices), size
+
+    def post(image: Any, ran):
+        outputs, size = ran
+        found = objects(raw_of(outputs, detector.indices), size, threshold, runner.labels)
+        if annotated is not None:
+            annotate(image, found, annotated(image))
+        return found, size
+
+    return pipelined(images, lambda image: load(detector, image, str(image)), run, post, workers=workers, post_on_workers=True)
+
+
 def as_record(obj: Object) -> Dict[str, Any]:
     """One object as the JSON the `edge detect --json` file holds."""
     return {"label": obj.label, "id": obj.id, "score": round(obj.score, 6),
@@ -279,13 +305,10 @@ def reading_seconds(detector: Detector, runs: int) -> List[float]:
 
 
 def end_to_end_rate(detector: Detector, files: Sequence[Path]) -> float:
-    """Images per second through what `edge detect` does per image (decode and resize ahead on a worker, set_input,
-    invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
-    from edge.prefetch import prefetch
-
+    """Images per second through what `edge detect` does per image (detect_files: decode and resize ahead on the workers,
+    set_input, invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
     start = time.perf_counter()
-    for path, loaded, error in prefetch(files, lambda f: load(detector, f)):
+    for _, _, error in detect_files(detector, files, 0.0):
         if error is not None:
             raise error
-        detect_pixels(detector, loaded[0], loaded[1], 0.0, str(path))
     return len(files) / (time.perf_counter() - start)

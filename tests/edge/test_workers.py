@@ -128,10 +128,17 @@ def test_detect_a_folder_gives_the_same_lines_with_1_and_n_workers(tmp_path: Pat
     for f in sorted((FIXTURES / "images").glob("*.png")):
         for i in range(4):
             shutil.copy(f, data / f"{i}_{f.name}")
-    one = run_edge("detect", DETECTOR, data, "--workers", "1", "--threshold", "0")
-    many = run_edge("detect", DETECTOR, data, "--workers", "4", "--threshold", "0")
-    assert one.exit_code == many.exit_code == 0, one.stderr + many.stderr
+    runs = {}
+    for n in ("1", "4"):  # the objects read and the boxes drawn on the workers too: the same files
+        out = tmp_path / f"w{n}"
+        runs[n] = run_edge("detect", DETECTOR, data, "--workers", n, "--threshold", "0", "--out", out / "drawn",
+                           "--json", out / "objects.json")
+        assert runs[n].exit_code == 0, runs[n].stderr
+    one, many = runs["1"], runs["4"]
     assert one.stdout == many.stdout and one.stdout.count("object(s)") == 12
+    files = {n: {f.relative_to(tmp_path / f"w{n}"): f.read_bytes() for f in sorted((tmp_path / f"w{n}").rglob("*.*"))}
+             for n in runs}
+    assert files["1"] == files["4"] and len(files["1"]) == 13
 
 
 def test_a_folder_without_images_is_refused_by_name(classifier: Path, tmp_path: Path):
