@@ -233,10 +233,10 @@ def load(detector: Detector, source: Union[str, Path], name: Optional[str] = Non
 
 
 def detect_files(detector: Detector, images: Iterable[Any], threshold: float = DEFAULT_THRESHOLD, workers: Optional[int] = None,
-                 annotated: Optional[Callable[[Any], Path]] = None) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
+                 annotated: Optional[Callable[[Any], Optional[Path]]] = None) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
     """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
     it): decoded ahead on `workers` threads (None: one per core), invoked on this thread, and on the workers the objects
-    read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file), the boxes drawn to that file.
+    read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file or None), the boxes drawn there.
     `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch)."""
     from edge.prefetch import pipelined
 
@@ -251,8 +251,9 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
     def post(image: Any, ran):
         outputs, size = ran
         found = objects(raw_of(outputs, detector.indices), size, threshold, runner.labels)
-        if annotated is not None:
-            annotate(image, found, annotated(image))
+        target = annotated(image) if annotated is not None else None
+        if target is not None:
+            annotate(image, found, target)
         return found, size
 
     return pipelined(images, lambda image: load(detector, image, str(image)), run, post, workers=workers, post_on_workers=True)

@@ -309,3 +309,24 @@ def test_the_workers_run_below_the_invoking_thread():
     got = {value for _, value, _ in pipelined(range(6), nice, workers=3)}
     assert got == {min(19, mine + WORKER_NICE)} and WORKER_NICE > 0
     assert nice(None) == mine  # the caller's own priority untouched
+
+
+def test_detect_reads_a_stream_of_paths_from_stdin_with_the_answers_of_the_arguments(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from edge.cli import main
+
+    images = sorted((FIXTURES / "images").glob("*.png"))
+    images.append(images[0])  # a frame path seen twice: drawn twice, the second file numbered
+    given = run_edge("detect", DETECTOR, *images, "--workers", "1", "--threshold", "0", "--json", tmp_path / "given.json")
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart already
+        runner = CliRunner()
+    streamed = runner.invoke(main, ["detect", str(DETECTOR), "-", "--workers", "3", "--threshold", "0", "--json",
+                                    str(tmp_path / "streamed.json"), "--out", str(tmp_path / "drawn")],
+                             input="".join(f"{i}\n" for i in images))
+    assert given.exit_code == streamed.exit_code == 0, streamed.stderr
+    assert streamed.stdout == given.stdout and streamed.stdout.count("object(s)") == len(images)
+    assert (tmp_path / "given.json").read_bytes() == (tmp_path / "streamed.json").read_bytes()
+    assert len(list((tmp_path / "drawn").iterdir())) == len(images)
