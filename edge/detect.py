@@ -5,8 +5,8 @@ read its four outputs, in pycoral's manner (free functions over an interpreter, 
     detector = open_detector("model_int8.tflite")                       # checks, interpreter, contract, labels
     for obj in detect_file(detector, "street.jpg", threshold=0.4):
         print(obj.label, obj.score, obj.box)                             # box in the image's pixels
-    for path, (found, size), error in detect_files(detector, paths):    # many: decoded and read on worker threads
-        ...
+    for path, done, error in detect_files(detector, paths):    # many, decoded and read on worker threads:
+        ...                                                     # done (objects, (width, height)), or error
 
 The outputs are read as pycoral reads them: by the signature's names when the model has one (output_0 count,
 output_1 scores, output_2 class ids, output_3 boxes), else by position (boxes, class ids, scores, count), each
