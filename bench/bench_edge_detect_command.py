@@ -51,13 +51,14 @@ MADE = "made.json"
 
 # --- make: the run and its bundle (host venv) -------------------------------------------------------------------
 
-def make(out: Path, epochs: int, heldout: int) -> int:
-    """Train a tiny detector on `shapes` with `heldout` separate held-out images, export int8, write the bundle."""
+def make(out: Path, epochs: int, heldout: int, head: str = "ssd") -> int:
+    """Train a tiny detector (`head`: ssd or yolo) on `shapes` with `heldout` separate held-out images, export int8,
+    write the bundle."""
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"--out {out} is not empty; expected a new folder")
     run, bundle = out / "run", out / "bundle"
     steps = [
-        ["train", "--task", "detect", "--data", "shapes", "--val-data", f"shapes?count={heldout}&seed=7",
+        ["train", "--task", "detect", "--head", head, "--data", "shapes", "--val-data", f"shapes?count={heldout}&seed=7",
          "--epochs", str(epochs), "--no-tensorboard", "--out", str(run)],
         ["export", str(run), "--int8"],
         ["parity", str(run), "--bundle", str(bundle)],
@@ -350,13 +351,14 @@ def main() -> int:
     made.add_argument("--out", type=Path, required=True)
     made.add_argument("--epochs", type=int, default=3)
     made.add_argument("--heldout", type=int, default=600, help="held-out images, the bundle's (separate --val-data)")
+    made.add_argument("--head", choices=("ssd", "yolo"), default="ssd", help="the detector's head (default ssd)")
     measured = sub.add_parser("measure", help="time `edge evaluate` on the bundle against the bare rate (device venv)")
     measured.add_argument("--dir", type=Path, required=True, help="what `make` wrote")
     measured.add_argument("--rounds", type=int, default=8)
     measured.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.what == "make":
-        return make(args.out, args.epochs, args.heldout)
+        return make(args.out, args.epochs, args.heldout, args.head)
     return measure(args.dir, args.rounds, not args.no_write)
 
 

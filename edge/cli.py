@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import click
 import numpy as np
@@ -27,7 +27,6 @@ from edge.evaluation import Tally, check_labels, data_folder, list_samples, pred
 from edge.image_files import images_under
 from edge.interpreter import CPU_ORDER
 from edge.latency import latency_document
-from edge.prefetch import prefetch
 from edge.runner import Runner
 from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
 from edge.workers import checked_workers
@@ -124,13 +123,24 @@ def _annotated_names(out: Path, images: Tuple[str, ...]) -> dict:
     """image -> the annotated PNG it becomes in `out`: its stem, numbered when two images share one."""
     targets, taken = {}, set()
     for image_path in images:
-        stem = Path(image_path).stem
-        target, n = out / f"{stem}.png", 1
-        while target in taken:  # two images of one name from different folders: neither is lost
-            target, n = out / f"{stem}_{n}.png", n + 1
-        taken.add(target)
-        targets[image_path] = target
+        targets[image_path] = _annotated_name(out, image_path, taken)
     return targets
+
+
+def _annotated_name(out: Path, image_path: str, taken: set) -> Path:
+    stem = Path(image_path).stem
+    target, n = out / f"{stem}.png", 1
+    while target in taken:  # two images of one name from different folders: neither is lost
+        target, n = out / f"{stem}_{n}.png", n + 1
+    taken.add(target)
+    return target
+
+
+def _stdin_images() -> Iterator[str]:
+    """Image paths from standard input, one a line, each as it arrives (blank lines skipped)."""
+    for line in sys.stdin:
+        if line.strip():
+            yield line.rstrip("\r\n")
 
 
 @main.command()
@@ -147,46 +157,79 @@ def _annotated_names(out: Path, images: Tuple[str, ...]) -> dict:
 def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optional[str], json_out: Optional[str],
            overwrite: bool, labels_file: Optional[str], edgetpu: bool, no_verify: bool, threads: Optional[int],
            backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
-    """Print the objects a detector finds in each IMAGE (a folder: every image under it): label, score, box in the
+    """Print the objects a detector finds in each IMAGE (a folder: every image under it; `-`: the image paths read
+    from standard input one a line, each detected as it arrives, e.g. frames a camera saves): label, score, box in the
     image's pixels."""
     from edge import detect as det
     from edge.outputs import check_output
 
     workers = checked_workers(workers)
-    images = _expand(images)
+    stream = images == ("-",)
+    images = _stdin_images() if stream else _expand(images)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None and out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; expected a folder for the annotated images")
-    targets = _annotated_names(out, images) if out is not None else {}
-    for target in targets.values():  # before any work: no input overwritten, nothing existing replaced unasked
-        check_output(target, overwrite, "--out", inputs=[Path(i) for i in images])
+    if stream:  # each image's file is checked as its path arrives; one that may not be written is that image's error
+        images = _checked_stream(images, out, overwrite)
+        annotated = (lambda frame: frame.target) if out is not None else None
+    else:
+        targets = _annotated_names(out, images) if out is not None else {}
+        for target in targets.values():  # before any work: no input overwritten, nothing existing replaced unasked
+            check_output(target, overwrite, "--out", inputs=[Path(i) for i in images])
+        annotated = targets.__getitem__ if out is not None else None
     if json_out:
-        check_output(Path(json_out), overwrite, "--json", inputs=[Path(i) for i in images])
+        check_output(Path(json_out), overwrite, "--json", inputs=[] if stream else [Path(i) for i in images])
     detector = det.open_detector(model, edgetpu=True if edgetpu else None, threads=threads, backend=backend,
                                  verify_sha256=not no_verify, labels_file=labels_file, mean=_numbers(mean, "--input-mean"),
                                  std=_numbers(std, "--input-std"), say=_say)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     results, failed = [], []
-    for image_path, loaded, error in prefetch(images, lambda path: det.load(detector, path), workers=workers):
+    # Decoding, reading the objects and drawing them run on the workers; this thread invokes and prints, in order.
+    for image_path, done, error in det.detect_files(detector, images, threshold, workers, annotated):
+        if error is None and stream and image_path.refused is not None:
+            error = image_path.refused
         if error is not None:
             click.echo(f"error: {error}", err=True)
             failed.append({"image": image_path, "error": str(error)})
             continue
-        pixels, size = loaded
-        found = det.detect_pixels(detector, pixels, size, threshold, image_path)
+        found, size = done
         click.echo(f"{image_path}: {len(found)} object(s)")
         for obj in found:
             b = obj.box
             click.echo(f"  {obj.label:<16} {obj.score:.3f}  xmin {b.xmin:.0f} ymin {b.ymin:.0f} xmax {b.xmax:.0f} ymax {b.ymax:.0f}  (id {obj.id})")
-        if out is not None:
-            det.annotate(image_path, found, targets[image_path])
         results.append({"image": image_path, "width": size[0], "height": size[1], "objects": [det.as_record(o) for o in found]})
     if json_out:
         write_json_atomic(Path(json_out), {"model": Path(model).name, "sha256": detector.runner.sha256, "threshold": threshold,
                                            "images": results, "errors": failed}, indent=1)
     if failed:
-        raise InputError(f"{len(failed)} of {len(images)} images could not be read (each named above); the others are reported")
+        total = len(results) + len(failed)
+        raise InputError(f"{len(failed)} of {total} images could not be read (each named above); the others are reported")
+
+
+class _Frame(str):
+    """A streamed image path with its own annotated file (or None) and, when that file may not be written, the error:
+    a path seen twice is two frames, each drawn to its own file."""
+
+    target: Optional[Path] = None
+    refused: Optional[InputError] = None
+
+
+def _checked_stream(images, out: Optional[Path], overwrite: bool):
+    """The streamed paths as frames, each one's annotated file named and checked as it arrives: a file that may not be
+    written makes that image's error (nothing drawn for it, its objects not reported)."""
+    from edge.outputs import check_output
+
+    taken: set = set()
+    for image_path in images:
+        frame = _Frame(image_path)
+        if out is not None:
+            target = _annotated_name(out, image_path, taken)
+            try:
+                frame.target = check_output(target, overwrite, "--out", inputs=[Path(image_path)])
+            except InputError as err:
+                frame.refused = err
+        yield frame
 
 
 @main.command()
@@ -240,9 +283,10 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, worker
                 yield item
                 bar.update(1)
 
-    entries, errors = evaluate_detections(detector, samples, progress, workers)
+    # Each entry read, kept and written as JSON on the workers: this thread sets inputs, invokes and copies outputs.
+    entries, errors = evaluate_detections(detector, samples, progress, workers, post_on_workers=True, encoded=True)
     write_detections(Path(out), detections_document(model, detector, labels, entries, errors))
-    found = sum(len(e["objects"]) for e in entries)
+    found = sum(e.objects for e in entries)
     click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
     _refuse_unreadable(errors, len(samples), out, "evaluated")
 

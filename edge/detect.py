@@ -5,6 +5,8 @@ read its four outputs, in pycoral's manner (free functions over an interpreter, 
     detector = open_detector("model_int8.tflite")                       # checks, interpreter, contract, labels
     for obj in detect_file(detector, "street.jpg", threshold=0.4):
         print(obj.label, obj.score, obj.box)                             # box in the image's pixels
+    for path, done, error in detect_files(detector, paths):    # many, decoded and read on worker threads:
+        ...                                                     # done (objects, (width, height)), or error
 
 The outputs are read as pycoral reads them: by the signature's names when the model has one (output_0 count,
 output_1 scores, output_2 class ids, output_3 boxes), else by position (boxes, class ids, scores, count), each
@@ -17,7 +19,7 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -89,9 +91,27 @@ def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
 def get_raw(interpreter: Any, indices: Optional[Tuple[int, int, int, int]] = None) -> Raw:
     """The four outputs after invoke (copies: the next invoke overwrites the interpreter's buffers)."""
     indices = output_indices(interpreter) if indices is None else indices
-    if isinstance(indices, yolo_decode.Layout):  # an anchor-free head's outputs: decoded on the host
-        boxes, classes, scores = yolo_decode.read(interpreter, indices)
+    return raw_of(read_outputs(interpreter, indices), indices)
+
+
+def read_outputs(interpreter: Any, indices: Any) -> Any:
+    """Right after an invoke, the little that must be read before the next one (copies): the op's outputs as a Raw, or
+    an anchor-free head's two tensors as stored, which `raw_of` decodes later (a worker can: its decode and NMS in numpy
+    need no interpreter)."""
+    if isinstance(indices, yolo_decode.Layout):
+        return interpreter.get_tensor(indices.boxes)[0], interpreter.get_tensor(indices.logits)[0]  # get_tensor copies
+    return _op_outputs(interpreter, indices)
+
+
+def raw_of(outputs: Any, indices: Any) -> Raw:
+    """The Raw of what `read_outputs` read: an anchor-free head's decoded on the host here, the op's as they are."""
+    if isinstance(indices, yolo_decode.Layout):
+        boxes, classes, scores = yolo_decode.decode(outputs[0], outputs[1], indices)
         return Raw(boxes, classes.astype(np.float32), scores, len(scores))
+    return outputs
+
+
+def _op_outputs(interpreter: Any, indices: Tuple[int, int, int, int]) -> Raw:
     b, c, s, n = indices
     count = int(np.asarray(interpreter.get_tensor(n)).reshape(-1)[0])
     boxes = np.array(interpreter.get_tensor(b)[0], np.float32)
@@ -214,6 +234,33 @@ def load(detector: Detector, source: Union[str, Path], name: Optional[str] = Non
     return detector.runner.pixels(source, name), image_size(source, name)
 
 
+def detect_files(detector: Detector, images: Iterable[Any], threshold: float = DEFAULT_THRESHOLD, workers: Optional[int] = None,
+                 annotated: Optional[Callable[[Any], Optional[Path]]] = None) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
+    """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
+    it): decoded ahead on `workers` threads (None: one per core), invoked on this thread, and on the workers the objects
+    read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file or None), the boxes drawn there.
+    `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch)."""
+    from edge.prefetch import pipelined
+
+    runner = detector.runner
+
+    def run(image: Any, loaded: Tuple[np.ndarray, Tuple[int, int]]):
+        pixels, size = loaded
+        set_input(runner.interpreter, pixels, runner.contract.norm)
+        invoke(runner.interpreter, str(image))
+        return read_outputs(runner.interpreter, detector.indices), size
+
+    def post(image: Any, ran):
+        outputs, size = ran
+        found = objects(raw_of(outputs, detector.indices), size, threshold, runner.labels)
+        target = annotated(image) if annotated is not None else None
+        if target is not None:
+            annotate(image, found, target)
+        return found, size
+
+    return pipelined(images, lambda image: load(detector, image, str(image)), run, post, workers=workers, post_on_workers=True)
+
+
 def as_record(obj: Object) -> Dict[str, Any]:
     """One object as the JSON the `edge detect --json` file holds."""
     return {"label": obj.label, "id": obj.id, "score": round(obj.score, 6),
@@ -261,13 +308,10 @@ def reading_seconds(detector: Detector, runs: int) -> List[float]:
 
 
 def end_to_end_rate(detector: Detector, files: Sequence[Path]) -> float:
-    """Images per second through what `edge detect` does per image (decode and resize ahead on a worker, set_input,
-    invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
-    from edge.prefetch import prefetch
-
+    """Images per second through what `edge detect` does per image (detect_files: decode and resize ahead on the workers,
+    set_input, invoke, read and scale the objects). A file that cannot be read is an error: a benchmark must not skip work."""
     start = time.perf_counter()
-    for path, loaded, error in prefetch(files, lambda f: load(detector, f)):
+    for _, _, error in detect_files(detector, files, 0.0):
         if error is not None:
             raise error
-        detect_pixels(detector, loaded[0], loaded[1], 0.0, str(path))
     return len(files) / (time.perf_counter() - start)

@@ -70,21 +70,24 @@ def source_of(sample: Sample) -> Union[Path, bytes]:
 
 def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = None, workers: Optional[int] = None,
                         post_on_workers: bool = False, read: Optional[Callable[[Any], Any]] = None,
-                        decode: Optional[Callable[[Any], Any]] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+                        decode: Optional[Callable[[Any], Any]] = None,
+                        encoded: bool = False) -> Tuple[List[Any], List[Dict[str, Any]]]:
     """(one predictions entry per image read, one error entry per image not): every object kept, boxes normalized to
     the image. Images are decoded on `workers` threads (None: one per core) while this thread sets the input, invokes
     and `read`s the outputs (copies: the next invoke overwrites the interpreter's); `decode` turns them into (class ids,
     scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
     more than a hand-over to a thread, as a decode + NMS in numpy does). The defaults read the SSD post-processing
-    op's four outputs and keep every detection (threshold 0). `progress` wraps the iteration (a progress bar), or None."""
+    op's four outputs (or an anchor-free head's two, decoded by edge.yolo_decode) and keep every detection (threshold 0). With `encoded`, each entry comes written as JSON
+    (edge.predictions.Encoded, for write_detections) where `post` runs. `progress` wraps the iteration, or None."""
     from edge import detect as det
     from edge.classify import invoke, set_input
     from edge.prefetch import pipelined
 
     runner = detector.runner
-    read = read or (lambda d: det.get_raw(d.runner.interpreter, d.indices))
+    # Only copies after the invoke; an anchor-free head's decode + NMS happens in `decode`, on the workers when asked.
+    read = read or (lambda d: det.read_outputs(d.runner.interpreter, d.indices))
     # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
-    decode = decode or (lambda raw: det.kept(raw, 0.0))
+    decode = decode or (lambda outputs: det.kept(det.raw_of(outputs, detector.indices), 0.0))
 
     def load(sample: Sample):
         return runner.pixels(source_of(sample), str(sample.path))
@@ -94,8 +97,10 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
         invoke(runner.interpreter, str(sample.path))
         return read(detector)
 
+    make_entry = predictions_doc.encoded_detection if encoded else predictions_doc.detection
+
     def post(sample: Sample, outputs):
-        return predictions_doc.detection(sample.rel, sample.id, sample.sha256, *decode(outputs))
+        return make_entry(sample.rel, sample.id, sample.sha256, *decode(outputs))
 
     entries, errors = [], []
     done = pipelined(samples, load, run, post, workers=workers, post_on_workers=post_on_workers)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from edge.errors import InputError
 from edge.interpreter import make_interpreter
-from edge.predictions import detection, read_predictions
+from edge.predictions import detection, encoded_detection, read_predictions, write_detections
 from edge_paths import FIXTURES, run_edge
 
 DETECTOR = FIXTURES / "tiny_detector_int8.tflite"
@@ -113,3 +113,17 @@ def test_an_entry_rounds_every_number_as_pythons_round_does():
 def test_an_entry_of_no_objects():
     entry = detection("a.png", None, None, np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, 4), np.float32))
     assert entry["objects"] == [] and entry["label"] is None
+
+
+def test_entries_written_on_the_workers_give_the_bytes_of_the_whole_document_written_at_once(tmp_path):
+    rng = np.random.default_rng(4)
+    args = [(f"d/{i}.png", None if i % 2 else f"id{i}", None, rng.integers(0, 9, k), rng.uniform(0, 1, k).astype(np.float32),
+             rng.uniform(0, 1, (k, 4)).astype(np.float32)) for i, k in enumerate((3, 0, 25))]
+    document = {"schema_version": 1, "model": 'm "quoted" \u00e9.tflite', "task": "detect", "labels": ["a", "b\\"],
+                "predictions": [detection(*a) for a in args], "top1_accuracy": None, "errors": [{"file": "x", "error": "bad"}]}
+    write_detections(tmp_path / "dicts.json", document)
+    encoded = [encoded_detection(*a) for a in args]
+    write_detections(tmp_path / "encoded.json", dict(document, predictions=encoded))
+    whole = (json.dumps(document, separators=(",", ":")) + "\n").encode()
+    assert (tmp_path / "dicts.json").read_bytes() == (tmp_path / "encoded.json").read_bytes() == whole
+    assert [e.objects for e in encoded] == [3, 0, 25]

@@ -128,10 +128,17 @@ def test_detect_a_folder_gives_the_same_lines_with_1_and_n_workers(tmp_path: Pat
     for f in sorted((FIXTURES / "images").glob("*.png")):
         for i in range(4):
             shutil.copy(f, data / f"{i}_{f.name}")
-    one = run_edge("detect", DETECTOR, data, "--workers", "1", "--threshold", "0")
-    many = run_edge("detect", DETECTOR, data, "--workers", "4", "--threshold", "0")
-    assert one.exit_code == many.exit_code == 0, one.stderr + many.stderr
+    runs = {}
+    for n in ("1", "4"):  # the objects read and the boxes drawn on the workers too: the same files
+        out = tmp_path / f"w{n}"
+        runs[n] = run_edge("detect", DETECTOR, data, "--workers", n, "--threshold", "0", "--out", out / "drawn",
+                           "--json", out / "objects.json")
+        assert runs[n].exit_code == 0, runs[n].stderr
+    one, many = runs["1"], runs["4"]
     assert one.stdout == many.stdout and one.stdout.count("object(s)") == 12
+    files = {n: {f.relative_to(tmp_path / f"w{n}"): f.read_bytes() for f in sorted((tmp_path / f"w{n}").rglob("*.*"))}
+             for n in runs}
+    assert files["1"] == files["4"] and len(files["1"]) == 13
 
 
 def test_a_folder_without_images_is_refused_by_name(classifier: Path, tmp_path: Path):
@@ -289,3 +296,37 @@ def test_sigterm_with_workers_decoding_ends_the_command_with_143_and_its_workers
     assert not out.exists()
     loads = started.read_text().splitlines()
     assert 3 <= len(loads) <= 3 + look_ahead(3) + 3  # nothing new was decoded after the stop
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice value on Linux only")
+def test_the_workers_run_below_the_invoking_thread():
+    from edge.prefetch import WORKER_NICE
+
+    def nice(_):
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = nice(None)
+    got = {value for _, value, _ in pipelined(range(6), nice, workers=3)}
+    assert got == {min(19, mine + WORKER_NICE)} and WORKER_NICE > 0
+    assert nice(None) == mine  # the caller's own priority untouched
+
+
+def test_detect_reads_a_stream_of_paths_from_stdin_with_the_answers_of_the_arguments(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from edge.cli import main
+
+    images = sorted((FIXTURES / "images").glob("*.png"))
+    images.append(images[0])  # a frame path seen twice: drawn twice, the second file numbered
+    given = run_edge("detect", DETECTOR, *images, "--workers", "1", "--threshold", "0", "--json", tmp_path / "given.json")
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart already
+        runner = CliRunner()
+    streamed = runner.invoke(main, ["detect", str(DETECTOR), "-", "--workers", "3", "--threshold", "0", "--json",
+                                    str(tmp_path / "streamed.json"), "--out", str(tmp_path / "drawn")],
+                             input="".join(f"{i}\n" for i in images))
+    assert given.exit_code == streamed.exit_code == 0, streamed.stderr
+    assert streamed.stdout == given.stdout and streamed.stdout.count("object(s)") == len(images)
+    assert (tmp_path / "given.json").read_bytes() == (tmp_path / "streamed.json").read_bytes()
+    assert len(list((tmp_path / "drawn").iterdir())) == len(images)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edge import yolo_decode
-from edge.detect import Raw, get_raw, output_indices
+from edge.detect import Raw, get_raw, output_indices, raw_of, read_outputs
 
 SIZE = 32  # anchor points: 16 at stride 8, 4 at stride 16, 1 at stride 32
 
@@ -102,3 +102,13 @@ def test_other_outputs_are_not_taken_for_the_layout():
     interpreter = _Interpreter({7: dist[None], 9: logits[None]})
     interpreter.details[0]["shape"] = np.array([1, 20, 64])  # N does not match the input's anchor points
     assert yolo_decode.find_layout(interpreter) is None
+
+
+def test_the_two_outputs_read_after_the_invoke_decode_later_to_what_get_raw_gives():
+    dist, logits = _case()
+    interpreter = _Interpreter({7: dist[None], 9: logits[None]})
+    layout = output_indices(interpreter)
+    outputs = read_outputs(interpreter, layout)  # what the invoking thread does: no decode there
+    assert [a.shape for a in outputs] == [(21, 64), (21, 2)]
+    for later, now in zip(raw_of(outputs, layout), get_raw(interpreter, layout)):
+        np.testing.assert_array_equal(later, now)
