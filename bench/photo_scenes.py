@@ -4,10 +4,11 @@
 
 No labelled photographs ship with the project or its dependencies, so the objects are cut from four real photos
 (scikit-learn's china.jpg and flower.jpg, Coral's parrot.jpg in ../shared/reference, matplotlib's grace_hopper.jpg)
-and pasted, scaled, flipped and re-exposed, onto crops of the same photos' object-free parts (trees and lake, leaves,
-plants, the flag): four classes (pagoda, dahlia, parrot, face), one to four objects per image, none more than 30%
-hidden by another, saved as JPEGs at camera-like qualities with OUT/annotations.json in COCO's form (pipeline.detection.coco's
-writer). The object and background regions below were picked by eye on the photos.
+and pasted (a random 75-100% of the object's region, scaled to 10-55% of the image's height, flipped, re-exposed, with
+noise) onto crops of the same photos' object-free parts (trees and lake, leaves, plants, the flag), beside zero to
+two unlabelled pasted rectangles of background: four classes (pagoda, dahlia, parrot, face), one to five objects per
+image, none more than 30% hidden by another, saved as JPEGs at camera-like qualities with OUT/annotations.json in
+COCO's form (pipeline.detection.coco's writer). The object and background regions below were picked by eye on the photos.
 """
 from __future__ import annotations
 
@@ -65,13 +66,23 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
         canvas = bg.crop((cx, cy, cx + cw, cy + ch)).resize(size, Image.BILINEAR)
         if rng.random() < 0.5:
             canvas = canvas.transpose(Image.FLIP_LEFT_RIGHT)
+        for _ in range(int(rng.integers(0, 3))):
+            # Unlabelled rectangles of background pasted like the objects, so a pasted edge alone is no object.
+            patch = backgrounds[rng.integers(len(backgrounds))]
+            pw, ph = int(rng.uniform(0.15, 0.5) * width), int(rng.uniform(0.15, 0.5) * height)
+            px, py = int(rng.integers(0, patch.width - pw // 2)), int(rng.integers(0, patch.height - ph // 2))
+            piece = patch.crop((px, py, px + pw // 2, py + ph // 2)).resize((pw, ph), Image.BILINEAR)
+            canvas.paste(piece, (int(rng.integers(0, width - pw + 1)), int(rng.integers(0, height - ph + 1))))
         boxes, classes = [], []
-        for _ in range(int(rng.integers(1, 5))):
+        for _ in range(int(rng.integers(1, 6))):
             for _try in range(20):
                 c = int(rng.integers(len(objects)))
                 obj = objects[c]
-                h = float(rng.uniform(0.2, 0.7)) * height
-                w = h * obj.width / obj.height * float(rng.uniform(0.85, 1.15))
+                # A random 75-100% of the object's region, so no two copies show the same picture.
+                sw, sh = obj.width * float(rng.uniform(0.75, 1.0)), obj.height * float(rng.uniform(0.75, 1.0))
+                sx, sy = float(rng.uniform(0, obj.width - sw)), float(rng.uniform(0, obj.height - sh))
+                h = float(rng.uniform(0.1, 0.55)) * height
+                w = h * sw / sh * float(rng.uniform(0.8, 1.2))
                 if w > 0.9 * width:
                     continue
                 x, y = float(rng.uniform(0, width - w)), float(rng.uniform(0, height - h))
@@ -80,10 +91,12 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
                     break
             else:
                 continue
-            piece = obj.resize((max(1, round(w)), max(1, round(h))), Image.BILINEAR)
+            piece = obj.crop((round(sx), round(sy), round(sx + sw), round(sy + sh))).resize((max(1, round(w)), max(1, round(h))),
+                                                                                         Image.BILINEAR)
             if rng.random() < 0.5:
                 piece = piece.transpose(Image.FLIP_LEFT_RIGHT)
-            piece = Image.fromarray(np.clip(np.asarray(piece, np.float32) * rng.uniform(0.7, 1.25), 0, 255).astype(np.uint8))
+            pixels = np.asarray(piece, np.float32) * rng.uniform(0.6, 1.3) + rng.normal(0, rng.uniform(0, 8), (piece.height, piece.width, 3))
+            piece = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
             canvas.paste(piece, (round(x), round(y)))
             boxes.append((round(x), round(y), min(width, round(x) + piece.width), min(height, round(y) + piece.height)))
             classes.append(c)
