@@ -7,7 +7,7 @@ from __future__ import annotations
 
 SSD, YOLO = "ssd", "yolo"
 HEADS = (SSD, YOLO)
-DEFAULT = SSD  # bench/results/yolo_vs_ssd.md
+DEFAULT = SSD  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
 
 
 def of_run(run) -> str:
