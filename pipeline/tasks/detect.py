@@ -253,6 +253,11 @@ class Detect(Task):
             raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
         return [(e.id, None, e.image) for e in recorded_heldout(run)]
 
+    def importer(self):
+        from pipeline.importing.detect_import import IMPORTER
+
+        return IMPORTER
+
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import check_images, open_detection
         from pipeline.detection.tfrecords import write_tfrecords
