@@ -55,6 +55,8 @@ class DetectImport(TaskImport):
         return loaded._replace(reader=onnx_file._reader())
 
     def contract(self, loaded, config):
+        from edge.preprocess import normalization
+
         given = config.given
         if given.fit != "stretch":
             raise ConfigError(f"--fit {given.fit}: edgeflow's detection stages and Frigate feed the picture stretched to "
@@ -67,7 +69,8 @@ class DetectImport(TaskImport):
                                   "0..1 (its predictor divides the pixels by 255); expected --input-range 0,1 or none")
             return resolved
         resolved = contract_mod.resolve(loaded.input, replace(given, value_range=ULTRALYTICS_RANGE), str(config.model))
-        norm = replace(resolved.norm, source="RGB 0..1: Ultralytics' export (its metadata names Ultralytics)")
+        norm = normalization(list(resolved.norm.mean), list(resolved.norm.std),
+                             "RGB 0..1: Ultralytics' export (its metadata names Ultralytics)")
         return replace(resolved, norm=norm, said={**resolved.said, "normalization": "the model (Ultralytics' metadata)"})
 
     def labels(self, labels: Optional[List[str]], config, loaded) -> List[str]:
