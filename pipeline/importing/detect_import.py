@@ -105,9 +105,9 @@ class DetectImport(TaskImport):
         if not heldout:
             raise DataError(f"the held-out split of {config.val_data or config.data} is empty; expected at least one image")
         plan = Plan(source, val, split, None, len(train), None, len(heldout), {}, 0)
-        return {
-            "train": _describe(config.data, source),
-            "val": _describe(config.val_data, val) if val else None,
+        return {  # the specs as later stages, from any folder, open them again
+            "train": _describe(_absolute(config.data), source),
+            "val": _describe(_absolute(config.val_data), val) if val else None,
             "images": [],
             "split": {"heldout_fraction": split.heldout_fraction, "seed": split.seed, "train_examples": len(train),
                       "heldout_examples": len(heldout),
@@ -152,6 +152,11 @@ class DetectImport(TaskImport):
             "labels": labels,
             "data": data,
         }
+
+
+def _absolute(spec: str) -> str:
+    """A data spec that names a file or folder, made absolute; a built-in one (shapes?...) as given."""
+    return str(Path(spec).resolve()) if Path(spec).exists() else spec
 
 
 def _anchor_count(size: int) -> int:
