@@ -27,6 +27,11 @@ ULTRALYTICS_RANGE = (0.0, 1.0)  # what Ultralytics' predictor feeds its models: 
 
 
 class DetectImport(TaskImport):
+    def __init__(self, describe, examples, identity):
+        # The detection task's own record helpers (pipeline/tasks/detect.py), so an imported run's data entry is a
+        # trained run's.
+        self._describe, self._examples, self._identity = describe, examples, identity
+
     def read(self, fmt: str, path: Path, scratch: Path, config):
         from pipeline.importing import onnx_file, yolo_tail
 
@@ -95,7 +100,8 @@ class DetectImport(TaskImport):
         from pipeline.data import Split
         from pipeline.detection.specs import open_detection
         from pipeline.tasks import Plan
-        from pipeline.tasks.detect import _describe, _examples, _identity
+
+        _describe, _examples, _identity = self._describe, self._examples, self._identity
 
         source = open_detection(config.data)
         val = open_detection(config.val_data, source.labels) if config.val_data else None
@@ -205,5 +211,3 @@ def _sample_pixels(config) -> np.ndarray:
             images.append(np.asarray(im.convert("RGB").resize((SAMPLE_SIZE, SAMPLE_SIZE), Image.BILINEAR)))
     return np.stack(images)
 
-
-IMPORTER = DetectImport()

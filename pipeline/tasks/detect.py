@@ -254,9 +254,11 @@ class Detect(Task):
         return [(e.id, None, e.image) for e in recorded_heldout(run)]
 
     def importer(self):
-        from pipeline.importing.detect_import import IMPORTER
+        """The import's steps, recording the data as this task records a trained run's (the helpers handed over, so
+        the importer needs no import of this module)."""
+        from pipeline.importing.detect_import import DetectImport
 
-        return IMPORTER
+        return DetectImport(describe=_describe, examples=_examples, identity=_identity)
 
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import check_images, open_detection
