@@ -20,11 +20,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from edge.yolo_decode import BOX_CHANNELS, REG_MAX, STRIDES  # the host decoding's layout, which the cut must give
 from pipeline.errors import ConfigError
-
-STRIDES = (8, 16, 32)
-REG_MAX = 16
-BOX_CHANNELS = 4 * REG_MAX
 EXPECTED = ("an Ultralytics detector as format=onnx writes it (YOLOv8, v9, 11): one output (1, 4 + C, N) of decoded "
             "xywh boxes and sigmoid class scores, fed per stride 8, 16, 32 by a last convolution of 64 box-distribution "
             "channels (4 x 16 DFL bins) and one of C class logits")

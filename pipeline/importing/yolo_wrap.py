@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from models.yolo_head import LOGIT_LIMIT  # the head's bound on its class logits
 from pipeline.errors import ConfigError
 from pipeline.importing.yolo_tail import BOX_CHANNELS, STRIDES
-
-LOGIT_LIMIT = 4.0  # models/yolo_head.py's bound
 
 
 def write(source: Path, contract, folder: Path, num_classes: int) -> None:
