@@ -330,7 +330,8 @@ def compile_command(target, as_json, **options):
 @click.option("--data", "data_spec", required=True, help="the model's classes as labelled images (class folders or TFRecords): "
               "calibration for --int8 and the held-out split parity compares on")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
-@click.option("--task", type=click.Choice(["classify"]), default="classify", show_default=True, help="what the model does")
+@click.option("--task", type=click.Choice(list(tasks.NAMES)), default="classify", show_default=True,
+              help="what the model does (detect: an Ultralytics YOLO detector's ONNX, its decoding tail cut)")
 @click.option("--val-data", help="held-out data instead of a split of --data")
 @click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help="class names in the model's output order, "
               "one a line (default: --data's class folders, sorted)")
@@ -348,7 +349,8 @@ def compile_command(target, as_json, **options):
 @reports_errors
 def import_command(model, data_spec, run_dir, task, val_data, labels_file, image_size, layout, mean, std, value_range,
                    channel_order, fit, heldout_fraction, seed):
-    """Import a classifier (.keras, .h5, SavedModel folder, .onnx) as a run that export, compile, parity and edge read."""
+    """Import a classifier (.keras, .h5, SavedModel folder, .onnx) or an Ultralytics YOLO detector (.onnx, --task detect)
+    as a run that export, compile, parity and edge read."""
     from pathlib import Path
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as train: tf.keras is tf-keras in the later stages
@@ -367,7 +369,7 @@ def import_command(model, data_spec, run_dir, task, val_data, labels_file, image
 
     write_report(result.run_dir)  # RUN/report.html, as every stage rewrites it; a failure to render only warns
     c = result.contract
-    click.echo(f"imported {model} ({result.format}): {c.image_size}x{c.image_size} {c.layout.upper()} {c.channel_order.upper()}, "
+    click.echo(f"imported {model} ({result.format}, {task}): {c.image_size}x{c.image_size} {c.layout.upper()} {c.channel_order.upper()}, "
                f"{c.norm.source}; {len(result.labels)} classes; {result.heldout_examples} held-out images")
     click.echo(f"run written to {result.run_dir} in {result.seconds:.1f} s; next: pipeline export {result.run_dir} --int8")
 

@@ -18,6 +18,7 @@ class Loaded(NamedTuple):
     reader: str  # what read it (library and version)
     converted_layout: Optional[str] = None  # the SavedModel's own input layout when a conversion changed it (ONNX: nhwc)
     batch: Optional[int] = None  # the SavedModel's fixed batch size, None when it takes any
+    facts: Optional[dict] = None  # what the reader did that the run records (a detector's cut tail)
 
 
 def is_saved_model(path: Path) -> bool:

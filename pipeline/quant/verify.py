@@ -52,9 +52,11 @@ def postprocess_tail(info) -> Set[int]:
     return tail
 
 
-def integer_only_problems(info) -> List[str]:
+def integer_only_problems(info, requantize_ok: bool = False) -> List[str]:
     """One line per offending op or tensor: float or int16 types, mid-graph (de)quantization, dynamic shapes, batch != 1.
-    A detector's post-processing tail (postprocess_tail) is allowed."""
+    A detector's post-processing tail (postprocess_tail) is allowed. `requantize_ok`: an int8 -> int8 QUANTIZE inside
+    the graph is allowed too (the converter's requantization of a tensor that feeds two concatenations of different
+    scales, as YOLOv8's neck has; the Edge TPU compiler maps QUANTIZE since its version 2.0)."""
     problems: List[str] = []
     graph_inputs, graph_outputs = set(info.inputs), set(info.outputs)
     tail = postprocess_tail(info)
@@ -78,7 +80,8 @@ def integer_only_problems(info) -> List[str]:
             src, dst = info.tensors[op.inputs[0]], info.tensors[op.outputs[0]]
             at_edge = op.inputs[0] in graph_inputs or op.outputs[0] in graph_outputs
             is_io_cast = {src.dtype.lower(), dst.dtype.lower()} == {"uint8", "int8"}
-            if not (at_edge and is_io_cast):
+            requantized = requantize_ok and src.dtype.lower() == dst.dtype.lower() == "int8"
+            if not (at_edge and is_io_cast) and not requantized:
                 problems.append(
                     f"{where}: QUANTIZE {src.dtype.lower()} -> {dst.dtype.lower()} in the middle of the graph; "
                     f"expected only uint8<->int8 right after an input or right before an output"

@@ -126,6 +126,10 @@ class Task:
         `pipeline parity --bundle`'s --data, None for the recorded held-out split."""
         raise NotImplementedError
 
+    def importer(self):
+        """`pipeline import`'s steps for a model of this task (pipeline/importing/task_import.py's TaskImport)."""
+        raise ConfigError(f"--task {self.name}: pipeline import takes no model for this task")
+
     def prepare(self, config, source: str, out: str):
         """`pipeline prepare`: write `source` as TFRecord shards and labels.txt into `out`; returns a
         PrepareResult (pipeline/tasks/class_shards.py)."""

@@ -153,6 +153,11 @@ class Classify(Task):
 
         return CLASSIFICATION_TASK
 
+    def importer(self):
+        from pipeline.importing.classify_import import IMPORTER
+
+        return IMPORTER
+
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks import class_shards
 

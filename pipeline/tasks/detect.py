@@ -253,6 +253,13 @@ class Detect(Task):
             raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
         return [(e.id, None, e.image) for e in recorded_heldout(run)]
 
+    def importer(self):
+        """The import's steps, recording the data as this task records a trained run's (the helpers handed over, so
+        the importer needs no import of this module)."""
+        from pipeline.importing.detect_import import DetectImport
+
+        return DetectImport(describe=_describe, examples=_examples, identity=_identity)
+
     def prepare(self, config, source: str, out: str):
         from pipeline.detection.specs import check_images, open_detection
         from pipeline.detection.tfrecords import write_tfrecords

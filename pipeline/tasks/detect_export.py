@@ -81,7 +81,7 @@ def convert(config, run) -> Converted:
     int8 = _mode(config)
     head = _head_conversion(run)
     size, labels = run.image_size, run.labels
-    detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
+    detector = _detector(run, keras)
     calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
@@ -94,6 +94,10 @@ def convert(config, run) -> Converted:
     if config.float_edits:
         from pipeline.quant import float_edits
 
+        if run.origin:
+            raise ConfigError(f"the remedy's float edits ({', '.join(config.float_edits)}) change a Keras model's layers; "
+                              f"{run.dir} holds an imported detector (a SavedModel); expected no --remedy for it")
+
         detector = float_edits.apply(detector, config.float_edits, calibration, per_tensor=False)
         facts["float_edits"] = list(config.float_edits)
     if config.remedy:
@@ -104,6 +108,15 @@ def convert(config, run) -> Converted:
     info = verify.verify_static(data)
     facts["input"] = verify.quantization_of(info, info.inputs[0]) if int8 else expected
     return Converted(data, facts, facts["input"], contract, notes)
+
+
+def _detector(run, keras):
+    """The run's float detector: the trained Keras model, or an imported one's wrapped SavedModel (pipeline/importing)."""
+    if run.origin:
+        from pipeline.importing import yolo_wrap
+
+        return yolo_wrap.load(run.artifact("saved_model"))
+    return keras.models.load_model(str(run.artifact("keras_model")), compile=False)
 
 
 class HeadConversion(NamedTuple):

@@ -55,6 +55,10 @@ class DetectComparison(Comparison):
                     "run's recorded held-out split", run.labels)
 
     def reference(self, run, held: Held) -> list:
+        if run.origin:  # an imported detector: the model as given, with its own decoding (pipeline/importing)
+            from pipeline.importing import reference
+
+            return reference.detections(run.dir, run.origin, held.pixels)
         return _savedmodel(run, held.pixels)
 
     def open(self, run, key: str, config):

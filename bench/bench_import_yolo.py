@@ -1,0 +1,84 @@
+"""Benchmark of `pipeline import --task detect`: an Ultralytics YOLOv8n built from yolov8n.yaml (no download), trained a
+few epochs on `shapes` written in YOLO layout and exported format=onnx by the user's own script (tests/test_import_yolo.py),
+then imported with its decoding tail cut and exported --int8 in the YOLO head's layout.
+
+    .venv/bin/python bench/bench_import_yolo.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
+    .venv/bin/python bench/bench_import_yolo.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
+
+Reports: the time and peak memory (/usr/bin/time -v) of import and of export --int8, each its own process with
+TensorFlow's start; the ops the pre-flight predicts on the Edge TPU; parity's mAP@.5 (COCOeval) of the int8 model
+against the reference, onnxruntime on the ONNX file with its own decoded output through host NMS (target: within
+1 pp); Frigate's yolo-generic reading of the int8 file against `edge detect`'s objects on the same held-out pixels
+(bench/bench_yolo_frigate.py's count: same class, IoU >= 0.9, score >= 0.4). Training is not timed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_import import timed  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ultralytics-python", help="the side venv's python (.ci/ultralytics-env --make DIR)")
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--reuse", action="store_true", help="the data and ONNX file already in --work")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    if not args.reuse:
+        from tests.test_import_yolo import train_ultralytics
+
+        made = train_ultralytics(args.ultralytics_python, work, args.size, args.epochs)
+    else:
+        made = {"train": work / "train" / "data.yaml", "val": work / "val" / "data.yaml",
+                "onnx": next((work / "runs" / "train" / "weights").glob("*.onnx"))}
+    run = work / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    imported = timed(["import", made["onnx"], "--task", "detect", "--data", made["train"], "--val-data", made["val"], "--out", run])
+    exported = timed(["export", run, "--int8"])
+    preflight = json.loads(timed(["compile", run, "--check-only", "--json"])["stdout"].strip().splitlines()[-1])
+    timed(["parity", run])
+    report = json.loads((run / "parity" / "report.json").read_text())
+    frigate = subprocess.run([sys.executable, str(REPO / "bench" / "bench_yolo_frigate.py"), str(run)], capture_output=True,
+                             text=True, cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    manifest = json.loads((run / "manifest.json").read_text())
+    models = report["models"]
+    load = os.getloadavg()
+    print(f"# pipeline import --task detect: Ultralytics YOLOv8n, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
+          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end (other helpers' jobs ran throughout)\n")
+    print(f"command: `{' '.join(sys.argv)}`\n")
+    print(f"model: {made['onnx'].name}, input {manifest['model']['image_size']} px, {len(manifest['labels'])} classes; "
+          f"{manifest['origin']['cut']}\n")
+    print("| stage | seconds | peak MB |\n|---|---|---|")
+    for name, t in (("import", imported), ("export --int8", exported)):
+        print(f"| {name} | {t['seconds']:.1f} | {t['peak_mb']:.0f} |")
+    print(f"\npre-flight: {preflight['ops_on_edgetpu']}/{preflight['total_ops']} ops on the Edge TPU "
+          f"({preflight['percent_on_edgetpu']}%)\n")
+    print(f"parity on {report['images']} held-out images ({report['objects']} objects), COCOeval:\n")
+    print("| model | mAP@.5 | mAP@[.5:.95] |\n|---|---|---|")
+    for name, m in models.items():
+        print(f"| {name} | {m['map50']:.4f} | {m['map']:.4f} |")
+    for name, c in report.get("clients", {}).items():
+        print(f"| client {name} | " + (f"refused: {c['refused']} | |" if "refused" in c else f"{c['map50']:.4f} | {c['map']:.4f} |"))
+    drop = (models["float_savedmodel"]["map50"] - models["int8_cpu"]["map50"]) * 100
+    print(f"\nint8 mAP@.5 drop from the reference (onnxruntime, the ONNX file's own decoding): {drop:.2f} pp (target <= 1)\n")
+    print("Frigate's yolo-generic reading of the int8 file against edge detect:\n")
+    print("```\n" + (frigate.stdout.strip() or frigate.stderr[-1500:]) + "\n```")
+
+
+if __name__ == "__main__":
+    main()

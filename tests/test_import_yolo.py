@@ -1,0 +1,189 @@
+"""`pipeline import --task detect`: an Ultralytics YOLO detector's ONNX imported with its decoding tail cut.
+
+- The cut is found by the graph's structure (tests/yolo_onnx.py writes Ultralytics' head and tail with random weights,
+  no Ultralytics needed); a detector whose tail is not recognised, a classifier's ONNX and a non-ONNX model are
+  refused naming what was expected, nothing written (cheap: onnx only, no conversion).
+- The whole path on that model (onnx2tf): import, export --int8 in the YOLO head's layout with every op predicted on
+  the Edge TPU.
+- An Ultralytics YOLOv8n built from its yaml, trained briefly on `shapes` and exported format=onnx, in the side venv
+  .ci/ultralytics-env builds (or EDGEFLOW_ULTRALYTICS_PYTHON): import, export --int8, pre-flight, parity against
+  onnxruntime's own decoded output (bench/bench_import_yolo.py measures it at a larger size and longer training).
+
+Each test skips naming what is missing (onnx, onnxruntime, onnx2tf here; the Ultralytics venv).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli, quiet_env
+
+pytestmark = pytest.mark.host
+
+CLASSES = ("square", "circle", "triangle", "cross")
+
+
+def _missing(*names: str) -> list:
+    return [n for n in names if importlib.util.find_spec(n) is None]
+
+
+@pytest.fixture(scope="module")
+def onnx_only():
+    if _missing("onnx"):
+        pytest.skip("the tail's recognition needs onnx in this environment (pip install -e '.[import]')")
+
+
+@pytest.fixture(scope="module")
+def converter():
+    missing = _missing("onnx", "onnxruntime", "onnx2tf")
+    if missing:
+        pytest.skip(f"ONNX import needs {', '.join(missing)} in this environment (pip install -e '.[import]' and "
+                    "pip install --no-deps onnx2tf==1.29.24)")
+
+
+def write_shapes_yolo(root: Path, count: int, size: int, seed: int) -> Path:
+    """`count` images of the built-in `shapes` in Ultralytics' layout (data.yaml, images/, labels/); its data.yaml."""
+    from pipeline.detection.shapes import shapes
+
+    source = shapes(count, size, seed)
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    (root / "data.yaml").write_text("names: [" + ", ".join(source.labels) + "]\n")
+    for e in source.examples:
+        name = e.id.replace("/", "_")
+        (root / "images" / f"{name}.png").write_bytes(e.image)
+        lines = [f"{c} {(x0 + x1) / 2:.6f} {(y0 + y1) / 2:.6f} {x1 - x0:.6f} {y1 - y0:.6f}"
+                 for (y0, x0, y1, x1), c in zip(e.boxes, e.classes)]
+        (root / "labels" / f"{name}.txt").write_text("".join(line + "\n" for line in lines))
+    return root / "data.yaml"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_shapes_yolo(tmp_path_factory.mktemp("yolo_data"), 40, 64, 0)
+
+
+def test_the_cut_is_found_by_structure(onnx_only, tmp_path):
+    import onnx
+
+    from pipeline.importing import yolo_tail
+    from tests.yolo_onnx import yolo_onnx
+
+    model = onnx.load(str(yolo_onnx(tmp_path / "m.onnx", size=64, classes=3)))
+    cut = yolo_tail.find(model, "m.onnx")
+    assert (cut.num_classes, cut.image_size) == (3, 64)
+    assert cut.boxes == ["box8", "box16", "box32"] and cut.logits == ["cls8", "cls16", "cls32"]
+    assert cut.tail_ops["Softmax"] == 1 and cut.tail_ops["Sigmoid"] == 1 and cut.tail_ops["Conv"] == 1  # the DFL's
+    yolo_tail.cut(model, cut, tmp_path / "cut.onnx")
+    outputs = {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim] for o in onnx.load(str(tmp_path / "cut.onnx")).graph.output}
+    assert outputs == {"box_s8": [1, 64, 8, 8], "box_s16": [1, 64, 4, 4], "box_s32": [1, 64, 2, 2],
+                       "logits_s8": [1, 3, 8, 8], "logits_s16": [1, 3, 4, 4], "logits_s32": [1, 3, 2, 2]}
+
+
+def test_refusals_name_what_was_expected(onnx_only, data, tmp_path):
+    from tests.test_import_onnx import _tiny_onnx
+    from tests.test_import_refusals import _refused
+    from tests.yolo_onnx import yolo_onnx
+
+    undecoded = yolo_onnx(tmp_path / "no_sigmoid.onnx", sigmoid=False)
+    _refused([undecoded, "--task", "detect", "--data", data], tmp_path / "r1", "lacks a Sigmoid on the class logits",
+             "expected an Ultralytics detector as format=onnx writes it")
+    classifier = _tiny_onnx(tmp_path / "classifier.onnx")
+    _refused([classifier, "--task", "detect", "--data", data], tmp_path / "r2", "output 'scores' has shape (1, 3)",
+             "expected (1, 4 + C, 21) for a 32x32 input")
+    keras_file = tmp_path / "model.keras"
+    keras_file.write_bytes(b"PK")
+    _refused([keras_file, "--task", "detect", "--data", data], tmp_path / "r3", "--task detect imports an ONNX detector")
+    other = yolo_onnx(tmp_path / "five.onnx", classes=5)
+    _refused([other, "--task", "detect", "--data", data], tmp_path / "r4", "5 class logits")
+    named = yolo_onnx(tmp_path / "named.onnx", classes=4, names=["a", "b", "c", "d"])
+    _refused([named, "--task", "detect", "--data", data], tmp_path / "r5", "expected the model's classes in its order")
+    ours = yolo_onnx(tmp_path / "ours.onnx", classes=4, names=list(CLASSES))
+    _refused([ours, "--task", "detect", "--data", data, "--input-range", "-1,1"], tmp_path / "r6",
+             "contradicts", "an Ultralytics export that takes RGB 0..1")
+
+
+def _ok(args):
+    done = cli([str(a) for a in args], timeout=1800)
+    assert done.returncode == 0, f"{args[:2]}: {done.stdout[-1500:]}{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.slow
+def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_path):
+    """Random weights: what is checked is the int8 file's layout (the head's two outputs, no transpose) and that every op
+    is predicted on the Edge TPU (Frigate's reading against `edge detect` is measured in bench/bench_import_yolo.py)."""
+    from tests.yolo_onnx import yolo_onnx
+
+    model = yolo_onnx(tmp_path / "yolo.onnx", size=64, classes=4, names=list(CLASSES))
+    run = tmp_path / "run"
+    _ok(["import", model, "--task", "detect", "--data", data, "--out", run])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["task"] == "detect" and manifest["detection"]["head"] == "yolo"
+    assert manifest["origin"]["input_contract"]["std"] == [255.0] * 3  # Ultralytics' 0..1, read from its metadata
+    _ok(["export", run, "--int8"])
+    from edge.tflite_file import read_model
+
+    info = read_model((run / "model_int8.tflite").read_bytes())
+    shapes = sorted(list(map(int, info.tensors[t].shape)) for t in info.outputs)
+    assert shapes == [[1, 84, 4], [1, 84, 64]], shapes
+    assert "TRANSPOSE" not in {op.name for op in info.ops}
+    preflight = json.loads(_ok(["compile", run, "--check-only", "--require-full-mapping", "--json"]).stdout.strip().splitlines()[-1])
+    assert preflight["ops_on_cpu"] == 0 and preflight["percent_on_edgetpu"] == 100.0
+
+
+ULTRALYTICS_SCRIPT = """
+import sys
+from ultralytics import YOLO
+
+data, out, size, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+model = YOLO("yolov8n.yaml")  # built from its yaml: no weights downloaded
+model.train(data=data, epochs=epochs, imgsz=size, batch=16, workers=0, device="cpu", plots=False, amp=False, val=False,
+            project=out, name="train", exist_ok=True, seed=0, close_mosaic=max(1, epochs // 3), warmup_epochs=1,
+            verbose=False)
+model.export(format="onnx", imgsz=size, opset=17, simplify=True, dynamic=False)
+"""
+
+
+def train_ultralytics(python: str, root: Path, size: int, epochs: int, train_count: int = 400, val_count: int = 100) -> dict:
+    """shapes in YOLO layout under root/train and root/val, a YOLOv8n trained on it and exported as ONNX by the user's
+    own Ultralytics script; {"train": data.yaml, "val": data.yaml, "onnx": the file}."""
+    train = write_shapes_yolo(root / "train", train_count, size, 0)
+    val = write_shapes_yolo(root / "val", val_count, size, 1)
+    spec = root / "ultralytics.yaml"
+    spec.write_text(f"path: {root.resolve()}\ntrain: train/images\nval: val/images\nnames: [{', '.join(CLASSES)}]\n")
+    env = {**quiet_env(), "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(root / "settings")}
+    done = subprocess.run([python, "-c", ULTRALYTICS_SCRIPT, str(spec), str(root / "runs"), str(size), str(epochs)],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"train": train, "val": val, "onnx": root / "runs" / "train" / "weights" / "best.onnx"}
+
+
+@pytest.fixture(scope="module")
+def ultralytics_python(tmp_path_factory) -> str:
+    from tests.device_env import shared_env
+
+    given = os.environ.get("EDGEFLOW_ULTRALYTICS_PYTHON")
+    return given or str(shared_env(tmp_path_factory, "ultralytics-env") / "bin" / "python")
+
+
+@pytest.mark.slow
+def test_ultralytics_yolov8n_imports_and_keeps_its_answers(converter, ultralytics_python, tmp_path):
+    made = train_ultralytics(ultralytics_python, tmp_path, size=64, epochs=2, train_count=64, val_count=16)
+    run = tmp_path / "run"
+    _ok(["import", made["onnx"], "--task", "detect", "--data", made["train"], "--val-data", made["val"], "--out", run])
+    _ok(["export", run, "--int8"])
+    preflight = json.loads(_ok(["compile", run, "--check-only", "--json"]).stdout.strip().splitlines()[-1])
+    assert preflight["ops_on_cpu"] == 0, preflight
+    # Two epochs leave the model near no skill, so parity's gate (the no-skill floor) may fail it: the rows are checked.
+    done = cli(["parity", str(run)], timeout=1800)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    report = json.loads((run / "parity" / "report.json").read_text())
+    assert report["images"] == 16 and set(report["models"]) >= {"float_savedmodel", "int8_cpu"}
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["labels"] == list(CLASSES) and "Softmax" in manifest["origin"]["cut_ops"]  # names from its metadata
