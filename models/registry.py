@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
-import tf_keras as keras
-
 from models import pretrained
+
+# tf_keras (and TensorFlow with it) is imported by the functions that build, not here: the registry's facts (names,
+# sizes, options) answer a refused option without loading TensorFlow.
 
 
 class _Entry(NamedTuple):
@@ -28,10 +29,14 @@ class _Entry(NamedTuple):
 
 def preprocess(inputs):
     # Raw pixels 0..255 -> [-1, 1], inside the model so every runtime gets it for free.
+    import tf_keras as keras
+
     return keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="preprocess")(inputs)
 
 
 def _classifier_head(features, num_classes: int, dropout: float):
+    import tf_keras as keras
+
     x = keras.layers.GlobalAveragePooling2D(name="pool")(features)
     if dropout:
         x = keras.layers.Dropout(dropout, name="dropout")(x)
@@ -42,6 +47,8 @@ def _classifier_head(features, num_classes: int, dropout: float):
 
 def _small_cnn(inputs, num_classes: int, imagenet: bool, width: int = 16, dropout: float = 0.1):
     """Three conv blocks: fast enough for tests and CPU runs, and every op maps to the Edge TPU."""
+    import tf_keras as keras
+
     x = preprocess(inputs)
     for i, filters in enumerate((width, width * 2, width * 4)):
         x = keras.layers.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i}")(x)
@@ -53,6 +60,8 @@ def _small_cnn(inputs, num_classes: int, imagenet: bool, width: int = 16, dropou
 
 def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, dropout: float = 0.2):
     """MobileNetV2, the Edge TPU's reference network, without its ImageNet top."""
+    import tf_keras as keras
+
     base = keras.applications.MobileNetV2(
         input_shape=tuple(inputs.shape[1:]), alpha=alpha, include_top=False, weights=keras_weights(imagenet)
     )
@@ -64,9 +73,11 @@ def _mobilenet_v3(kind: str):
     kernels, no hard-swish and no squeeze-excite (Keras' MobileNetV3 docs), every op on the Edge TPU
     (tests/test_compile.py). minimalistic=0: the full variant, hard-swish and squeeze-excite, for a CPU
     board: the Edge TPU has no HARD_SWISH, so the compiler leaves the rest of the model on the CPU."""
-    application = keras.applications.MobileNetV3Small if kind == "small" else keras.applications.MobileNetV3Large
 
     def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2, minimalistic: float = 1):
+        import tf_keras as keras
+
+        application = keras.applications.MobileNetV3Small if kind == "small" else keras.applications.MobileNetV3Large
         # include_preprocessing=False: our own Rescaling layer is the model's first, as in every model.
         # Keras picks the ImageNet file of the variant asked for (minimalistic or not).
         base = application(input_shape=tuple(inputs.shape[1:]), include_top=False, weights=keras_weights(imagenet),
@@ -84,6 +95,8 @@ def _efficientnet_b0(inputs, num_classes: int, imagenet: bool, dropout: float = 
     # and Normalization (ImageNet's mean and variance, loaded with its weights), the input its ImageNet
     # weights were trained behind; [-1, 1] would reach them as a near-constant image. Those layers are the
     # model's first, in place of preprocess(); the int8 export only needs the model to take raw pixels.
+    import tf_keras as keras
+
     base = keras.applications.EfficientNetB0(input_shape=tuple(inputs.shape[1:]), include_top=False,
                                              weights=keras_weights(imagenet))
     return _classifier_head(base(inputs), num_classes, dropout), base
@@ -91,6 +104,8 @@ def _efficientnet_b0(inputs, num_classes: int, imagenet: bool, dropout: float = 
 
 def _xception(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2):
     """Xception, the Kaggle TPU flowers tutorial's choice."""
+    import tf_keras as keras
+
     base = keras.applications.Xception(input_shape=tuple(inputs.shape[1:]), include_top=False,
                                        weights=keras_weights(imagenet))
     return _classifier_head(base(preprocess(inputs)), num_classes, dropout), base
@@ -221,6 +236,8 @@ def build_recorded(
     if imagenet and not entry.pretrained_base:
         raise ValueError(f"{name} has no ImageNet weights; expected a local weights file, or one of "
                          f"{', '.join(n for n, e in _REGISTRY.items() if e.pretrained_base)}")
+    import tf_keras as keras
+
     inputs = keras.Input(shape=(size, size, 3), name="image")
     with pretrained.keras_downloads() as fetched:
         built = entry.builder(inputs, num_classes, imagenet, **options)

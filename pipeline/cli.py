@@ -30,7 +30,7 @@ reports_errors = exits_cleanly(PipelineError, EdgeError)
 @click.option("--verbose", is_flag=True, help="show TensorFlow's own logs and other packages' warnings (hidden by default)")
 def main(verbose):
     """Train, quantize, compile for the Edge TPU, and check accuracy parity."""
-    console.configure(verbose)  # before anything imports TensorFlow
+    console.configure(verbose)  # before anything imports TensorFlow: the stage that needs it imports it, quietly
 
 
 # One command per stage. Keep them thin: options -> config -> stage.run.
@@ -86,12 +86,13 @@ def train_command(run_dir, config_file, **given):
     # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
     # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    console.import_tensorflow()  # its start-up lines hidden unless --verbose
-    from pipeline import train
     from pipeline.rundir.run import artifact
     from pipeline.training.config import config_from_flags
 
-    config = config_from_flags(given, config_file)
+    # Refused options, config files and weights files answer before TensorFlow loads (train_model checks again).
+    config = config_from_flags(given, config_file).validate()
+    from pipeline import train
+
     out = train.train_model(config, run_dir)
     manifest, report = (out / artifact(key).name for key in ("manifest", "report"))
     if manifest.exists():  # a non-chief worker writes nothing
@@ -112,7 +113,6 @@ def train_command(run_dir, config_file, **given):
 def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
     """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with --task detect,
     COCO or YOLO detection data as TFRecords in the TF Object Detection API's schema."""
-    console.import_tensorflow()
     from pipeline import prepare
 
     config = prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality, images=tuple(images))
@@ -145,7 +145,6 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
-    console.import_tensorflow()
     from pipeline import export
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
@@ -190,7 +189,6 @@ MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (defaul
 def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, clients,
                    bundle_dir):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
-    console.import_tensorflow()
     from pipeline import parity
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
@@ -285,7 +283,6 @@ def _progressbar(total, label):
 def run_command(task, run_dir, data_spec, images, model, image_size, head, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
                 remedy, clients, require_full_mapping):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
-    console.import_tensorflow()
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
@@ -354,7 +351,6 @@ def import_command(model, data_spec, run_dir, task, val_data, labels_file, image
     from pathlib import Path
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as train: tf.keras is tf-keras in the later stages
-    console.import_tensorflow()
     from pipeline import importing
     from pipeline.importing.contract import Given
 

@@ -15,10 +15,16 @@ TF_CPP_MIN_LOG_LEVEL=3 before TensorFlow loads, file descriptor 2 pointed at a t
 it is imported and while a converter or interpreter starts (`native_quiet`; what was caught is
 printed after all when the block fails), and Python warnings and log records from other packages
 at ERROR only.
+
+TensorFlow is imported by the stage that uses it, not by the command line: a command that refuses its run
+folder, manifest, options or files answers before TensorFlow would have loaded (seconds of CPU). Wherever that
+first import happens, `configure` has arranged for it to be quiet (`_QuietTensorFlow`).
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
@@ -51,22 +57,46 @@ def configure(verbose: bool) -> bool:
     warnings.filterwarnings("default", module=_OURS)
     for name in ("tensorflow", "absl", "h5py", "matplotlib"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    _quiet_tensorflow_import()
     return True
 
 
-def import_tensorflow() -> None:
-    """Import TensorFlow (and tf-keras, which stages use) with its start-up lines hidden when quiet."""
-    with native_quiet():
-        import tensorflow  # noqa: F401
-    if _quiet:
+class _QuietTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The first `import tensorflow`, by whichever module makes it: run under `native_quiet`, then TensorFlow's
+    and absl's Python loggers set to ERROR. Finds nothing else, and leaves `sys.meta_path` once used."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)  # the real finders
+        if spec is None:
+            return None
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self._loader  # TensorFlow's own loader from here on
+        with native_quiet():
+            self._loader.exec_module(module)
         # TensorFlow's Python logger adds its own handler at import; records below ERROR stay unshown.
-        tensorflow.get_logger().setLevel(logging.ERROR)
+        module.get_logger().setLevel(logging.ERROR)
         try:  # absl's Python logging, which TensorFlow and tf-keras also write to
             from absl import logging as absl_logging
 
             absl_logging.set_verbosity(absl_logging.ERROR)
         except ImportError:
             pass
+
+
+def _quiet_tensorflow_import() -> None:
+    """Make TensorFlow's coming first import quiet (nothing to do once it is imported, or when already arranged)."""
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlow) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlow())
 
 
 @contextlib.contextmanager

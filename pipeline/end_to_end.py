@@ -129,9 +129,9 @@ def _train_config(config: RunConfig):
 
 
 def _train_or_reuse(config: RunConfig, run_dir: Path, say) -> None:
-    from pipeline import train
-
     if not (run_dir / artifact("manifest").name).exists():
+        from pipeline import train  # TensorFlow: a reused run that differs from what was asked is refused without it
+
         say("== train")
         train.train_model(_train_config(config), run_dir)
         return

@@ -367,6 +367,7 @@ def test_every_built_in_model_is_predicted_fully_mapped(name, tmp_path):
 
 
 @pytest.mark.host
+@pytest.mark.slow  # builds and converts a MobileNetV3 of its own (docs/testing.md)
 def test_full_mobilenet_v3_is_predicted_to_leave_the_edge_tpu_at_its_first_hard_swish(tmp_path):
     """minimalistic=0 is for CPU boards: the pre-flight says so, and --require-full-mapping refuses it."""
     import models

@@ -71,3 +71,32 @@ def test_verbose_is_never_quiet():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env("3"), cwd=REPO,
                          timeout=120, check=True).stdout.split()
     assert out == ["False"]
+
+
+# A refusal that needs no TensorFlow answers without importing it (seconds of CPU a refusal, and a user waits for
+# them): each command's own checks of the run folder, the manifest, the options and the files come first.
+REFUSED_WITHOUT_TENSORFLOW = {
+    "export of a folder that is not a run": (["export", "{tmp}/nowhere", "--int8"], "is not a run directory"),
+    "export with two modes": (["export", "{tmp}/nowhere", "--int8", "--float16"], "expected at most one mode"),
+    "parity of a folder that is not a run": (["parity", "{tmp}/nowhere"], "is not a run directory"),
+    "predict of a folder that is not a run": (["predict", "{tmp}/nowhere", "--data", "digits", "--out", "{tmp}/p.csv"],
+                                               "is not a run directory"),
+    "train with zero epochs": (["train", "--data", "digits", "--epochs", "0", "--out", "{tmp}/run"], "epochs 0, expected at least 1"),
+    "train with a missing weights file": (["train", "--data", "digits", "--weights", "{tmp}/w.h5", "--out", "{tmp}/run"],
+                                          "w.h5 not found"),
+    "run with zero epochs": (["run", "--epochs", "0", "--out", "{tmp}/run"], "epochs 0, expected at least 1"),
+    "report of a folder that is not a run": (["report", "{tmp}/nowhere"], "is not a run directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_WITHOUT_TENSORFLOW))
+def test_a_refusal_answers_without_importing_tensorflow(case, tmp_path):
+    args, needle = REFUSED_WITHOUT_TENSORFLOW[case]
+    args = [a.format(tmp=tmp_path) for a in args]
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli import main\n"
+            f"result = CliRunner().invoke(main, {args!r})\n"
+            "print(result.exit_code, 'tensorflow' in sys.modules)\nprint(result.output)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO,
+                         timeout=300, check=True).stdout
+    assert needle in out, out
+    assert out.split()[:2] == ["1", "False"], f"refused with TensorFlow imported (or not refused):\n{out}"

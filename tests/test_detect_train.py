@@ -378,6 +378,7 @@ def test_bundle_edge_evaluate_and_parity_device_results_of_a_detection_run(expor
     assert report["gate"]["floor"]["no_skill"]["map50"] < models["float_savedmodel"]["map50"]
     html = (run_dir / "report.html").read_text()
     assert 'alt="precision-recall curves at IoU 0.5, one per model"' in html
+    assert "parity is in its own section above" in html  # the task says where (Task.report_parity_section)
     assert len(models["int8_cpu"]["precision_at_recall_50"]) == 101
     # The thumbnails are the images where a model and float differ, by the agreement's own rule.
     shown = {d["model"] for d in report["disagreements"]}

@@ -80,6 +80,7 @@ def test_qat_refuses_a_manifest_without_the_global_batch(exported_run, training)
         qat.fine_tune(run, epochs=1)
 
 
+@pytest.mark.slow  # builds a Keras application of its own and fine-tunes it (docs/testing.md)
 def test_qat_wraps_a_nested_keras_application_after_flattening_it():
     """MobileNetV2's base is one `Functional` layer of the registry's model, which tfmot refuses to annotate; the
     flattened copy answers exactly as the nested model does and every convolution gets a quantize wrapper."""
@@ -107,6 +108,7 @@ def test_qat_wraps_a_nested_keras_application_after_flattening_it():
     assert qat_model.predict(images, verbose=0).shape == (4, 3)
 
 
+@pytest.mark.slow  # builds a Keras application of its own and fine-tunes it (docs/testing.md)
 def test_qat_wraps_efficientnet_with_its_normalization_and_squeeze_excite():
     """tfmot's default scheme refuses EfficientNet's Normalization and the squeeze-excite Multiply; each gets an
     output quantizer alone, so the model can be wrapped, and the wrapped model runs."""

@@ -197,6 +197,7 @@ def test_verbose_shows_what_quiet_hides(tmp_path):
 
 def test_quiet_unless_verbose_or_the_user_set_the_level(monkeypatch):
     import logging
+    import sys
 
     from pipeline import console
 
@@ -212,6 +213,7 @@ def test_quiet_unless_verbose_or_the_user_set_the_level(monkeypatch):
     finally:  # configure() changes process-wide state (pytest puts the warning filters back itself)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, console._QuietTensorFlow)]  # its import hook
 
 
 def test_tensorboard_holds_one_scalar_per_epoch(runs):

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-import tensorflow as tf
 
 from pipeline.console import native_quiet
 from pipeline.errors import DataError, ManifestError, PipelineError
 
-IO_TYPES = {"uint8": tf.uint8, "int8": tf.int8}
+# The int8 model's input/output types, by the name --io-type takes and TensorFlow's dtype has. TensorFlow itself is
+# imported by the functions that convert: a command that refuses its options before converting never loads it.
+IO_TYPES = ("uint8", "int8")
 
 
 class Mode(enum.Enum):
@@ -33,6 +34,8 @@ class Mode(enum.Enum):
 
 def serving_function(saved_model: Path, image_size: int):
     """RUN's serving signature wrapped at a static [1,S,S,3] float32 input; returns (concrete function, loaded object)."""
+    import tensorflow as tf
+
     loaded = tf.saved_model.load(str(saved_model))
     if "serving_default" not in loaded.signatures:
         raise ManifestError(f"{saved_model} has signatures {sorted(loaded.signatures)}, expected 'serving_default'")
@@ -60,6 +63,7 @@ def serving_function(saved_model: Path, image_size: int):
 
 def keras_function(model, image_size: int):
     """A Keras model (the QAT one) wrapped the same way as `serving_function`."""
+    import tensorflow as tf
 
     @tf.function(input_signature=[tf.TensorSpec([1, image_size, image_size, 3], tf.float32, name="image")])
     def batch1(image):
@@ -70,6 +74,8 @@ def keras_function(model, image_size: int):
 
 def make_converter(concrete, trackable, mode: Mode, config, calibration: Optional[np.ndarray]):
     """A fresh TFLiteConverter for `mode` (a converter is single-use in TF 2.21: a second convert() fails)."""
+    import tensorflow as tf
+
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
     if mode is Mode.FLOAT32:
         return converter
@@ -81,7 +87,7 @@ def make_converter(concrete, trackable, mode: Mode, config, calibration: Optiona
         converter.representative_dataset = _representative(calibration)
         # INT8 only: an op with no integer kernel fails the conversion instead of staying float.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        io = IO_TYPES[config.io_type or "uint8"]
+        io = tf.as_dtype(config.io_type or "uint8")
         converter.inference_input_type = io
         converter.inference_output_type = io
         if config.per_tensor:

@@ -16,6 +16,7 @@ import numbers
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from pipeline import tasks
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
 from pipeline.inference import disagreements
@@ -253,8 +254,9 @@ def parity_section(run: Run) -> dict:
         return _not_run("parity")
     path = run.artifact("parity_report")
     report = json.loads(path.read_text())
-    if report.get("task", "classify") != "classify":  # another task's comparison is in that task's own section
-        return {"ran": False, "error": None, "elsewhere": f"The {report['task']} run's parity is in its own section above."}
+    task = tasks.get(report.get("task", tasks.DEFAULT))  # a report from before tasks is a classifier's
+    if task.report_parity_section != "parity":
+        return {"ran": False, "error": None, "elsewhere": f"The {task.name} run's parity is in its own section above."}
     k, labels = report["top_k"], report["labels"]
     models = report["models"]
     # Numbers a newer parity adds (macro-F1, ...) get columns of their own, named by their keys.

@@ -59,6 +59,9 @@ class Task:
     name: str
     default_data: str  # what `pipeline run` trains on when no --data is given
     train_defaults: Dict[str, Any] = {}  # TrainConfig fields (and "schedule" fields) when not given
+    # The report.html section that shows the task's parity: the shared "parity" section (classification's
+    # tables and confusion matrices), or the key of the task's own section, which then holds its parity too.
+    report_parity_section: str = "parity"
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""

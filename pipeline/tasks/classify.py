@@ -10,15 +10,14 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 from dataclasses import asdict
 from typing import List
 
-import tf_keras as keras
-
 import models
-from pipeline import data as data_mod
-from pipeline.data import client_fits
 from pipeline.errors import ConfigError, DataError
 from pipeline.inference import class_metrics
 from pipeline.tasks import Evaluation, Plan, Task
-from pipeline.training import chance, fit
+from pipeline.training import chance
+
+# The data pipelines and the training loop (TensorFlow) are imported by the methods that use them, as
+# detect.py does: a command that only checks options (`Task.check`, the default size) does not load TensorFlow.
 
 
 class Classify(Task):
@@ -29,6 +28,9 @@ class Classify(Task):
         return models.default_image_size(model)
 
     def plan(self, config, chosen) -> Plan:
+        from pipeline import data as data_mod
+        from pipeline.data import client_fits
+
         train_source = data_mod.open_source(config.data)
         # Held-out classes are numbered by the training data's class names.
         val_source = data_mod.open_source(config.val_data, train_source.labels) if config.val_data else None
@@ -66,18 +68,26 @@ class Classify(Task):
     def compile_options(self):
         # The metric made here, its variables with it (under the strategy's scope), not from the name "accuracy" in
         # the first training step: a step that makes variables is traced twice, which cost 2.3-2.5 s a run.
+        import tf_keras as keras  # here, not at the top: refusing a config needs the task, not TensorFlow
+
         return {"loss": keras.losses.SparseCategoricalCrossentropy(),
                 "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
     def training_batches(self, train, config, seed: int):
+        from pipeline import data as data_mod
+
         return data_mod.training_pipeline(train, config.batch_size, seed)
 
     def eval_batches(self, heldout, batch_size: int):
+        from pipeline import data as data_mod
+
         return data_mod.eval_pipeline(heldout, batch_size)
 
     def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
         """Held-out loss and accuracy, then per-class precision, recall, F1 and macro-F1 (edge.metrics) from one
         more pass for the top-1 answers."""
+        from pipeline.training import fit
+
         labels = class_metrics.heldout_labels(plan.train_source, plan.val_source, plan.split)
         steps = fit.eval_steps(plan.heldout_count, config.batch_size)
         results = model.evaluate(self.eval_batches(plan.heldout, config.batch_size), steps=steps, verbose=0, return_dict=True)
@@ -92,6 +102,8 @@ class Classify(Task):
         return Evaluation({"heldout": metrics, "heldout_per_class": per_class, "heldout_majority": majority.as_dict()}, line, {})
 
     def record(self, config, plan: Plan, model, weights):
+        from pipeline import data as data_mod
+
         return {
             "model": {
                 "name": config.model,

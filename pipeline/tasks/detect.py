@@ -42,6 +42,7 @@ def anchor_spec():
 class Detect(Task):
     name = "detect"
     default_data = "shapes"
+    report_parity_section = "detection"  # pipeline/report/detection.py: mAP, PR curves, clients, disagreements
     # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
     # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
     train_defaults = TRAIN_DEFAULTS["detect"]

@@ -135,7 +135,6 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         import models
-        from pipeline.training import logs as train_logs
 
         for name, kind in field_kinds().items():
             value = getattr(self, name)
@@ -170,7 +169,7 @@ class TrainConfig:
         if self.cache_mb < 0:
             raise ConfigError(f"cache_mb {self.cache_mb}, expected a size in MB, 0 or more (0: never cache)")
         if self.tensorboard:
-            train_logs.check_installed()
+            _check_tensorboard_installed()
         if not self.fine_tune_learning_rate > 0:
             raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
         if not self.max_boxes >= 1:
@@ -247,6 +246,16 @@ def plain_type(annotation):
     """Optional[X] as X; any other annotation as it is."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
+
+
+def _check_tensorboard_installed() -> None:
+    """tf.summary writes nothing without the tensorboard package (TBNotInstalledError at the first epoch): say so
+    before training (and before TensorFlow loads)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("TensorBoard event files need the tensorboard package, which TensorFlow 2.21 does not bring: "
+                          "pip install tensorboard==2.21.0 (part of the host extra), or train with --no-tensorboard")
 
 
 def config_from_flags(given: Dict, config_file: Optional[Path] = None) -> TrainConfig:

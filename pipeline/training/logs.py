@@ -23,17 +23,6 @@ from pipeline.rundir.files import write_json_atomic
 LOG_DIR = "logs"  # inside RUN
 
 
-def check_installed() -> None:
-    """tf.summary writes nothing without the tensorboard package (TBNotInstalledError at the first epoch): say so first."""
-    import importlib.util
-
-    from pipeline.errors import ConfigError
-
-    if importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError("TensorBoard event files need the tensorboard package, which TensorFlow 2.21 does not bring: "
-                          "pip install tensorboard==2.21.0 (part of the host extra), or train with --no-tensorboard")
-
-
 class LearningRateLog(keras.callbacks.Callback):
     """Puts the optimizer's learning rate into each epoch's logs as `lr`, in every phase: the
     fine-tune phase has no scheduler to do it. history.json and TensorBoard read it from there."""
