@@ -65,13 +65,13 @@ def prepare(folder: Path, work: Path):
     return model, folder / PHOTOS, one.parent
 
 
-def timed_command(tree: Path, model: Path, data: Path, out: Path, expect: int, extra=(), launcher=("-m", "edge.cli")):
+def timed_command(tree: Path, model: Path, data: Path, out: Path, expect: int, extra=()):
     """(wall seconds, child CPU seconds) of one `edge evaluate` from source tree `tree` (with `extra` options), checking
-    it scored `expect` images. `launcher`: how python starts the command (default `-m edge.cli`, what `edge` runs)."""
+    it scored `expect` images."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *launcher, "evaluate", str(model), "--data", str(data), "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "edge.cli", "evaluate", str(model), "--data", str(data), "--out", str(out),
                            "--threads", "1", *extra], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

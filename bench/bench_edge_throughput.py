@@ -21,8 +21,6 @@ each alike:
   command, W workers `python -m edge.cli evaluate MODEL --data photos --out p.json --threads 1 --workers W` (what
                      `edge` runs) over all the JPEGs and over one; (N - 1) / (time(N) - time(1)) is what the
                      command does per image, start-up and model load taken away (bench_edge_command.py's method)
-  detector 2, equal  the SSD command with 2 workers at the invoking thread's priority (edge.prefetch.WORKER_NICE 0):
-                     what running the workers below that thread changes
 Then, once: the decode alone (the pixel contract's JPEG decode and resize, per input size) as CPU ms per image,
 serial against 2 threads against 2 processes, and how much a decoding thread slows a pure-Python loop beside it
 (the share of the decode that holds the GIL). From the measured decode cost and a stated x86-to-Cortex-A53 factor,
@@ -73,17 +71,15 @@ DECODE_KEY = {"classifier": "classifier (224x224)", "detector": "SSD detector he
 # --- this machine: the command against the bare rate ------------------------------------------------------------
 
 KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector"}
-EQUAL = "detector 2, equal"  # the SSD command, 2 workers at the invoking thread's priority
-EQUAL_LAUNCHER = ("-c", "import sys, edge.prefetch as p; p.WORKER_NICE = 0; from edge.cli import main; main(sys.argv[1:])")
 
 
-def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, workers: int, launcher=("-m", "edge.cli")):
+def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, workers: int):
     """(images/s beyond the first, the command's CPU seconds per wall second meanwhile, images/s of the whole command)."""
     from bench_edge_command import timed_command
 
     extra = ("--workers", str(workers))
-    t_all, cpu_all = timed_command(ROOT, model, photos, out, count, extra, launcher)
-    t_one, cpu_one = timed_command(ROOT, model, one, out, 1, extra, launcher)
+    t_all, cpu_all = timed_command(ROOT, model, photos, out, count, extra)
+    t_one, cpu_one = timed_command(ROOT, model, one, out, 1, extra)
     return (count - 1) / (t_all - t_one), (cpu_all - cpu_one) / (t_all - t_one), count / t_all
 
 
@@ -121,7 +117,6 @@ def rounds(speed: Path, detect_models: dict, work: Path, count: int):
         paths[f"{kind} bare"] = lambda d=detector, p=pixels: bare_pass(d, p, with_objects=True)[0]
         for w in WORKERS:
             paths[f"{kind} {w}"] = lambda w=w, m=detect_models[kind]: command_rate(m, photos, one, out, len(files), w)
-    paths[EQUAL] = lambda: command_rate(detect_models["detector"], photos, one, out, len(files), 2, EQUAL_LAUNCHER)
     rows = []
     for r in range(count):
         steps = list(paths) if r % 2 == 0 else list(paths)[::-1]
@@ -343,10 +338,9 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         "round; the command's CPU seconds per wall second).",
         "",
     ]
-    header, rule = ["round", "load"], ["---", "---"]
+    header = ["round", "load"]
     for kind in kinds:
         header += [f"{KINDS[kind]} bare"] + [f"{KINDS[kind]}, {w} worker{'s' if w > 1 else ''}" for w in WORKERS]
-    header.append("SSD detector, 2 workers at equal priority")
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def cell(r, key, kind):
@@ -357,7 +351,6 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         cells = [f"{i + 1}", f"{r['load']:.1f}"]
         for kind in kinds:
             cells += [f"{r[f'{kind} bare']:.1f}"] + [cell(r, f"{kind} {w}", kind) for w in WORKERS]
-        cells.append(cell(r, EQUAL, "detector"))
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| model | workers | share of the bare rate, per image | the whole command (start-up included) / bare |",
               "|---|---|---|---|"]
@@ -365,8 +358,6 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         for w in WORKERS:
             lines.append(f"| {KINDS[kind]} | {w} | {_spread(r[f'{kind} {w}'][0] / r[f'{kind} bare'] for r in rows)} | "
                          f"{_spread(r[f'{kind} {w}'][2] / r[f'{kind} bare'] for r in rows)} |")
-    lines.append(f"| SSD detector | 2, at the invoking thread's priority | "
-                 f"{_spread(r[EQUAL][0] / r['detector bare'] for r in rows)} | {_spread(r[EQUAL][2] / r['detector bare'] for r in rows)} |")
     lines += [
         "",
         f"Target: >= {TARGET} of the bare rate with nothing else running.",

@@ -79,7 +79,7 @@ def main() -> None:
                             IMAGENET, tmp / "run-onnx"))
     load = os.getloadavg()[0]
     print("# `pipeline import`: time, peak memory, Edge TPU mapping, int8 against the original\n")
-    print(f"Command: `.venv/bin/python bench/bench_import.py --torch-python TORCH_VENV/bin/python`  ")
+    print("Command: `.venv/bin/python bench/bench_import.py --torch-python TORCH_VENV/bin/python`  ")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other jobs (load average {load:.1f} at the end), "
           f"Python {platform.python_version()}  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")

@@ -19,9 +19,6 @@ only for what is running (an image or so per worker): no worker outlives the com
 """
 from __future__ import annotations
 
-import os
-import sys
-import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Deque, Iterable, Iterator, Optional, Tuple, TypeVar
@@ -33,11 +30,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 AHEAD = 4  # decoded images waiting at most with 1 or 2 workers: enough to cover a slow file, small for a board
-# How much lower (in nice steps) the workers run than the thread that invokes. One worker per core plus that thread
-# is one thread more than the cores: at equal priority the scheduler shares a core between the invoking thread and a
-# worker, and the invoke (the stage every image waits for) loses a share of its core to decoding that is ahead
-# anyway. Below it, the workers take what the invoking thread leaves. Linux only (threads have their own nice there).
-WORKER_NICE = 5
 _END = object()
 
 
@@ -72,8 +64,7 @@ def pipelined(items: Iterable[T], load: Callable[[T], Any], run: Optional[Callab
     loads: Deque[Tuple[T, Future]] = deque()
     # Finished items in order: (item, value or a post-processing future, error).
     done: Deque[Tuple[T, Any, Optional[InputError]]] = deque()
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edge-decode", initializer=below_the_caller,
-                              initargs=(current_nice(),))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edge-decode")
     try:
         while True:
             while len(loads) < ahead:
@@ -102,27 +93,6 @@ def pipelined(items: Iterable[T], load: Callable[[T], Any], run: Optional[Callab
     finally:
         # A stop (break, Ctrl-C, SIGTERM) lands here: nothing new starts, what runs finishes, the threads end.
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def current_nice() -> Optional[int]:
-    """The calling thread's nice value where threads have their own (Linux), else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    except OSError:
-        return None
-
-
-def below_the_caller(caller: Optional[int]) -> None:
-    """Run this worker thread WORKER_NICE steps below the thread that started it (Linux; elsewhere nothing changes).
-    Lowering a thread's own priority needs no privilege; failing to is harmless, so it is not an error."""
-    if caller is None or not WORKER_NICE:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, caller + WORKER_NICE))
-    except OSError:
-        pass
 
 
 def _ready(value: Any) -> bool:

@@ -9,9 +9,12 @@ MultiWorkerMirroredStrategy or with steps_per_execution under MirroredStrategy (
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from models import pretrained
+
+if TYPE_CHECKING:  # for the annotations only
+    import tf_keras as keras
 
 # tf_keras (and TensorFlow with it) is imported by the functions that build, not here: the registry's facts (names,
 # sizes, options) answer a refused option without loading TensorFlow.

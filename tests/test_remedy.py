@@ -359,7 +359,6 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
 def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
     """Float answers with margins 0.02 (near ties) and 0.6; an int8 model that moves every margin by +-0.05:
     the near ties are counted, and half of them are expected to flip."""
-    from pipeline import gate
     from pipeline.quant import remedy
 
     n = 200

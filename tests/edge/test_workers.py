@@ -298,19 +298,6 @@ def test_sigterm_with_workers_decoding_ends_the_command_with_143_and_its_workers
     assert 3 <= len(loads) <= 3 + look_ahead(3) + 3  # nothing new was decoded after the stop
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice value on Linux only")
-def test_the_workers_run_below_the_invoking_thread():
-    from edge.prefetch import WORKER_NICE
-
-    def nice(_):
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    mine = nice(None)
-    got = {value for _, value, _ in pipelined(range(6), nice, workers=3)}
-    assert got == {min(19, mine + WORKER_NICE)} and WORKER_NICE > 0
-    assert nice(None) == mine  # the caller's own priority untouched
-
-
 def test_detect_reads_a_stream_of_paths_from_stdin_with_the_answers_of_the_arguments(tmp_path: Path):
     from click.testing import CliRunner
 
