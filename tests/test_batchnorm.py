@@ -217,8 +217,11 @@ def photo_runs(tmp_path_factory):
 
     def trained(name, data, out):
         options, epochs = PHOTO_RUNS[name]
+        # No tuning split: these runs test BatchNorm's statistics and the TFRecord form on all 240 training images.
+        # With the default 10% set aside, MobileNetV2 from scratch ends at agreement 0.97 and fails the default gate
+        # (the split's cost on a small data set: bench/results/tuning_split.md).
         return train.train_model(train.TrainConfig(data=str(data["train"]), val_data=str(data["val"]), model=name, image_size=96,
-                                           model_options=options, epochs=epochs), root / out)
+                                           model_options=options, epochs=epochs, tuning_fraction=0.0), root / out)
 
     runs = {}
     for name in PHOTO_RUNS:

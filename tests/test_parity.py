@@ -252,8 +252,9 @@ def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
     # The issue's target: int8 held-out accuracy within 1 percentage point of the float model.
     assert manifest["parity"]["float_savedmodel"]["top1"] - manifest["parity"]["int8_cpu"]["top1"] <= 0.01
     assert manifest["parity"]["passed"] is True
-    # Issue 20 kept what this command gave before it (0.9609 float and int8, every op predicted on the Edge TPU).
-    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.9609
+    # What this command gives since the tuning split is set aside before training (0.9531 int8; 0.9609 before, the
+    # split's cost stated in the README), every op predicted on the Edge TPU.
+    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.9531
     preflight = json.loads((tmp_path / "run" / "edgetpu.json").read_text())["preflight"]
     assert preflight["ops_on_edgetpu"] == preflight["total_ops"] > 0
 
