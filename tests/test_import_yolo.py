@@ -13,7 +13,6 @@ Each test skips naming what is missing (onnx, onnxruntime, onnx2tf here; the Ult
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,28 +21,18 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import cli, quiet_env
+# The ONNX converter's fixture (skips naming what is missing) and the check it uses, shared with the classifier import.
+from tests.test_import_onnx import _missing, converter  # noqa: F401
 
 pytestmark = pytest.mark.host
 
 CLASSES = ("square", "circle", "triangle", "cross")
 
 
-def _missing(*names: str) -> list:
-    return [n for n in names if importlib.util.find_spec(n) is None]
-
-
 @pytest.fixture(scope="module")
 def onnx_only():
     if _missing("onnx"):
         pytest.skip("the tail's recognition needs onnx in this environment (pip install -e '.[import]')")
-
-
-@pytest.fixture(scope="module")
-def converter():
-    missing = _missing("onnx", "onnxruntime", "onnx2tf")
-    if missing:
-        pytest.skip(f"ONNX import needs {', '.join(missing)} in this environment (pip install -e '.[import]' and "
-                    "pip install --no-deps onnx2tf==1.29.24)")
 
 
 def write_shapes_yolo(root: Path, count: int, size: int, seed: int) -> Path:
