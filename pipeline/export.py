@@ -28,6 +28,7 @@ from typing import Optional, Tuple
 from pipeline import tasks
 from pipeline.errors import ConfigError
 from pipeline.gate import GATE, GateLimits
+from pipeline.importing.run_limits import refuse_qat
 from pipeline.quant.convert import IO_TYPES, Mode
 from pipeline.report import write as write_report
 from pipeline.rundir.run import writing
@@ -91,6 +92,7 @@ def export_model(config: ExportConfig, run_dir: Path):
     config.validate()
     with writing(run_dir, "pipeline export") as run:
         task = tasks.of_run(run)
+        refuse_qat(run, config.qat_epochs)  # an imported run has no Keras model to fine-tune
         if config.clients:
             from pipeline.inference.client_scores import for_task
 

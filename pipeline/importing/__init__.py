@@ -126,6 +126,9 @@ def _record(config: ImportConfig, fmt: str, loaded: Loaded, contract, labels: Li
             "reader": loaded.reader,
             "input_name": loaded.input.name,
             "input_shape": loaded.input.shape,
+            # The batch the run's float SavedModel takes, when the model fixes one (an ONNX graph's reshape to [1, -1]):
+            # `pipeline predict --model float` feeds it that (pipeline/importing/run_limits.py). None: any batch.
+            "float_batch": loaded.batch,
             "input_contract": contract.as_record(),
             "labels_from": str(config.labels_file) if config.labels_file else
             (loaded.facts or {}).get("labels_from", "the data's class folders, sorted"),

@@ -76,9 +76,12 @@ class TuningTask(NamedTuple):
 def _savedmodel_outputs(run, tuning: TuningSplit) -> np.ndarray:
     import tensorflow as tf
 
+    from pipeline.importing.run_limits import float_batch
+
     images = tuning.images
+    step = float_batch(run, None) or 64  # an imported model that fixes its batch is fed that
     serve = tf.saved_model.load(str(run.artifact("saved_model"))).signatures["serving_default"]
-    out = [next(iter(serve(tf.constant(images[i:i + 64], tf.float32)).values())).numpy() for i in range(0, len(images), 64)]
+    out = [next(iter(serve(tf.constant(images[i:i + step], tf.float32)).values())).numpy() for i in range(0, len(images), step)]
     return np.concatenate(out).astype(np.float32)
 
 
@@ -198,6 +201,17 @@ LADDER: Sequence[Rung] = (
 )
 
 
+def _changes_keras_model(config) -> bool:
+    """Whether the rung's export changes the run's Keras model (QAT, a float edit), which only a trained run has."""
+    return bool(getattr(config, "qat_epochs", 0) or getattr(config, "float_edits", ()))
+
+
+def _no_keras_model(run, rung: str) -> str:
+    from pipeline.importing.run_limits import keras_model_missing
+
+    return keras_model_missing(run, f"the {rung} rung")
+
+
 # --- the ladder ---------------------------------------------------------------------------------------------------
 
 
@@ -307,6 +321,8 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     for rung in (Rung("none", "the export as asked", lambda c, t: c), *(LADDER if ladder is None else ladder)):
         candidate_config: Union[Skip, object] = (Skip(task.not_applicable[rung.name]) if rung.name in task.not_applicable
                                                  else rung.config(config, tuning))
+        if not isinstance(candidate_config, Skip) and _changes_keras_model(candidate_config) and not run.has("keras_model"):
+            candidate_config = Skip(_no_keras_model(run, rung.name))  # an imported run: pipeline/importing/run_limits.py
         if isinstance(candidate_config, Skip):
             skipped.append((rung.name, candidate_config.why))
             say(skip_row(rung.name, candidate_config.why))

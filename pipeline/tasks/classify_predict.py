@@ -57,14 +57,15 @@ def _plan(config, run: Run, say: Callable[[str], None]):
     model_path = run.artifact(key)  # checks its sha256
     if config.model != "float":
         return model_path, None, None
+    from pipeline.importing.run_limits import float_batch
     from pipeline.training import strategy as strategy_mod
 
+    batch = float_batch(run, config.batch_size) or config.batch_size or DEFAULT_BATCH  # an imported model's fixed batch first
     chosen = strategy_mod.choose(config.tpu, config.cpu_replicas or 1)  # before any TF op: logical devices
     if chosen.kind == "multi_worker_mirrored":
         raise ConfigError("predict runs on one machine (a TPU, its GPUs or its CPU) and TF_CONFIG asks for several "
                           "workers; unset TF_CONFIG")
     say(f"strategy: {chosen.description}")
-    batch = config.batch_size or DEFAULT_BATCH
     if batch % chosen.replicas:
         raise ConfigError(f"global batch size {batch} does not divide across {chosen.replicas} replicas; "
                           f"expected a multiple of {chosen.replicas}")
