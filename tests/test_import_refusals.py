@@ -80,7 +80,10 @@ def test_labels_and_data_classes_must_match_the_outputs(data, tmp_path):
     two_labels.write_text("square\nhbar\n")
     other = tmp_path / "other.txt"
     other.write_text("square\nhbar\ncircle\n")
+    four_labels = tmp_path / "four.txt"
+    four_labels.write_text("square\nhbar\nvbar\ncircle\n")
     _refused([model, "--data", data, "--labels", two_labels], tmp_path / "r1", "names 2 classes", "outputs 3 scores")
+    _refused([model, "--data", data, "--labels", four_labels], tmp_path / "r4", "names 4 classes", "outputs 3 scores")
     _refused([four, "--data", data], tmp_path / "r2", "has 3 classes", "outputs 4 scores")
     _refused([model, "--data", data, "--labels", other], tmp_path / "r3", "['vbar']", "not among")
 
@@ -91,5 +94,6 @@ def test_options_that_contradict_the_model(data, tmp_path):
     _refused([model, "--data", data, "--input-mean", "127.5", "--input-std", "127.5"], tmp_path / "r2",
              "contradicts", "normalizes its own input")
     _refused([model, "--data", data, "--layout", "nchw"], tmp_path / "r3", "--layout nchw contradicts")
+    _refused([model, "--data", data, "--fit", "letterbox"], tmp_path / "r5", "--fit letterbox", "expected --fit stretch")
     unsaid = _keras_file(tmp_path, "unsaid.keras", (32, 32, 3), rescale=False)
     _refused([unsaid, "--data", data], tmp_path / "r4", "does not say how its input is normalized", "--input-mean")
