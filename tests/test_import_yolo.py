@@ -126,6 +126,16 @@ def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_p
     assert "TRANSPOSE" not in {op.name for op in info.ops}
     preflight = json.loads(_ok(["compile", run, "--check-only", "--require-full-mapping", "--json"]).stdout.strip().splitlines()[-1])
     assert preflight["ops_on_cpu"] == 0 and preflight["percent_on_edgetpu"] == 100.0
+    # predict --model float runs the float TFLite twin, as for a trained detector: refused, naming the export, until
+    # `pipeline export RUN` writes it.
+    images = data.parent / "images"
+    refused = cli(["predict", str(run), "--data", str(images), "--out", str(tmp_path / "f.json")])
+    assert refused.returncode == 1 and "run `pipeline export RUN` first" in refused.stderr, refused.stderr[-1500:]
+    _ok(["export", run])
+    done = _ok(["predict", run, "--data", images, "--out", tmp_path / "f.json"])
+    assert ": 40 predictions" in done.stdout and "model_float.tflite (float)" in done.stdout, done.stdout[-800:]
+    rows = json.loads((tmp_path / "f.json").read_text())  # COCO results: every object, any score (random weights)
+    assert all(set(r) >= {"image_id", "category", "bbox", "score"} and 0 <= r["image_id"] < 40 for r in rows)
 
 
 ULTRALYTICS_SCRIPT = """

@@ -94,10 +94,6 @@ def convert(config, run) -> Converted:
     if config.float_edits:
         from pipeline.quant import float_edits
 
-        if run.origin:
-            raise ConfigError(f"the remedy's float edits ({', '.join(config.float_edits)}) change a Keras model's layers; "
-                              f"{run.dir} holds an imported detector (a SavedModel); expected no --remedy for it")
-
         detector = float_edits.apply(detector, config.float_edits, calibration, per_tensor=False)
         facts["float_edits"] = list(config.float_edits)
     if config.remedy:
