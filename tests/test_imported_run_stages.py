@@ -97,7 +97,8 @@ def test_predict_float_feeds_the_fixed_batch_and_refuses_another(imported, tmp_p
 def test_qat_is_refused_naming_the_missing_keras_model(imported_copy):
     before = manifest_of(imported_copy)
     result = _invoke("export", imported_copy, "--int8", "--qat-epochs", "1")
-    _one_line_refusal(result, "--qat-epochs 1", "keras_model.keras", "imported savedmodel model", "expected no --qat-epochs")
+    _one_line_refusal(result, "--qat-epochs 1", "keras_model.keras", "an imported model (savedmodel: original/",
+                      "expected no --qat-epochs")
     assert manifest_of(imported_copy) == before
 
 
@@ -114,5 +115,5 @@ def test_the_remedy_skips_the_rungs_that_change_the_keras_model(imported_copy, t
     assert [a["remedy"] for a in record["attempts"]] == ["none"] and not record["attempts"][0]["passed"]
     skipped = {s["remedy"]: s["why"] for s in record["skipped"]}
     assert set(skipped) == {"bias", "distil-2"}, skipped
-    assert all("keras_model.keras" in why and "imported savedmodel model" in why for why in skipped.values()), skipped
+    assert all("keras_model.keras" in why and "an imported model (savedmodel: original/" in why for why in skipped.values()), skipped
     assert "skipped: the bias rung changes the run's Keras model" in result.output

@@ -24,8 +24,8 @@ def float_batch(run, asked: Optional[int]) -> Optional[int]:
 def keras_model_missing(run, option: str) -> str:
     """Why `option` (QAT, a float edit) cannot run on `run`: the reason line, naming what it needs."""
     origin = run.origin or {}
-    what = (f"an imported {origin.get('format', 'model')} model kept as a SavedModel ({origin.get('copy', 'RUN/original')})"
-            if origin else "no keras_model.keras")
+    what = (f"an imported model ({origin.get('format')}: {origin.get('copy')}, converted to saved_model/) with no Keras "
+            "layers to change" if origin else "no keras_model.keras")
     return (f"{option} changes the run's Keras model (keras_model.keras, written by `pipeline train`); {run.dir} holds "
             f"{what}")
 
