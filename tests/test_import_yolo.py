@@ -96,7 +96,7 @@ def test_refusals_name_what_was_expected(onnx_only, data, tmp_path):
     _refused([ours, "--task", "detect", "--data", data, "--input-range", "-1,1"], tmp_path / "r6",
              "contradicts", "an Ultralytics export that takes RGB 0..1")
     _refused([ours, "--task", "detect", "--data", data, "--fit", "letterbox"], tmp_path / "r7", "--fit letterbox",
-             "neither letterboxes", "expected --fit stretch")
+             "its own way, which no option sets", "expected --fit stretch")
 
 
 def _ok(args):

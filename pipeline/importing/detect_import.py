@@ -65,8 +65,8 @@ class DetectImport(TaskImport):
         given = config.given
         if given.fit != "stretch":
             raise ConfigError(f"--fit {given.fit}: edgeflow's detection stages stretch the picture to the square input and "
-                              "Frigate resizes a square region of the frame, neither letterboxes; expected --fit stretch "
-                              "for --task detect (square pictures: both fits are the same)")
+                              "Frigate fits a square region of the frame its own way, which no option sets; expected --fit "
+                              "stretch for --task detect (square pictures: both fits are the same)")
         ultralytics = "ultralytics" in str((loaded.facts or {}).get("metadata", {}).get("author", "")).lower()
         if not ultralytics or given.normalization() is not None:
             resolved = contract_mod.resolve(loaded.input, given, str(config.model))
