@@ -396,3 +396,16 @@ def test_detect_answers_a_streamed_frame_before_the_next_path_arrives_and_sigter
         process.kill()
     assert process.returncode == 143 and "terminated (SIGTERM)" in errors
     assert "Traceback" not in errors and "Fatal Python error" not in errors
+
+
+def test_detect_files_takes_encoded_images_named_by_the_caller_as_pipeline_predict_gives_them():
+    from edge import detect as det
+
+    images = sorted((FIXTURES / "images").glob("*.png"))
+    detector = det.open_detector(DETECTOR, verify_sha256=False)
+    by_path = list(det.detect_files(detector, images, 0.0, workers=1))
+    encoded = [(i, f.read_bytes()) for i, f in enumerate(images)] + [(len(images), b"not an image")]
+    by_bytes = list(det.detect_files(detector, encoded, 0.0, workers=3, source_of=lambda e: e[1],
+                                     name_of=lambda e: f"input {e[0]}"))
+    assert [done for _, done, _ in by_bytes[:-1]] == [done for _, done, _ in by_path]
+    assert by_bytes[-1][1] is None and f"input {len(images)}" in str(by_bytes[-1][2])
