@@ -26,6 +26,7 @@ import queue
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from typing import Any, Callable, Deque, Iterable, Iterator, Optional, Tuple, TypeVar
 
 from edge.errors import InputError
@@ -119,29 +120,33 @@ class _Job:
     """One load or post handed to the pool, which the calling thread may take back and run itself while no worker has
     started it (`steal`): the same function on the same arguments, so the same answer wherever it ran."""
 
-    __slots__ = ("fn", "args", "future")
+    __slots__ = ("fn", "args", "future", "here")
 
     def __init__(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any):
         self.fn, self.args = fn, args
+        self.here: Optional[Tuple[Any, Optional[Exception]]] = None  # (value, error) when run on the calling thread
         self.future: Future = pool.submit(fn, *args)
 
     def steal(self) -> bool:
         """Run it on this thread if no worker has started it (True), else leave it to its worker (False)."""
         if not self.future.cancel():
             return False
-        here: Future = Future()
         try:
-            here.set_result(self.fn(*self.args))
+            self.here = (self.fn(*self.args), None)
         except Exception as err:  # as a worker would keep it: result() raises it in order; Ctrl-C propagates now
-            here.set_exception(err)
-        self.future = here
+            self.here = (None, err)
         return True
 
     def done(self) -> bool:
-        return self.future.done()
+        return self.here is not None or self.future.done()
 
     def result(self) -> Any:
-        return self.future.result()
+        if self.here is None:
+            return self.future.result()
+        value, error = self.here
+        if error is not None:
+            raise error
+        return value
 
 
 def _help(loads: Deque[Tuple[Any, _Job]], done: Deque[Tuple[Any, Any, Optional[InputError]]]) -> bool:
@@ -152,7 +157,7 @@ def _help(loads: Deque[Tuple[Any, _Job]], done: Deque[Tuple[Any, Any, Optional[I
     for _, value, _ in done:
         if isinstance(value, _Job) and value.steal():
             return True
-    return any(job.steal() for _, job in list(loads)[1:])
+    return any(job.steal() for _, job in islice(loads, 1, None))
 
 
 def _ready(value: Any) -> bool:
