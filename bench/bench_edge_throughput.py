@@ -275,6 +275,51 @@ def thread_costs(runner, detectors, files) -> dict:
     return {kind: tuple(v * 1000 for v in values) for kind, values in costs.items()}
 
 
+def _sleeps(thread_id: int) -> int:
+    """Voluntary context switches of one thread so far (Linux: each is a wait that put it to sleep), or 0 elsewhere."""
+    try:
+        with open(f"/proc/self/task/{thread_id}/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def where_work_ran(detectors, files) -> dict:
+    """{(kind, workers): (share of the decodes the invoking thread ran, share of the post-processings, its sleeps per
+    image)}: `edge evaluate`'s in-process path (edge.evaluation.evaluate_detections, as the command calls it) with each
+    stage wrapped to note the thread it ran on. Counts, not times: they hold on a loaded machine too."""
+    import edge.prefetch as prefetch_module
+    from edge.evaluation import Sample, evaluate_detections
+
+    samples = [Sample(f, f.name, None) for f in files]
+    caller = threading.current_thread().name
+    result = {}
+    real = prefetch_module.pipelined
+    for kind, detector in detectors.items():
+        for w in WORKERS:
+            here = {"load": 0, "post": 0}
+
+            def noted(stage, fn):
+                def run(*args):
+                    if threading.current_thread().name == caller:
+                        here[stage] += 1
+                    return fn(*args)
+                return run
+
+            def pipelined(items, load, run=None, post=None, **options):
+                return real(items, noted("load", load), run, noted("post", post), **options)
+
+            prefetch_module.pipelined = pipelined
+            try:
+                before = _sleeps(threading.get_native_id())
+                evaluate_detections(detector, samples, workers=w, post_on_workers=True, encoded=True)
+                sleeps = _sleeps(threading.get_native_id()) - before
+            finally:
+                prefetch_module.pipelined = real
+            result[(kind, w)] = (here["load"] / len(samples), here["post"] / len(samples), sleeps / len(samples))
+    return result
+
+
 def bare_cpu_ms(runner, detectors, files) -> dict:
     """CPU ms per image of the bare path on its own thread: the classifier's invoke; a detector's set input, invoke
     and reading the objects (the YOLO head's host decode + NMS included)."""
@@ -307,7 +352,7 @@ def _spread(values) -> str:
 
 
 def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, uptime_before: str, uptime_after: str,
-           argv) -> str:
+           argv, ran: dict) -> str:
     from bench_edge_speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
@@ -396,6 +441,14 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
             f"for the decode of its JPEG (x{decode[DECODE_KEY[kind]] / bare_ms[kind]:.2f})" for kind in short)
             + f": the two cores cannot both invoke and decode fast enough for {TARGET} of the bare rate. A board's detector "
             "costs more than its decode (the SSD MobileNetV2 320 row), and there the ratio measures the arrangement."]
+    lines += ["", "Where the work ran: `edge evaluate`'s path in this process over the same JPEGs, each stage noting its "
+              "thread. While it would wait for the next image the invoking thread runs a decode or post-processing no "
+              "worker has started (edge.prefetch); its sleeps are its voluntary context switches (Linux). Counts, which "
+              "a loaded machine does not distort as it does times.", "",
+              "| detector | workers | decodes on the invoking thread | post-processings on it | its sleeps per image |",
+              "|---|---|---|---|---|"]
+    for (kind, w), (loads, posts, sleeps) in ran.items():
+        lines.append(f"| {KINDS[kind]} | {w} | {loads:.0%} | {posts:.0%} | {sleeps:.2f} |")
     lines += [
         "",
         "## The decode alone: its cost, and threads against processes",
@@ -505,7 +558,8 @@ def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, bi
         gil = gil_share(files, 224)
         costs = thread_costs(runner, detectors, files)
         bare_ms = bare_cpu_ms(runner, detectors, files)
-        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv)
+        ran = where_work_ran(detectors, files)
+        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv, ran)
     print(text)
     if write:
         RESULTS.write_text(text)

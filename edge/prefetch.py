@@ -128,8 +128,9 @@ class _Job:
         self.future: Future = pool.submit(fn, *args)
 
     def steal(self) -> bool:
-        """Run it on this thread if no worker has started it (True), else leave it to its worker (False)."""
-        if not self.future.cancel():
+        """Run it on this thread if no worker has started it (True), else leave it to its worker (False); once run
+        here it is not run again (a cancelled future says True to every cancel)."""
+        if self.here is not None or not self.future.cancel():
             return False
         try:
             self.here = (self.fn(*self.args), None)

@@ -349,6 +349,23 @@ def test_the_calling_thread_runs_jobs_no_worker_has_started_instead_of_waiting(k
     assert len(held.here) >= 2 and not held.timed_out
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_every_load_and_post_runs_once_wherever_it_runs(workers):
+    runs: dict = {}
+
+    def counted(stage):
+        def job(i, *value):
+            runs[(stage, i)] = runs.get((stage, i), 0) + 1
+            time.sleep(0.001 * (i % 3))  # the workers fall behind now and then: the calling thread takes jobs over
+            return value[0] if value else i
+        return job
+
+    got = list(pipelined(range(60), counted("load"), run=lambda i, v: v, post=counted("post"), workers=workers,
+                         post_on_workers=True))
+    assert [v for _, v, _ in got] == list(range(60))
+    assert runs == {(stage, i): 1 for stage in ("load", "post") for i in range(60)}
+
+
 def test_a_fed_stream_hands_back_what_arrived_without_waiting_for_the_next_item():
     more, answered = threading.Event(), []
 
