@@ -51,14 +51,18 @@ MADE = "made.json"
 
 # --- make: the run and its bundle (host venv) -------------------------------------------------------------------
 
-def make(out: Path, epochs: int, heldout: int, head: str = "ssd") -> int:
-    """Train a tiny detector (`head`: ssd or yolo) on `shapes` with `heldout` separate held-out images, export int8,
-    write the bundle."""
+def make(out: Path, epochs: int, heldout: int, head: str = "ssd", model: str = "small_cnn", size: int = 0,
+         count: int = 0) -> int:
+    """Train a detector (`head`: ssd or yolo; `model` its backbone, `size` its input, 0 the model's own) on `shapes`
+    (`count` images, 0 the data set's default) with `heldout` separate held-out images, export int8, write the bundle."""
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"--out {out} is not empty; expected a new folder")
     run, bundle = out / "run", out / "bundle"
+    drawn = f"&size={size}" if size else ""
+    shaped = (["--model", model] if model != "small_cnn" else []) + (["--image-size", str(size)] if size else [])
     steps = [
-        ["train", "--task", "detect", "--head", head, "--data", "shapes", "--val-data", f"shapes?count={heldout}&seed=7",
+        ["train", "--task", "detect", "--head", head, *shaped, "--data", f"shapes?count={count}{drawn}" if count else
+         ("shapes" if not size else f"shapes?size={size}"), "--val-data", f"shapes?count={heldout}&seed=7{drawn}",
          "--epochs", str(epochs), "--no-tensorboard", "--out", str(run)],
         ["export", str(run), "--int8"],
         ["parity", str(run), "--bundle", str(bundle)],
@@ -352,13 +356,16 @@ def main() -> int:
     made.add_argument("--epochs", type=int, default=3)
     made.add_argument("--heldout", type=int, default=600, help="held-out images, the bundle's (separate --val-data)")
     made.add_argument("--head", choices=("ssd", "yolo"), default="ssd", help="the detector's head (default ssd)")
+    made.add_argument("--model", default="small_cnn", help="the backbone (default small_cnn, a tiny one)")
+    made.add_argument("--image-size", type=int, default=0, help="the input size (default: the model's own)")
+    made.add_argument("--count", type=int, default=0, help="training images (default: the shapes data set's)")
     measured = sub.add_parser("measure", help="time `edge evaluate` on the bundle against the bare rate (device venv)")
     measured.add_argument("--dir", type=Path, required=True, help="what `make` wrote")
     measured.add_argument("--rounds", type=int, default=8)
     measured.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.what == "make":
-        return make(args.out, args.epochs, args.heldout, args.head)
+        return make(args.out, args.epochs, args.heldout, args.head, args.model, args.image_size, args.count)
     return measure(args.dir, args.rounds, not args.no_write)
 
 

@@ -186,7 +186,8 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
         out.mkdir(parents=True, exist_ok=True)
     results, failed = [], []
     # Decoding, reading the objects and drawing them run on the workers; this thread invokes and prints, in order.
-    for image_path, done, error in det.detect_files(detector, images, threshold, workers, annotated):
+    # Standard input is read on a thread of its own: a frame is answered without waiting for the next one's path.
+    for image_path, done, error in det.detect_files(detector, images, threshold, workers, annotated, feed=stream):
         if error is None and stream and image_path.refused is not None:
             error = image_path.refused
         if error is not None:

@@ -235,11 +235,16 @@ def load(detector: Detector, source: Union[str, Path], name: Optional[str] = Non
 
 
 def detect_files(detector: Detector, images: Iterable[Any], threshold: float = DEFAULT_THRESHOLD, workers: Optional[int] = None,
-                 annotated: Optional[Callable[[Any], Optional[Path]]] = None) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
+                 annotated: Optional[Callable[[Any], Optional[Path]]] = None, feed: bool = False,
+                 source_of: Callable[[Any], Any] = lambda image: image,
+                 name_of: Callable[[Any], str] = str) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
     """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
     it): decoded ahead on `workers` threads (None: one per core), invoked on this thread, and on the workers the objects
     read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file or None), the boxes drawn there.
-    `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch)."""
+    `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch); with
+    `feed` (a stream whose next item may be slow to come, as standard input's), on a thread of its own, so the images
+    already given are detected and handed back while the next is awaited. An image is `source_of(image)` (a file or
+    encoded bytes; default the image itself), named in errors by `name_of(image)` (default its text)."""
     from edge.prefetch import pipelined
 
     runner = detector.runner
@@ -247,7 +252,7 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
     def run(image: Any, loaded: Tuple[np.ndarray, Tuple[int, int]]):
         pixels, size = loaded
         set_input(runner.interpreter, pixels, runner.contract.norm)
-        invoke(runner.interpreter, str(image))
+        invoke(runner.interpreter, name_of(image))
         return read_outputs(runner.interpreter, detector.indices), size
 
     def post(image: Any, ran):
@@ -258,7 +263,8 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
             annotate(image, found, target)
         return found, size
 
-    return pipelined(images, lambda image: load(detector, image, str(image)), run, post, workers=workers, post_on_workers=True)
+    return pipelined(images, lambda image: load(detector, source_of(image), name_of(image)), run, post, workers=workers,
+                     post_on_workers=True, feed=feed)
 
 
 def as_record(obj: Object) -> Dict[str, Any]:

@@ -33,8 +33,7 @@ class Predicted(NamedTuple):
 
 def predict(config, run, say, progress):
     """Detect in every input of config.data with the run's exported detector and write config.out (COCO results)."""
-    from edge.detect import detect_pixels, load, open_detector
-    from edge.prefetch import prefetch
+    from edge.detect import detect_files, open_detector
     from pipeline.data import unlabeled
     from pipeline.rundir.files import write_json_atomic
     from pipeline.rundir.run import artifact
@@ -56,17 +55,18 @@ def predict(config, run, say, progress):
     rows: List[dict] = []
     found_in = set()
     keep = inputs.kept(problems)
-    elements = inputs.encoded(keep)  # (position, encoded bytes), decoded ahead on workers as the device does
+    elements = inputs.encoded(keep)  # (position, encoded bytes)
+    # As the device's `edge detect` runs: decoded and the objects read on the workers, invoked here one at a time.
+    found = detect_files(detector, elements, 0.0, config.workers, source_of=lambda e: e[1],
+                         name_of=lambda e: inputs.items[e[0]].name)
     with progress(int(keep.sum()), "detecting") as update:
-        for (position, _), loaded_image, error in prefetch(elements, lambda e: load(detector, e[1], inputs.items[e[0]].name),
-                                                           workers=config.workers):
+        for (position, _), done, error in found:
             item = inputs.items[position]
             if error is not None:
                 problems[position] = str(error)
             else:
-                pixels, size = loaded_image
                 found_in.add(position)
-                for o in detect_pixels(detector, pixels, size, threshold=0.0, what=item.name):
+                for o in done[0]:
                     b = o.box
                     rows.append({"image_id": position, "file_name": item.id, "category_id": o.id + 1, "category": o.label,
                                  "bbox": [round(float(b.xmin), 2), round(float(b.ymin), 2), round(float(b.xmax - b.xmin), 2),

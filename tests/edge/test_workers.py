@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -317,3 +318,111 @@ def test_detect_reads_a_stream_of_paths_from_stdin_with_the_answers_of_the_argum
     assert streamed.stdout == given.stdout and streamed.stdout.count("object(s)") == len(images)
     assert (tmp_path / "given.json").read_bytes() == (tmp_path / "streamed.json").read_bytes()
     assert len(list((tmp_path / "drawn").iterdir())) == len(images)
+
+
+class _HeldWorker:
+    """Jobs of one kind that hold a worker thread until the calling thread has run `needed` of them itself: a pipeline
+    whose calling thread only waited would sit out the 10 s (`timed_out`)."""
+
+    def __init__(self, needed: int):
+        self.caller, self.needed = threading.current_thread().name, needed
+        self.here: list = []
+        self.released, self.timed_out = threading.Event(), False
+
+    def __call__(self, i: int) -> None:
+        if threading.current_thread().name != self.caller:
+            if not self.released.wait(10):
+                self.timed_out = True
+        else:
+            self.here.append(i)
+            if len(self.here) >= self.needed:
+                self.released.set()
+
+
+@pytest.mark.parametrize("kind", ["load", "post"])
+def test_the_calling_thread_runs_jobs_no_worker_has_started_instead_of_waiting(kind):
+    held = _HeldWorker(needed=2)
+    load = (lambda i: held(i) or i) if kind == "load" else (lambda i: i)
+    post = (lambda i, v: held(i) or v * 10) if kind == "post" else (lambda i, v: v * 10)
+    got = list(pipelined(range(12), load, run=lambda i, v: v + 1, post=post, workers=1, ahead=4, post_on_workers=True))
+    assert [(i, v, e) for i, v, e in got] == [(i, (i + 1) * 10, None) for i in range(12)]  # the workers' answers, in order
+    assert len(held.here) >= 2 and not held.timed_out
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_every_load_and_post_runs_once_wherever_it_runs(workers):
+    runs: dict = {}
+
+    def counted(stage):
+        def job(i, *value):
+            runs[(stage, i)] = runs.get((stage, i), 0) + 1
+            time.sleep(0.001 * (i % 3))  # the workers fall behind now and then: the calling thread takes jobs over
+            return value[0] if value else i
+        return job
+
+    got = list(pipelined(range(60), counted("load"), run=lambda i, v: v, post=counted("post"), workers=workers,
+                         post_on_workers=True))
+    assert [v for _, v, _ in got] == list(range(60))
+    assert runs == {(stage, i): 1 for stage in ("load", "post") for i in range(60)}
+
+
+def test_a_fed_stream_hands_back_what_arrived_without_waiting_for_the_next_item():
+    more, answered = threading.Event(), []
+
+    def stream():
+        yield 0
+        yield 1
+        more.wait(10)  # a camera that has not saved its next frame yet
+        yield 2
+
+    for item, value, error in pipelined(stream(), lambda i: i, run=lambda i, v: v + 100, workers=2, feed=True):
+        answered.append(value)
+        if item == 1:
+            assert not more.is_set()  # 0 and 1 answered while the stream still held back 2
+            more.set()
+    assert answered == [100, 101, 102]
+
+
+def test_a_fed_stream_raises_its_readers_error_and_stops_its_thread():
+    def stream():
+        yield 0
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    with pytest.raises(UnicodeDecodeError):
+        list(pipelined(stream(), lambda i: i, workers=2, feed=True))
+    time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if t.name in ("edge-feed",) or t.name.startswith("edge-decode")]
+
+
+def test_detect_answers_a_streamed_frame_before_the_next_path_arrives_and_sigterm_then_ends_it_with_143():
+    image = sorted((FIXTURES / "images").glob("*.png"))[0]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    process = subprocess.Popen([sys.executable, "-m", "edge.cli", "detect", str(DETECTOR), "-", "--workers", "2"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        process.stdin.write(f"{image}\n")
+        process.stdin.flush()
+        lines: list = []
+        reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)  # the frame's answer comes while standard input stays open, no next path given
+        assert len(lines) == 1 and lines[0].startswith(f"{image}: ") and "object(s)" in lines[0]
+        process.send_signal(signal.SIGTERM)  # the feeder thread is waiting on standard input
+        _, errors = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143 and "terminated (SIGTERM)" in errors
+    assert "Traceback" not in errors and "Fatal Python error" not in errors
+
+
+def test_detect_files_takes_encoded_images_named_by_the_caller_as_pipeline_predict_gives_them():
+    from edge import detect as det
+
+    images = sorted((FIXTURES / "images").glob("*.png"))
+    detector = det.open_detector(DETECTOR, verify_sha256=False)
+    by_path = list(det.detect_files(detector, images, 0.0, workers=1))
+    encoded = [(i, f.read_bytes()) for i, f in enumerate(images)] + [(len(images), b"not an image")]
+    by_bytes = list(det.detect_files(detector, encoded, 0.0, workers=3, source_of=lambda e: e[1],
+                                     name_of=lambda e: f"input {e[0]}"))
+    assert [done for _, done, _ in by_bytes[:-1]] == [done for _, done, _ in by_path]
+    assert by_bytes[-1][1] is None and f"input {len(images)}" in str(by_bytes[-1][2])
