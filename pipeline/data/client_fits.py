@@ -59,7 +59,9 @@ def decide(asked: Optional[bool], source, indices: np.ndarray, image_size: int) 
     training over them costs nothing measurable on the contract (digits, 8x8 to 32x32: 0.961 either way)
     while MediaPipe's answers climb from 0.904 to 0.958; shrinking, they differ in antialiasing too, the
     fits cost 3.8 points on the contract (photos, 160-420 px to 48x48), and every client was already within
-    2 points without them."""
+    2 points without them. Measured again with fits that are each client's whole feed (full-size decode, its own
+    rounding): 7.6 points at 32x32 and 3.8 at 96x96, every client within 2 points without them
+    (bench/results/clients.md)."""
     if asked is not None:
         return Decision(asked, "--client-fits" if asked else "--no-client-fits")
     sample = np.sort(np.random.default_rng(0).permutation(indices)[:SIZE_SAMPLE])
