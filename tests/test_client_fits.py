@@ -51,6 +51,37 @@ def test_the_client_fits_are_the_clients_own_resizes(photo, size):
     assert np.abs(contract - pillow).max() > 4  # the comparisons above could fail: the filters do differ
 
 
+@pytest.mark.parametrize("size", [32, 96])
+def test_each_client_fit_of_a_jpeg_is_that_clients_whole_feed(tmp_path, size):
+    """From the JPEG file, as training reads it: each client's fit starts from the full-size decode the client makes
+    (not the contract's 1/k decode), so it gives the client's own tensor (edge.clients, checked against the real
+    clients in tests/test_client_reproductions.py) within rounding; the contract's fit stays the contract's."""
+    import tensorflow as tf
+
+    from edge import clients
+    from edge.contract import PixelContract
+    from pipeline.data.client_fits import FITS
+    from pipeline.data.decode import DECODERS
+    from tests.helpers import write_camera_jpegs
+
+    files = []
+    for i, shape in enumerate([(420, 236), (160, 420), (311, 173)]):  # shrunk 5 to 13 times at 32, 1.7 to 4 at 96
+        files += sorted(write_camera_jpegs(tmp_path / str(i), per_class=1, size=shape, seed=i).rglob("*.jpg"))
+    details = {"shape": [1, size, size, 3], "dtype": np.uint8, "quantization": (1 / 128, 128)}  # bytes pass as they are
+    raw = dict(details, quantization=(1.0, 0))  # the contract's raw pixels
+    feeds = {"contract": lambda d: clients.edgeflow(d, raw, PixelContract()),
+             "corner_bilinear": lambda d: clients.mediapipe_classify(d, details),
+             "lanczos": lambda d: clients.pycoral_classify(d, details)}
+    # Pillow's LANCZOS rounds to bytes between its two passes, TensorFlow's does not: a few bytes differ by more.
+    limits = {"contract": (1, 0.3), "corner_bilinear": (0, 0), "lanczos": (12, 0.3)}
+    for path in files:
+        data = path.read_bytes()
+        for name, feed in feeds.items():
+            fitted = DECODERS["folder"](tf.constant(data), size, fit=tf.constant(list(FITS).index(name))).numpy()
+            gap = np.abs(fitted.astype(int) - feed(data)[0].astype(int))
+            assert gap.max() <= limits[name][0] and gap.mean() <= limits[name][1], (path.name, name, gap.max(), gap.mean())
+
+
 def test_choices_follow_the_shares_and_the_seed():
     import tensorflow as tf
 

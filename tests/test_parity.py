@@ -252,9 +252,11 @@ def test_pipeline_run_end_to_end_as_the_readme_says(tmp_path):
     # The target: int8 held-out accuracy within 1 percentage point of the float model.
     assert manifest["parity"]["float_savedmodel"]["top1"] - manifest["parity"]["int8_cpu"]["top1"] <= 0.01
     assert manifest["parity"]["passed"] is True
-    # What this command gives since the tuning split is set aside before training (0.9531 int8; 0.9609 before, the
-    # split's cost stated in the README), every op predicted on the Edge TPU.
-    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.9531
+    # What this command gives since the client fits reproduce each client's pixels exactly (0.9375 int8, float 0.9401:
+    # the digits are enlarged, so fits are on, and bytes rounded as MediaPipe and Pillow round them move training by
+    # 6 of 384 images, within the seed-to-seed spread of bench/results/tuning_split.md; 0.9531 before them, 0.9609
+    # before the tuning split), every op predicted on the Edge TPU.
+    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.9375
     preflight = json.loads((tmp_path / "run" / "edgetpu.json").read_text())["preflight"]
     assert preflight["ops_on_edgetpu"] == preflight["total_ops"] > 0
 

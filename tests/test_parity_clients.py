@@ -212,3 +212,33 @@ def test_each_client_row_holds_the_float_model_fed_alike(parity_run):
     assert report["clients"]["edgeflow"]["float_fed_alike"]["float_drop_pp"] == 0.0
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["parity"]["clients"]["mediapipe"]["float_fed_alike"] == report["clients"]["mediapipe"]["float_fed_alike"]
+
+
+def test_a_run_trained_with_the_client_fits_is_not_told_to_train_with_them():
+    """When training already fitted images as the client does, `--client-fits` again would repeat the run: the advice
+    says so instead of naming it (the session's digits run at 16 px, 4 epochs, is such a case: MediaPipe's float
+    loss 4.2 pp with the fits)."""
+    from pipeline.inference.parity_report import worst_client
+
+    def rows(trained):
+        mediapipe = {"top1": 0.89, "drop_pp": 6.2,
+                     "float_fed_alike": {"top1": 0.893, "float_drop_pp": 5.7, "int8_drop_pp": 0.5, "agreement": 0.9,
+                                         "trained_with_client_fits": trained}}
+        return {"edgeflow": {"top1": 0.95, "drop_pp": 0.0}, "mediapipe": mediapipe}
+
+    assert "`pipeline train ... --client-fits`" in worst_client(rows(False))
+    assert "`pipeline train ... --client-fits`" in worst_client(rows(None))  # a run from before the fits were recorded
+    trained = worst_client(rows(True))
+    assert "`pipeline train" not in trained and "though training fitted images as mediapipe does" in trained
+    assert "float model itself loses 5.70 pp" in trained and "--remedy" not in trained
+
+
+def test_each_client_row_says_whether_training_fitted_as_the_clients_do(parity_run):
+    from pipeline.inference.parity_report import worst_client
+
+    run, _ = parity_run
+    report = _report(run)
+    trained = json.loads((run / "manifest.json").read_text())["training"]["feed"]["client_fits"]["on"]
+    for name, row in report["clients"].items():
+        assert row["float_fed_alike"]["trained_with_client_fits"] is trained, name
+    assert "`pipeline train ... --client-fits`" not in worst_client(report["clients"]) or not trained

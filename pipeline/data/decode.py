@@ -13,7 +13,7 @@ import tensorflow as tf
 from edge.contract import PixelContract
 from edge.errors import InputError
 from edge.preprocess import load_image
-from pipeline.data.client_fits import fit_to_size
+from pipeline.data.client_fits import CONTRACT_FIT, fit_to_size
 from pipeline.errors import DataError
 
 # What training decodes by, and what train records in the manifest for every later stage and the device:
@@ -48,8 +48,13 @@ def _decode_encoded(raw, image_size, contract: PixelContract = TRAINING_CONTRACT
         branch = tf.cast(k >= 2, tf.int32) + tf.cast(k >= 4, tf.int32) + tf.cast(k >= 8, tf.int32)
         return tf.switch_case(branch, [jpeg(1), jpeg(2), jpeg(4), jpeg(8)])  # `ratio` must be a Python int
 
-    image = tf.cond(tf.io.is_jpeg(raw), scaled_jpeg if contract.scaled else jpeg(1),
-                    lambda: tf.io.decode_image(raw, channels=3, expand_animations=False))
+    decode_jpeg = scaled_jpeg if contract.scaled else jpeg(1)
+    if fit is not None and contract.scaled:
+        # A client's fit starts from the client's own decode: every client decodes the whole JPEG at full size
+        # (only the contract decodes at 1/k), and at 1/k a fit without antialiasing samples averaged blocks
+        # instead of the full-size pixels the client samples (bench/results/clients.md, the fits' pixels).
+        decode_jpeg = lambda: tf.cond(tf.equal(tf.cast(fit, tf.int32), CONTRACT_FIT), scaled_jpeg, jpeg(1))  # noqa: E731
+    image = tf.cond(tf.io.is_jpeg(raw), decode_jpeg, lambda: tf.io.decode_image(raw, channels=3, expand_animations=False))
     return _to_size(image, image_size, fit)
 
 

@@ -84,6 +84,13 @@ def client_advice(name: str, row: dict) -> str:
                 f"{float_drop:.2f} pp): {remedy}")
     then = (f"; int8 loses {int8_drop:.2f} pp more against it, which `pipeline export RUN --int8 --remedy --clients "
             f"{name}` repairs after that" if int8_drop > CLIENT_GAP_PP else "")
+    if alike.get("trained_with_client_fits"):
+        # Training with the fits again would repeat this run: not advice. (Digits, 16 px, 4 epochs, with the fits:
+        # MediaPipe's float loss 4.2 pp; at 32 px and 10 epochs 1.8 pp, bench/results/clients.md.)
+        return (f"the float model itself loses {float_drop:.2f} pp fed as {name} feeds, though training fitted images "
+                f"as {name} does (--client-fits): the model's own limit, not quantization, and no export repairs it; "
+                f"a larger model input (--image-size) or more training (--epochs) may, or feed {name} pictures near "
+                f"the input size{then}")
     return (f"the float model itself loses {float_drop:.2f} pp fed as {name} feeds (its fit of the picture, not "
             f"quantization; no export repairs it): train for that feed, `pipeline train ... --client-fits`, or a "
             f"larger --image-size (less shrink), or feed {name} pictures near the input size{then}")

@@ -79,6 +79,9 @@ class ClassifyComparison(Comparison):
         it, which a remedy with --clients repairs); or why it could not feed the model."""
         rows = {}
         float_top1 = float(np.mean(reference.argmax(1) == held.truth))
+        # Whether training already fitted images as the clients do (None: a run from before the fits, or imported):
+        # the advice for a feed the float model loses under depends on it (parity_report.client_advice).
+        fits = ((self.run.manifest.get("training") or {}).get("feed") or {}).get("client_fits") or {}
         for name, client in CLIENTS.items():
             head = {"feed": client.says, "gated": name in named}
             if name not in found:
@@ -87,7 +90,8 @@ class ClassifyComparison(Comparison):
             rows[name] = {**head, **compare(found[name], reference, held.truth, self.k, self.num_classes)}
             if name in self.fed:
                 alike = self.reference(self.run, held._replace(pixels=self.fed[name]))
-                rows[name]["float_fed_alike"] = fed_alike(found[name], alike, held.truth, float_top1)
+                rows[name]["float_fed_alike"] = {**fed_alike(found[name], alike, held.truth, float_top1),
+                                                 "trained_with_client_fits": fits.get("on")}
         return rows
 
     def gate_scores(self, entry: dict) -> dict:
