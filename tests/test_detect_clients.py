@@ -1,8 +1,9 @@
 """The int8 detector file alone, in other people's programs: do they find what `edge detect` finds?
 
 The session's `shapes` detector (tests/detect_trained.py: `pipeline train --task detect`, then `pipeline export
---int8`) has its int8 file copied alone into an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
-size, so every client's resize leaves the pixels as they are and only the reading of the outputs differs):
+--int8`) has its int8 file copied alone into an empty folder (no sidecar, no manifest, no labels file). On the
+held-out images (PNG, 128x128: the model's own size, so every client's resize leaves the pixels as they are and
+only the reading of the outputs differs):
   - `edge detect --json` in the Python 3.9 device environment (.ci/edge-env) is the reference;
   - pycoral's own examples/detect_image.py (../shared/reference/pycoral), run as a program in the device
     environment with its defaults (threshold 0.4), reading the outputs by the model's signature names;
