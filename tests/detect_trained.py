@@ -8,8 +8,9 @@ images at 128 px), then a copy exported float and int8, built once per pytest se
     trained_once(session_folder)    # the exported run as the Keras model, its two TFLite files and held-out PNGs
 
 What reads it: test_detect_train (training's manifest and printed lines; export, compile, parity, predict and the
-bundle on copies of the exported run), test_detect_export and test_detect_clients (the two TFLite files and the
-held-out images), test_detect_remedy (a copy of the trained run, calibrated on black frames)."""
+bundle on copies of the exported run), test_detect_export (the two TFLite files and the held-out images),
+test_detect_remedy (a copy of the trained run, calibrated on black frames). test_detect_clients still reads the
+plain-loop detector of tests/detect_plain.py (why: its docstring)."""
 from __future__ import annotations
 
 import shutil
