@@ -1,97 +1,89 @@
-"""A detector trained for a minute on `shapes` and exported both ways: what the detection export and client
-tests run on. Trained with the plain loop (pipeline.detection.train_loop) at 128 px; calibrated on training
-images; the held-out images written as PNG files, as a user would hand them to a client.
+"""The one shapes detector the detection tests read: `pipeline train --task detect` (12 epochs on 320 `shapes`
+images at 128 px), then a copy exported float and int8, built once per pytest session for every xdist worker
+(tests/session_cache.py) and shared read-only: a test that changes a run works on `copy_of` it (tests/helpers.py).
 
-`trained_once(root)` trains it once per pytest session for every xdist worker (tests/session_cache.py)."""
+    built = detector_once(session_folder)
+    built.trained, built.printed    # the run as `pipeline train` left it, and what that command printed
+    built.exported                  # a copy of it after `pipeline export` and `pipeline export --int8`
+    trained_once(session_folder)    # the exported run as the Keras model, its two TFLite files and held-out PNGs
+
+What reads it: test_detect_train (training's manifest and printed lines; export, compile, parity, predict and the
+bundle on copies of the exported run), test_detect_export (the two TFLite files and the held-out images),
+test_detect_remedy (a copy of the trained run, calibrated on black frames). test_detect_clients still reads the
+plain-loop detector of tests/detect_plain.py (why: its docstring)."""
 from __future__ import annotations
 
-import io
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
+from tests.helpers import cli
 from tests.session_cache import built_once
 
-SIZE = 128  # at 64 px objects are a few pixels and a minute of training finds almost none
-STEPS = 400
-SOURCE = {"count": 300, "size": SIZE, "seed": 0}  # the `shapes` images trained on and held out
-WEIGHTS = "detector.weights.h5"  # the Keras model's weights, for the tests that run Keras itself
+DATA = "shapes?count=320&size=128&seed=1"
+SIZE = 128  # at 64 px objects are a few pixels and a short training finds almost none
+EPOCHS = 12
+BATCH = 16
+CALIBRATION_SAMPLES = 32  # the int8 export's training images: enough for its mAP@.5 to stay within 3 pp of float's
 
 
-def train_and_export(folder: Path, steps: int = STEPS) -> SimpleNamespace:
-    """Train, convert to float and int8 TFLite with the post-processing op, write both and the held-out images."""
-    import tensorflow as tf
-    from PIL import Image
-
-    from pipeline.detection.anchors import AnchorSpec, anchors
-    from pipeline.detection.postprocess import Settings, convert
-    from pipeline.detection.shapes import CLASSES
-    from pipeline.detection.train_loop import fit
-
-    train, heldout = _split()
-    spec = AnchorSpec()
-    tf.keras.utils.set_random_seed(0)
-    model = _build(spec)
-    fit(model, train, anchors(SIZE, spec), SIZE, steps=steps, batch_size=16)
-    calibration = [np.asarray(Image.open(io.BytesIO(e.image)).convert("RGB").resize((SIZE, SIZE), Image.BILINEAR))
-                   for e in train[:100]]
-    settings = Settings()
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, int8 in (("float", False), ("int8", True)):
-        data = convert(model, spec, SIZE, CLASSES, settings, int8=int8, calibration=calibration if int8 else None)
-        paths[name] = folder / f"detector_{name}.tflite"
-        paths[name].write_bytes(data)
+def train_and_export(folder: Path) -> None:
+    """Train (FOLDER/trained, its printed lines in train.stdout), export a copy both ways (FOLDER/exported), and
+    write the held-out images as PNG files (FOLDER/heldout), as a user would hand them to a client."""
+    trained, exported = folder / "trained", folder / "exported"
+    result = cli(["train", "--task", "detect", "--data", DATA, "--image-size", str(SIZE), "--epochs", str(EPOCHS),
+                  "--batch-size", str(BATCH), "--out", str(trained)], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (folder / "train.stdout").write_text(result.stdout)
+    shutil.copytree(trained, exported)
+    for args in ([], ["--int8", "--calibration-samples", str(CALIBRATION_SAMPLES)]):
+        result = cli(["export", str(exported), *args], timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
     images = folder / "heldout"
-    images.mkdir(exist_ok=True)
-    files = []
-    for e in heldout:
-        path = images / (e.id.replace("/", "_") + ".png")
-        path.write_bytes(e.image)
-        files.append(path)
-    model.save_weights(str(folder / WEIGHTS))
-    return SimpleNamespace(model=model, spec=spec, labels=list(CLASSES), settings=settings, heldout=heldout,
-                           files=files, float=paths["float"], int8=paths["int8"], calibration=calibration)
+    images.mkdir()
+    for e in _heldout(exported):
+        (images / _file_name(e)).write_bytes(e.image)
+
+
+def detector_once(root: Path) -> SimpleNamespace:
+    """The folders of `train_and_export`, built by the first caller in this pytest session (ROOT is the session's
+    shared folder). Read only: copy a run before changing it."""
+    folder = built_once(root / "detector", train_and_export)
+    return SimpleNamespace(trained=folder / "trained", exported=folder / "exported", heldout=folder / "heldout",
+                           printed=(folder / "train.stdout").read_text())
 
 
 def trained_once(root: Path, keras: bool = True) -> SimpleNamespace:
-    """The detector of `train_and_export`, trained by the first caller in this pytest session (ROOT is the
-    session's shared folder) and loaded from its files by every caller. KERAS=False leaves out the Keras model
-    (`model` is None) for callers that run only the exported files."""
-    return load(built_once(root / "detector", train_and_export), keras)
-
-
-def load(folder: Path, keras: bool = True) -> SimpleNamespace:
-    """What `train_and_export` returned, from the files it wrote to FOLDER (the Keras model rebuilt, its weights
-    loaded; the held-out examples drawn again from the same seed and checked against the PNG files)."""
-    from pipeline.detection.anchors import AnchorSpec
+    """The exported detector as the export and client tests take it: its Keras model (KERAS=False leaves it out,
+    `model` None, for callers that run only the exported files), anchor spec, labels, post-processing settings,
+    held-out examples and their PNG files (checked byte for byte against the images training held out), and the
+    float and int8 TFLite files."""
     from pipeline.detection.postprocess import Settings
-    from pipeline.detection.shapes import CLASSES
+    from pipeline.rundir.run import Run
+    from pipeline.tasks.detect_export import recorded_anchor_spec
 
-    _, heldout = _split()
-    files = [folder / "heldout" / (e.id.replace("/", "_") + ".png") for e in heldout]
-    for e, path in zip(heldout, files):  # the same images the cache was written from, byte for byte
-        assert path.read_bytes() == e.image, f"{path} is not held-out image {e.id} of {SOURCE}"
-    spec = AnchorSpec()
+    built = detector_once(root)
+    run = Run.open(built.exported)
+    heldout = _heldout(built.exported)
+    files = [built.heldout / _file_name(e) for e in heldout]
+    for e, path in zip(heldout, files):
+        assert path.read_bytes() == e.image, f"{path} is not held-out image {e.id} of {DATA}"
     model = None
     if keras:
-        model = _build(spec)
-        model.load_weights(str(folder / WEIGHTS))
-    return SimpleNamespace(model=model, spec=spec, labels=list(CLASSES), settings=Settings(), heldout=heldout,
-                           files=files, float=folder / "detector_float.tflite", int8=folder / "detector_int8.tflite")
+        import tf_keras
+
+        model = tf_keras.models.load_model(str(run.artifact("keras_model")), compile=False)
+    settings = Settings(**run.entry("model_int8")["postprocess"])  # what the export recorded it used
+    return SimpleNamespace(model=model, spec=recorded_anchor_spec(run), labels=run.labels, settings=settings,
+                           heldout=heldout, files=files, float=run.artifact("model_float"), int8=run.artifact("model_int8"))
 
 
-def _split():
-    from pipeline.detection.shapes import shapes
+def _heldout(run_dir: Path) -> list:
+    from pipeline.detection.heldout import recorded_heldout
+    from pipeline.rundir.run import Run
 
-    source = shapes(**SOURCE)
-    return ([source.examples[i] for i in source.indices("train")],
-            [source.examples[i] for i in source.indices("heldout")])
+    return recorded_heldout(Run.open(run_dir))
 
 
-def _build(spec):
-    from models.detector import build_detector
-    from pipeline.detection.shapes import CLASSES
-
-    return build_detector("small_cnn", SIZE, len(CLASSES), spec.per_location)
+def _file_name(example) -> str:
+    return example.id.replace("/", "_") + ".png"  # shapes' ids have no suffix; a user's files are PNGs

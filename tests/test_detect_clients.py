@@ -1,6 +1,6 @@
 """The int8 detector file alone, in other people's programs: do they find what `edge detect` finds?
 
-A detector trained for a minute on `shapes` (tests/detect_trained.py) is exported to int8 and copied alone into
+A detector trained for a minute on `shapes` (tests/detect_plain.py) is exported to int8 and copied alone into
 an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
 size, so every client's resize leaves the pixels as they are and only the reading of the outputs differs):
   - `edge detect --json` in the Python 3.9 device environment (.ci/edge-env) is the reference;
@@ -34,7 +34,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests import detect_drivers, device_env
-from tests.detect_trained import trained_once
+from tests.detect_plain import trained_once
 from tests.helpers import REPO, quiet_env
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]

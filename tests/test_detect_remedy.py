@@ -5,7 +5,8 @@ named in its manifest entry and its metadata.
 
 The failure is real: calibrating on black images collapses the activation ranges, so the int8 detector parts
 from the float one on about a fifth of its detections; calibrating again on training images (the ladder's first
-rung, or bias correction on top of it) repairs it. On this small detector (a few epochs, mAP@.5 about 0.4) that shows in agreement, which a
+rung, or bias correction on top of it) repairs it. On the session's small detector (tests/detect_trained.py: 12 epochs at
+128 px, held-out mAP@.5 about 0.5; agreement 0.80 on black frames, 0.97 recalibrated) that shows in agreement, which a
 detection gate limits when --min-agreement is given (as here: 0.9), more than in the mAP@.5 drop; on the `shapes`
 detector trained with defaults the same calibration drops mAP@.5 by 2.44 pp (bench/results/remedy.md).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.detect_trained import SIZE, detector_once
 from tests.helpers import black_frames, copy_of, manifest_of
 
 pytest.importorskip("tensorflow")
@@ -21,18 +23,14 @@ pytest.importorskip("pycocotools")
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
-DATA = "shapes?count=480&size=96&seed=3"  # 384 training images: fewer, or fewer epochs, and it finds almost nothing
-SIZE = 96
-EPOCHS = 10
 MIN_AGREEMENT = 0.9  # the user's --min-agreement: the share of float's detections int8 must find
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    from pipeline.train import TrainConfig, train_model as train
-
-    return train(TrainConfig(task="detect", data=DATA, epochs=EPOCHS, batch_size=16, model="small_cnn", image_size=SIZE),
-                 tmp_path_factory.mktemp("detect") / "run")
+def trained_run(session_folder):
+    """The session's detector as `pipeline train --task detect` left it (tests/detect_trained.py), not exported;
+    shared read-only: the tests that export take a copy (`run_copy`)."""
+    return detector_once(session_folder).trained
 
 
 @pytest.fixture()

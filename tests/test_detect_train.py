@@ -16,25 +16,23 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 
-from tests.helpers import REPO, cli, quiet_env  # noqa: E402
+from tests.detect_trained import CALIBRATION_SAMPLES, DATA, SIZE, detector_once  # noqa: E402
+from tests.helpers import REPO, cli, copy_of, quiet_env, tree_snapshot  # noqa: E402
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
-DATA = "shapes?count=320&size=128&seed=1"
-SIZE = 128
 
 
 @pytest.fixture(scope="module")
-def detect_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("detect") / "run"
-    result = cli(["train", "--task", "detect", "--data", DATA, "--image-size", str(SIZE), "--epochs", "12", "--batch-size", "16",
-                  "--out", str(run_dir)], timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return run_dir, result
+def detect_run(session_folder):
+    """The session's detector as `pipeline train --task detect` left it (tests/detect_trained.py), and what that
+    command printed. Shared read-only: a test that changes it works on a copy."""
+    built = detector_once(session_folder)
+    return built.trained, built.printed
 
 
 def test_train_records_the_task_the_anchors_and_coco_scores(detect_run):
-    run_dir, result = detect_run
+    run_dir, printed = detect_run
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["task"] == "detect"
     assert manifest["labels"] == ["square", "circle", "triangle", "cross"]
@@ -46,7 +44,7 @@ def test_train_records_the_task_the_anchors_and_coco_scores(detect_run):
     assert len(make_anchors(SIZE, spec)) == manifest["detection"]["anchor_count"]
     heldout = manifest["metrics"]["heldout"]
     assert 0 <= heldout["map"] <= heldout["map50"] <= 1
-    assert f"mAP@.5 {heldout['map50']:.4f}" in result.stdout  # printed as recorded
+    assert f"mAP@.5 {heldout['map50']:.4f}" in printed  # printed as recorded
     assert set(manifest["metrics"]["heldout_per_class"]) == set(manifest["labels"])
     assert manifest["training"]["steps_per_epoch"] == manifest["data"]["split"]["train_examples"] // 16
 
@@ -98,9 +96,11 @@ def test_report_has_the_detection_section(detect_run):
 
 def test_run_refuses_to_reuse_a_detection_run_as_a_classifier(detect_run):
     run_dir, _ = detect_run
+    before = tree_snapshot(run_dir)
     result = cli(["run", "--task", "classify", "--out", str(run_dir)])
     assert result.returncode == 1, result.stderr[-2000:]
     assert "--task classify (the run has detect)" in result.stderr
+    assert tree_snapshot(run_dir) == before  # refused before anything was written
 
 
 def test_loss_normalized_by_the_global_batch_adds_up_across_replicas():
@@ -156,25 +156,19 @@ def test_prepare_detect_writes_records_that_read_back_as_the_coco_data(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def exported_run(detect_run, tmp_path_factory):
-    """A copy of the trained run, exported float and int8 (what parity and predict read)."""
-    import shutil
-
-    run_dir = tmp_path_factory.mktemp("exported") / "run"
-    shutil.copytree(detect_run[0], run_dir)
-    for args in ([], ["--int8", "--calibration-samples", "32"]):
-        result = cli(["export", str(run_dir), *args], timeout=600)
-        assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
+def exported_run(session_folder):
+    """A copy of the trained run, exported float and int8 (what parity and predict read): the session's
+    (tests/detect_trained.py), shared read-only; a test that changes it works on a copy."""
+    return detector_once(session_folder).exported
 
 
-def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run):
+def test_export_compile_preflight_and_parity_of_a_detection_run(exported_run, tmp_path):
     from edge.tflite_file import read_model
 
-    run_dir = exported_run
+    run_dir = copy_of(exported_run, tmp_path)  # parity writes its report into the run
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert {"model_float", "model_int8"} <= set(manifest["artifacts"])
-    assert manifest["artifacts"]["model_int8"]["calibration"]["samples"] == 32
+    assert manifest["artifacts"]["model_int8"]["calibration"]["samples"] == CALIBRATION_SAMPLES
     ops = [op.name for op in read_model((run_dir / "model_int8.tflite").read_bytes()).ops]
     assert ops[-1] == "TFLite_Detection_PostProcess"
     result = cli(["compile", str(run_dir), "--check-only"])

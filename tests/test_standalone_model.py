@@ -238,11 +238,11 @@ def camera_run(envs, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def digits_run(envs, tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("digits") / "run"
-    done = cli(["run", "--out", str(run)], timeout=900, env=envs.env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run
+def digits_run(session_folder) -> Path:
+    """The README's `pipeline run --out RUN` (tests/readme_run.py: digits, every default), shared read-only."""
+    from tests.readme_run import readme_run_once
+
+    return readme_run_once(session_folder).run
 
 
 def test_camera_model_alone_answers_as_parity_said_in_every_client(envs, camera_run, tmp_path):
