@@ -251,6 +251,19 @@ def test_from_scratch_on_photos_learns_and_passes_the_gate(photo_runs, name):
     assert report["models"]["int8_cpu"]["top1"] >= 0.80
 
 
+@pytest.mark.parametrize("name", list(PHOTO_RUNS))
+def test_the_photo_runs_int8_models_are_predicted_fully_mapped(photo_runs, name, tmp_path):
+    """MobileNetV2 0.35 and MobileNetV3 Small as `pipeline export --int8` wrote them map fully: the registry's check of
+    every built-in model (tests/test_compile.py) reads these runs instead of training both again."""
+    import shutil
+
+    from tests.test_compile import assert_fully_mapped
+
+    run = Path(shutil.copytree(photo_runs[name][0], tmp_path / "run"))  # compile records its report in the run
+    assert _manifest(run)["model"]["name"] == name
+    assert_fully_mapped(run)
+
+
 def test_the_keras_model_qat_loads_carries_the_saved_statistics(photo_runs):
     """QAT starts from keras_model.keras, export's calibration from the SavedModel: both hold the
     re-estimated statistics, and the Keras model scores what train recorded."""
