@@ -32,7 +32,7 @@ class Mode(enum.Enum):
     DYNAMIC_RANGE = "dynamic-range"
 
 
-# The last SavedModel loaded, by its path and its graph file's time, and its batch-1 functions by image size: TensorFlow
+# The last SavedModel loaded, by its path and its files' times and sizes, and its batch-1 functions by image size: TensorFlow
 # keeps every loaded graph's functions for the process's life (EfficientNetB0: about 85 MB a load), and the remedy
 # ladder converts the same SavedModel once a rung (bench/results/remedy.md, "Memory").
 _LOADED: dict = {}
@@ -42,8 +42,8 @@ def load_saved_model(saved_model: Path):
     """`tf.saved_model.load`, once per SavedModel while it is unchanged (the last one loaded is kept)."""
     import tensorflow as tf
 
-    graph = Path(saved_model) / "saved_model.pb"
-    key = (str(Path(saved_model).resolve()), graph.stat().st_mtime_ns if graph.exists() else None)
+    files = (Path(saved_model) / "saved_model.pb", Path(saved_model) / "variables" / "variables.index")
+    key = (str(Path(saved_model).resolve()), *((f.stat().st_mtime_ns, f.stat().st_size) if f.exists() else None for f in files))
     if _LOADED.get("key") != key:
         _LOADED.clear()
         _LOADED.update(key=key, loaded=tf.saved_model.load(str(saved_model)), functions={})
