@@ -17,7 +17,8 @@ the gate measures agreement with float), then a few that learn the labels (pipel
 
 When nothing passes (classification), the outcome says why in numbers: how many tuning answers are near ties of
 the float model, which an int8 model as noisy as the best attempt flips about half of (`near_ties`), and that
-a float model that decides more clearly (more training images, or more epochs) is the repair. A set-aside split
+a float model that decides more clearly (more training images; more epochs only while held-out accuracy rises) is
+the repair. A set-aside split
 too small to tell the limit from twice as many disagreements (`weak_judge`: 10% of 240 photos is 24 images) is said
 to be a weak judge, in the table and the manifest; the held-out gate (`pipeline parity`) stays the judge then.
 
@@ -380,7 +381,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             attempts[dropped] = _dropped(attempts[dropped])
             answers.pop(attempts[dropped].remedy, None)
         model = attempt = outputs = None
-        gc.collect()
+        release_memory()
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
     ties = None
     if not chosen.passed and isinstance(reference, np.ndarray) and isinstance(answers.get(chosen.remedy), np.ndarray):
@@ -409,6 +410,22 @@ def weak_note(n: int, min_agreement: float) -> str:
             f"{min_agreement:g} allows passes it {weak_judge(n, min_agreement):.0%} of the time, so a pass on it says "
             "little; `pipeline parity` (held-out) is the gate (more data, or a larger tuning_fraction when training, "
             "makes the split a judge)")
+
+
+TRIM = True  # after each rung, hand the C heap's freed pages back to the system (glibc's malloc_trim)
+
+
+def release_memory() -> None:
+    """Collect Python's garbage (TensorFlow objects form cycles), then return freed C heap to the system where glibc
+    can: the converter and TensorFlow free their buffers, but the heap keeps the pages resident otherwise."""
+    gc.collect()
+    if TRIM:
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: nothing to trim
+            pass
 
 
 class Dropped(NamedTuple):
@@ -457,8 +474,8 @@ def ties_line(ties: Dict[str, object], min_agreement: float) -> str:
             f"(its top-2 margin under {ties['noise']:g}, the margin shift int8 makes on {NOISE_QUANTILE:.0%} of images; "
             f"median margin {ties['median_margin']:g}); an int8 model that noisy flips about half of them, so it is "
             f"expected to agree on about {ties['expected_agreement']:.1%} (limit {min_agreement:.0%}) whatever the rung. "
-            "A float model that decides more clearly leaves fewer: train on more images, or longer (more epochs), then "
-            "export again")
+            "A float model that decides more clearly leaves fewer: train on more images (or longer, while held-out "
+            "accuracy still rises), then export again")
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
