@@ -40,7 +40,6 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--clients", default="")
     parser.add_argument("--rungs", nargs="*", default=None, help="only these rungs of the ladder, in its order")
-    parser.add_argument("--no-trim", action="store_true", help="no malloc_trim between rungs (remedy.TRIM off)")
     parser.add_argument("--walk", action="store_true", help="fail every attempt, so every rung runs")
     args, options = parser.parse_known_args()  # the rest: export options (--per-tensor, --calibration-samples N)
 
@@ -55,7 +54,6 @@ def main() -> None:
     if args.rungs is not None:
         remedy.LADDER = tuple(r for r in remedy.LADDER if r.name in args.rungs)
 
-    remedy.TRIM = not args.no_trim
     if args.walk:
         judged = remedy.tuning_failures
         remedy.tuning_failures = lambda *a, **k: judged(*a, **k) + ["walked: every rung is measured"]

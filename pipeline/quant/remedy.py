@@ -381,7 +381,7 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             attempts[dropped] = _dropped(attempts[dropped])
             answers.pop(attempts[dropped].remedy, None)
         model = attempt = outputs = None
-        release_memory()
+        gc.collect()  # TensorFlow's objects form cycles: free the dropped models now, before the next rung
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
     ties = None
     if not chosen.passed and isinstance(reference, np.ndarray) and isinstance(answers.get(chosen.remedy), np.ndarray):
@@ -410,22 +410,6 @@ def weak_note(n: int, min_agreement: float) -> str:
             f"{min_agreement:g} allows passes it {weak_judge(n, min_agreement):.0%} of the time, so a pass on it says "
             "little; `pipeline parity` (held-out) is the gate (more data, or a larger tuning_fraction when training, "
             "makes the split a judge)")
-
-
-TRIM = True  # after each rung, hand the C heap's freed pages back to the system (glibc's malloc_trim)
-
-
-def release_memory() -> None:
-    """Collect Python's garbage (TensorFlow objects form cycles), then return freed C heap to the system where glibc
-    can: the converter and TensorFlow free their buffers, but the heap keeps the pages resident otherwise."""
-    gc.collect()
-    if TRIM:
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc: nothing to trim
-            pass
 
 
 class Dropped(NamedTuple):
