@@ -1,12 +1,16 @@
 """Every rung of the remedy ladder, each on its own, on one trained run: tuning split and held-out side by side.
 
     .venv/bin/python bench/bench_remedy_rungs.py RUN [--per-tensor] [--calibration-samples 8] [--views 4 16]
+    .venv/bin/python bench/bench_remedy_rungs.py RUN --views 1 --rungs distil-5 --qat DISTIL_LOSS=logits DISTIL_LEARNING_RATE=1e-5
 
 For the export as asked (OPTIONS) and for each rung's export config (pipeline/quant/remedy.py's LADDER, plus the
 float edits alone and together), converted in memory by the export stage's own `convert`: agreement and top-1
 on the tuning split scored as the ladder scores it (seeded views of a quarter of the training images), with more
 views too, and on the held-out images parity reports on (read here only to show how well the tuning split
-predicts them; the ladder never sees them). Also the float edits' own effect on the float model (largest score
+predicts them; the ladder never sees them). A run that set its tuning split aside before training scores it once
+(views apply only to older runs). `--rungs distil-N` / `qat-N` also makes rows with N epochs that the ladder lacks;
+`--qat NAME=VALUE` sets a constant of pipeline/quant/qat.py (the learning rate, the distillation loss) for every
+row. Also the float edits' own effect on the float model (largest score
 change against the unedited float model). Prints a markdown table; nothing in RUN changes.
 """
 from __future__ import annotations
@@ -29,6 +33,7 @@ def main() -> None:
     parser.add_argument("--calibration-samples", type=int, default=None)
     parser.add_argument("--views", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--rungs", nargs="*", default=None, help="only these rows (names as printed)")
+    parser.add_argument("--qat", nargs="*", default=[], help="NAME=VALUE: a constant of pipeline/quant/qat.py")
     args = parser.parse_args()
 
     import numpy as np
@@ -41,12 +46,18 @@ def main() -> None:
     from pipeline.quant import remedy, tuning_split
     from pipeline.rundir.run import Run
 
+    from pipeline.quant import qat
+
+    for item in args.qat:
+        name, _, value = item.partition("=")
+        current = getattr(qat, name)  # an unknown name fails here
+        setattr(qat, name, type(current)(value))
     run = Run.open(args.run)
     config = export.ExportConfig(mode=export.Mode.INT8, per_tensor=args.per_tensor,
                                  calibration_samples=args.calibration_samples)
     splits = {}
     for views in args.views:
-        tuning_split.TUNING_VIEWS = views  # the module's constant, set for this measurement only
+        tuning_split.TUNING_VIEWS = tuning_split.SET_ASIDE_VIEWS = views  # the constants, set for this measurement only
         splits[f"tuning x{views}"] = tuning_split.tuning_split(run, config.seed)
     tuning = next(iter(splits.values()))
     heldout_images, heldout_labels = _heldout_pixels(run, heldout_examples(run, None))
@@ -61,11 +72,16 @@ def main() -> None:
             rows.append((rung.name, candidate))
     rows.append(("equalize-8", dataclasses.replace(config, float_edits=("equalize",))))  # on the user's calibration set
     rows.append(("bias-8", dataclasses.replace(config, float_edits=("bias",))))
+    for name in args.rungs or ():
+        kind, _, epochs = name.partition("-")
+        if kind in ("distil", "qat") and epochs.isdigit() and name not in dict(rows):
+            rows.append((name, remedy._qat(int(epochs), distil=kind == "distil")(config, tuning)))
     if args.rungs:
         rows = [r for r in rows if r[0] in args.rungs]
 
     header = ["remedy", "seconds"] + [f"{n} agree" for n in sets] + [f"{n} top-1" for n in sets]
-    print(f"run {args.run}, options per_tensor={args.per_tensor} calibration_samples={args.calibration_samples}; "
+    print(f"run {args.run}, options per_tensor={args.per_tensor} calibration_samples={args.calibration_samples} "
+          f"qat {' '.join(args.qat) or 'as built'}; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"float top-1: " + ", ".join(f"{n} {(reference[n].argmax(1) == sets[n][1]).mean():.4f} ({len(sets[n][1])})" for n in sets))
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

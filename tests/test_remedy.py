@@ -88,9 +88,16 @@ def test_a_small_set_aside_split_is_said_to_be_a_weak_judge(run_copy, monkeypatc
     from pipeline.tasks import classify_export
 
     said = []
-    monkeypatch.setattr(remedy, "TUNING_MIN", 10 ** 6)  # one conversion: this run's own split is large enough
-    remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(), say=said.append)
-    assert "fewer than 1000000: it cannot tell 98% agreement" in said[-2]
+    monkeypatch.setattr(remedy, "WEAK_JUDGE", -1.0)  # one conversion, whatever this run's own split holds
+    outcome = remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(),
+                            say=said.append)
+    n = len(outcome.tuning.images)
+    note = f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement 0.98"
+    assert said[0].startswith(note) and outcome.notes == (said[0],)
+    assert said[0] in remedy.table(outcome) and outcome.record()["notes"] == [said[0]]
+    # How weak: 24 images (10% of 240 photos) pass a model at 96% agreement most of the time; 960 rarely.
+    assert remedy.weak_judge(24, 0.98) > 0.9 and remedy.weak_judge(960, 0.98) < 0.05
+    assert remedy.weak_judge(24, 0.98) > remedy.weak_judge(141, 0.98) > remedy.weak_judge(384, 0.98)
 
 
 def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(run_copy):
@@ -149,6 +156,9 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
     assert not calibrated.passed and not outcome.passed
     assert outcome.chosen is baseline
     assert "no remedy passed" in outcome.failures()[0]
+    # An attempt that can no longer be chosen keeps its bytes and facts, not its converter (and the model it holds).
+    assert isinstance(calibrated.model, remedy.Dropped) and calibrated.model.facts["remedy"] == "calibration"
+    assert baseline.model.converter is not None
 
 
 def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monkeypatch):
@@ -253,6 +263,11 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
         config = rungs[name].config(asked, tuning)
         assert config.float_edits == edits and config.per_tensor
         assert config.calibration_samples == 98 and config.calibration_exclude == (3, 9)
+    # On a split set aside before training, a run with fewer training images than the export calibrates on by
+    # default would calibrate on the same images again: the calibration rung says so instead of converting.
+    set_aside = tuning._replace(positions=np.zeros(0, np.int64), set_aside=True)
+    assert "already calibrates on all 100" in rungs["calibration"].config(ExportConfig(mode=Mode.INT8), set_aside).why
+    assert rungs["calibration"].config(asked, set_aside).calibration_samples == 100
     names = [r.name for r in remedy.LADDER]
     assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
     assert names.index("calibration") < names.index("ranges") and names.index("distil-2") < names.index("qat-2")
@@ -370,4 +385,5 @@ def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
     assert ties["images"] == n and ties["near_ties"] == 40 and ties["noise"] == pytest.approx(0.05)
     assert ties["expected_agreement"] == pytest.approx(1 - 0.5 * 40 / n)
     line = remedy.ties_line(ties, 0.98)
-    assert "40 of 200" in line and "train longer" in line and "90.0%" in line
+    assert "40 of 200" in line and "90.0%" in line
+    assert "train on more images (or longer, while held-out accuracy still rises)" in line

@@ -32,11 +32,36 @@ class Mode(enum.Enum):
     DYNAMIC_RANGE = "dynamic-range"
 
 
-def serving_function(saved_model: Path, image_size: int):
-    """RUN's serving signature wrapped at a static [1,S,S,3] float32 input; returns (concrete function, loaded object)."""
+# The last SavedModel loaded, by its path and its files' times and sizes, and its batch-1 functions by image size: TensorFlow
+# keeps every loaded graph's functions for the process's life (EfficientNetB0: about 85 MB a load), and the remedy
+# ladder converts the same SavedModel once a rung (bench/results/remedy.md, "Memory").
+_LOADED: dict = {}
+
+
+def load_saved_model(saved_model: Path):
+    """`tf.saved_model.load`, once per SavedModel while it is unchanged (the last one loaded is kept)."""
     import tensorflow as tf
 
-    loaded = tf.saved_model.load(str(saved_model))
+    files = (Path(saved_model) / "saved_model.pb", Path(saved_model) / "variables" / "variables.index")
+    key = (str(Path(saved_model).resolve()), *((f.stat().st_mtime_ns, f.stat().st_size) if f.exists() else None for f in files))
+    if _LOADED.get("key") != key:
+        _LOADED.clear()
+        _LOADED.update(key=key, loaded=tf.saved_model.load(str(saved_model)), functions={})
+    return _LOADED["loaded"]
+
+
+def serving_function(saved_model: Path, image_size: int):
+    """RUN's serving signature wrapped at a static [1,S,S,3] float32 input; returns (concrete function, loaded object)."""
+    loaded = load_saved_model(saved_model)
+    functions = _LOADED["functions"]
+    if image_size not in functions:
+        functions[image_size] = _batch1(saved_model, loaded, image_size)
+    return functions[image_size], loaded
+
+
+def _batch1(saved_model: Path, loaded, image_size: int):
+    import tensorflow as tf
+
     if "serving_default" not in loaded.signatures:
         raise ManifestError(f"{saved_model} has signatures {sorted(loaded.signatures)}, expected 'serving_default'")
     fn = loaded.signatures["serving_default"]
@@ -58,7 +83,7 @@ def serving_function(saved_model: Path, image_size: int):
     def batch1(image):
         return fn(**{in_name: image})[out_name]
 
-    return batch1.get_concrete_function(), loaded
+    return batch1.get_concrete_function()
 
 
 def keras_function(model, image_size: int):

@@ -33,6 +33,9 @@ LEARNING_RATE = 1e-4  # fine-tuning a trained model: small steps so QAT adapts r
 DISTIL_LEARNING_RATE = 1e-5
 TEMPERATURE = 2.0  # distillation: the float scores softened, so the runner-up classes carry weight too
 DISTIL_VIEWS = 4  # distillation: each training image and 3 seeded views of it (crops, flips, exposure)
+# What distillation fits: "softened" (cross-entropy on the scores at TEMPERATURE) or "logits" (squared error of the
+# log-scores, each image's mean removed: the pre-softmax logits up to a constant, the limit of a high temperature)
+DISTIL_LOSS = "softened"
 
 
 def _tfmot():
@@ -139,9 +142,13 @@ def distil(run: Run, epochs: int, seed: int = 0, exclude=()) -> "keras.Model":
     views = [images] + [np.stack([random_view(image, size, rng)[0] for image in images]) for _ in range(DISTIL_VIEWS - 1)]
     inputs = np.concatenate(views).astype(np.float32)
     scores = teacher.predict(inputs, batch_size=64, verbose=0)
-    targets = tf.nn.softmax(np.log(np.maximum(scores, 1e-7)) / TEMPERATURE).numpy()
+    if DISTIL_LOSS == "logits":
+        targets, loss = _centred_logits(scores).numpy(), _logit_error
+    else:
+        targets, loss = tf.nn.softmax(np.log(np.maximum(scores, 1e-7)) / TEMPERATURE).numpy(), _softened_cross_entropy
+    del teacher
     keras.utils.set_random_seed(seed)
-    student.compile(optimizer=keras.optimizers.Adam(DISTIL_LEARNING_RATE), loss=_softened_cross_entropy)
+    student.compile(optimizer=keras.optimizers.Adam(DISTIL_LEARNING_RATE), loss=loss)
     student.optimizer.build(student.trainable_variables)
     student.fit(inputs, targets, batch_size=run.global_batch, epochs=epochs, shuffle=True, verbose=0)
     return student
@@ -153,3 +160,18 @@ def _softened_cross_entropy(target, scores):
 
     log_soft = tf.nn.log_softmax(tf.math.log(tf.maximum(scores, 1e-7)) / TEMPERATURE)
     return -tf.reduce_sum(target * log_soft, axis=-1) * TEMPERATURE ** 2
+
+
+def _centred_logits(scores):
+    """Log-scores with each image's mean removed: the logits, whatever constant softmax dropped."""
+    import tensorflow as tf
+
+    log = tf.math.log(tf.maximum(tf.cast(scores, tf.float32), 1e-7))
+    return log - tf.reduce_mean(log, axis=-1, keepdims=True)
+
+
+def _logit_error(target, scores):
+    """Squared error of the student's centred logits against the float model's (`target`, already centred)."""
+    import tensorflow as tf
+
+    return tf.reduce_mean(tf.square(_centred_logits(scores) - target), axis=-1)

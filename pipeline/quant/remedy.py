@@ -17,7 +17,13 @@ the gate measures agreement with float), then a few that learn the labels (pipel
 
 When nothing passes (classification), the outcome says why in numbers: how many tuning answers are near ties of
 the float model, which an int8 model as noisy as the best attempt flips about half of (`near_ties`), and that
-training longer is the repair.
+a float model that decides more clearly (more training images; more epochs only while held-out accuracy rises) is
+the repair. A set-aside split
+too small to tell the limit from twice as many disagreements (`weak_judge`: 10% of 240 photos is 24 images) is said
+to be a weak judge, in the table and the manifest; the held-out gate (`pipeline parity`) stays the judge then.
+
+Memory: only the best attempt so far keeps its converter (and the SavedModel or QAT Keras model that holds), the
+others keep their bytes; the SavedModel is loaded once for every rung (pipeline/quant/convert.py).
 
 The tuning split is harder than the held-out images (its views are new crops of training photos, and int8
 parts from float on 2-3% of them where it parts on 0.6-3% of held-out images), so its agreement is judged like
@@ -40,6 +46,7 @@ export stage (`Task.tuning`), so the ladder and the rungs are one for every task
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import time
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -49,7 +56,7 @@ import numpy as np
 from pipeline import gate
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
-from pipeline.quant.tuning_split import DRAWN_NOTE, TUNING_MIN, ClientPictures, TuningSplit, tuning_split
+from pipeline.quant.tuning_split import DRAWN_NOTE, ClientPictures, TuningSplit, tuning_split
 
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
@@ -77,10 +84,11 @@ def _savedmodel_outputs(run, tuning: TuningSplit) -> np.ndarray:
     import tensorflow as tf
 
     from pipeline.importing.run_limits import float_batch
+    from pipeline.quant.convert import load_saved_model
 
     images = tuning.images
     step = float_batch(run, None) or 64  # an imported model that fixes its batch is fed that
-    serve = tf.saved_model.load(str(run.artifact("saved_model"))).signatures["serving_default"]
+    serve = load_saved_model(run.artifact("saved_model")).signatures["serving_default"]
     out = [next(iter(serve(tf.constant(images[i:i + step], tf.float32)).values())).numpy() for i in range(0, len(images), step)]
     return np.concatenate(out).astype(np.float32)
 
@@ -152,6 +160,16 @@ def _calibrate_on_rest(config, tuning: TuningSplit):
                                calibration_data=None)
 
 
+def _calibration(config, tuning: TuningSplit):
+    from pipeline.quant.calibration import DEFAULT_CALIBRATION_SAMPLES
+
+    asked = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
+    if config.calibration_data is None and not len(tuning.positions) and asked >= tuning.train_count:
+        # Drawn with another seed from the same images, the calibration set would be the same set.
+        return Skip(f"the export as asked already calibrates on all {tuning.train_count} training images")
+    return _calibrate_on_rest(config, tuning)
+
+
 def _per_channel(config, tuning: TuningSplit):
     if not config.per_tensor:
         return Skip("the weights are already per channel")
@@ -190,7 +208,7 @@ def _qat(epochs: int, distil: bool = False):
 # does but repaired nothing measured (section 11 there), so it comes after bias; distillation before label QAT,
 # because it parts from float less (section 11, tests/test_remedy.py).
 LADDER: Sequence[Rung] = (
-    Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibrate_on_rest),
+    Rung("calibration", "calibrate on every training image outside the tuning split, drawn with another seed", _calibration),
     Rung("equalize", "cross-layer equalization of depthwise-separable pairs (per-tensor weights)", _equalize),
     Rung("bias", "bias correction of conv/dense layers for their weights' expected rounding shift", _bias),
     Rung("ranges", "activation ranges that minimise int8 error on the calibration rung's images (percentile ends), pinned", _ranges),
@@ -262,6 +280,7 @@ class Outcome(NamedTuple):
     clients_note: Optional[str] = None  # why clients asked for were not judged (a task without client feeds)
     client_references: Mapping[str, Dict[str, gate.Score]] = {}  # the float model's scores as each client feeds the views
     ties: Optional[Dict[str, object]] = None  # when nothing passed (classification): the float model's near ties, `near_ties`
+    notes: Tuple[str, ...] = ()  # what the user should know of the tuning split (drawn from training; a weak judge)
 
     @property
     def passed(self) -> bool:
@@ -285,6 +304,7 @@ class Outcome(NamedTuple):
                 "motivation": self.motivation, "attempts": [a.record(metric) for a in self.attempts],
                 "skipped": [{"remedy": name, "why": why} for name, why in self.skipped], "failures": self.failures(),
                 "clients": list(self.clients), "clients_note": self.clients_note, "near_ties": self.ties,
+                "notes": list(self.notes),
                 "client_references": {name: {key: score.shown for key, score in scores.items()}
                                       for name, scores in self.client_references.items()}}
 
@@ -302,12 +322,13 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         say(clients_note)
         clients = ()
     tuning = task.split(run, config.seed)
+    notes: List[str] = []
     if not tuning.set_aside and tuning.views > 1:
-        say(f"note: {DRAWN_NOTE}")
-    elif tuning.set_aside and len(tuning.ids) < TUNING_MIN:
-        say(f"note: the tuning split holds {len(tuning.ids)} images, fewer than {TUNING_MIN}: it cannot tell "
-            f"{limits.min_agreement:.0%} agreement from much less, so a pass on it says little (a larger data set, or "
-            "a larger tuning_fraction when training, makes it a judge)")
+        notes.append(f"note: {DRAWN_NOTE}")
+    elif tuning.set_aside and weak_judge(len(tuning.images), limits.min_agreement) > WEAK_JUDGE:
+        notes.append(weak_note(len(tuning.images), limits.min_agreement))
+    for note in notes:
+        say(note)
     reference = task.reference(run, tuning)
     reference_scores = task.scores(reference, reference, tuning, run.labels)
     client_pixels: Optional[Dict[str, np.ndarray]] = None  # from the export as asked, with the float model's answers
@@ -317,7 +338,8 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
     skipped: List[Tuple[str, str]] = []
     baseline_ops: Optional[int] = None
     motivation = None
-    answers: Dict[str, object] = {}  # each attempt's outputs on the tuning split
+    answers: Dict[str, object] = {}  # the best attempt's outputs on the tuning split (and the last one's)
+    best: Optional[int] = None  # the attempt that would be chosen if nothing passes
     for rung in (Rung("none", "the export as asked", lambda c, t: c), *(LADDER if ladder is None else ladder)):
         candidate_config: Union[Skip, object] = (Skip(task.not_applicable[rung.name]) if rung.name in task.not_applicable
                                                  else rung.config(config, tuning))
@@ -364,12 +386,57 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
             break
         if rung.name == "none" and layer_errors is not None:
             motivation = layer_errors(model)
+        # Only the best attempt so far can still be chosen: the others keep their bytes, not the converter (and the
+        # SavedModel or QAT Keras model it holds) nor the calibration images, so rungs do not pile up in memory.
+        if best is None or attempt.rank(limits.metric) > attempts[best].rank(limits.metric):
+            best, dropped = len(attempts) - 1, best
+        else:
+            dropped = len(attempts) - 1
+        if dropped is not None:
+            attempts[dropped] = _dropped(attempts[dropped])
+            answers.pop(attempts[dropped].remedy, None)
+        model = attempt = outputs = None
+        gc.collect()  # TensorFlow's objects form cycles: free the dropped models now, before the next rung
     chosen = next((a for a in attempts if a.passed), None) or max(attempts, key=lambda a: a.rank(limits.metric))
     ties = None
     if not chosen.passed and isinstance(reference, np.ndarray) and isinstance(answers.get(chosen.remedy), np.ndarray):
         ties = near_ties(reference, answers[chosen.remedy])
     return Outcome(chosen, attempts, tuning, motivation, limits, task.metrics, tuple(skipped), reference_scores, clients,
-                   clients_note, {name: scores for name, (_, scores) in client_references.items()}, ties)
+                   clients_note, {name: scores for name, (_, scores) in client_references.items()}, ties, tuple(notes))
+
+
+WEAK_JUDGE = 0.2  # a split that passes a model parting twice as often as the limit allows this often is a weak judge
+
+
+def weak_judge(n: int, min_agreement: float) -> float:
+    """How often a model that parts from float twice as often as `min_agreement` allows passes a tuning split of n
+    scored images (agreement under the limit fails only beyond chance, `tuning_failures`)."""
+    rate = 1.0 - min_agreement
+    if n <= 0 or rate <= 0:
+        return 1.0 if n <= 0 else 0.0
+    passing = 0  # the most disagreements that still pass
+    while passing < n and chance_of_at_least(passing + 1, n, rate) >= SIGNIFICANCE:
+        passing += 1
+    return 1.0 - chance_of_at_least(passing + 1, n, min(1.0, 2 * rate))
+
+
+def weak_note(n: int, min_agreement: float) -> str:
+    return (f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement "
+            f"{min_agreement:g} allows passes it {weak_judge(n, min_agreement):.0%} of the time, so a pass on it says "
+            "little; `pipeline parity` (held-out) is the gate (more data, or a larger tuning_fraction when training, "
+            "makes the split a judge)")
+
+
+class Dropped(NamedTuple):
+    """What an attempt that can no longer be chosen keeps of its model: its bytes (the record's size) and facts."""
+
+    bytes: bytes
+    facts: Mapping[str, object]
+
+
+def _dropped(attempt: Attempt) -> Attempt:
+    model = attempt.model
+    return attempt if model is None else attempt._replace(model=Dropped(model.bytes, getattr(model, "facts", {})))
 
 
 # --- why nothing passed: the float model's near ties --------------------------------------------------------------
@@ -406,8 +473,8 @@ def ties_line(ties: Dict[str, object], min_agreement: float) -> str:
             f"(its top-2 margin under {ties['noise']:g}, the margin shift int8 makes on {NOISE_QUANTILE:.0%} of images; "
             f"median margin {ties['median_margin']:g}); an int8 model that noisy flips about half of them, so it is "
             f"expected to agree on about {ties['expected_agreement']:.1%} (limit {min_agreement:.0%}) whatever the rung. "
-            "A float model that decides more clearly leaves fewer: train longer (more epochs) or on more images, then "
-            "export again")
+            "A float model that decides more clearly leaves fewer: train on more images (or longer, while held-out "
+            "accuracy still rises), then export again")
 
 
 def tuning_failures(scores: Dict[str, gate.Score], reference: Dict[str, gate.Score], limits: gate.GateLimits,
@@ -487,6 +554,7 @@ def table(outcome: Outcome) -> str:
                      + "".join(f"  {name} {scores[metric.key].shown:.4f}" for name, scores in outcome.client_references.items()))
     if outcome.clients_note:
         lines.append(outcome.clients_note)
+    lines += outcome.notes
     lines.append(f"chosen: {outcome.chosen.remedy}" if outcome.passed else
                  f"nothing passed; kept the best attempt, {outcome.chosen.remedy}")
     return "\n".join(lines)

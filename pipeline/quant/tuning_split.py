@@ -32,6 +32,7 @@ TUNING_SEED_OFFSET = 7919  # the tuning draw uses another seed than the calibrat
 # training images, so on them alone int8 and float agree even when they part on new images; new views of them
 # bring back the borderline answers a held-out image gets.
 TUNING_VIEWS = 16  # 60 photos x 16 views = 960 scored: 4 views (240) could not tell 2 of 160 held-out misses from 5
+SET_ASIDE_VIEWS = 1  # scored images per set-aside image (1: each as it is)
 
 
 class TuningSplit(NamedTuple):
@@ -96,12 +97,29 @@ def set_aside_split(run, source, positions: np.ndarray) -> TuningSplit:
     examples = [source.examples[i] for i in positions]
     _check_not_heldout(run, examples)
     originals = source.originals(positions)
-    contract, size = run.contract, run.image_size
-    images = np.stack([contract.load_pixels(o, (size, size), name=e.id) for o, e in zip(originals, examples)])
     _, train = resolve_split(run, "train")
-    return TuningSplit(np.zeros(0, np.int64), [e.id for e in examples], images, np.array([e.label for e in examples], np.int64),
-                       run.data.seed, len(train), views=1, originals=tuple(originals),
-                       recipes=tuple(View(k) for k in range(len(examples))), set_aside=True)
+    seed = run.data.seed
+    images, truth, recipes = _scored(run, originals, examples, SET_ASIDE_VIEWS, np.random.default_rng(seed + TUNING_SEED_OFFSET))
+    return TuningSplit(np.zeros(0, np.int64), [e.id for e in examples], images, truth, seed, len(train),
+                       views=SET_ASIDE_VIEWS, originals=tuple(originals), recipes=recipes, set_aside=True)
+
+
+def _scored(run, originals, examples, views: int, rng: np.random.Generator):
+    """Each image decoded by the run's pixel contract, then `views - 1` seeded views of it: the scored images, their
+    labels and their recipes."""
+    contract, size = run.contract, run.image_size
+    images, labels, recipes = [], [], []
+    for k, (original, example) in enumerate(zip(originals, examples)):
+        images.append(contract.load_pixels(original, (size, size), name=example.id))
+        recipes.append(View(k))
+        if views > 1:
+            large = contract.load_pixels(original, (2 * size, 2 * size), name=example.id)
+            for _ in range(views - 1):
+                pixels, view = random_view(large, size, rng, k)
+                images.append(pixels)
+                recipes.append(view)
+        labels += [example.label] * views
+    return np.stack(images), np.array(labels, np.int64), tuple(recipes)
 
 
 def _check_not_heldout(run, examples) -> None:
@@ -128,21 +146,10 @@ def drawn_split(run, seed: int) -> TuningSplit:
     positions = np.sort(balanced_sample(labels, n, tuning_seed))
     chosen = [examples[p] for p in positions]
     _check_not_heldout(run, chosen)
-    contract = run.contract
     originals = source.originals(train[positions])
-    size, rng = run.image_size, np.random.default_rng(tuning_seed)
-    images, view_labels, recipes = [], [], []
-    for k, (original, example) in enumerate(zip(originals, chosen)):
-        large = contract.load_pixels(original, (2 * size, 2 * size), name=example.id)
-        images.append(contract.load_pixels(original, (size, size), name=example.id))
-        recipes.append(View(k))
-        for _ in range(TUNING_VIEWS - 1):
-            pixels, view = random_view(large, size, rng, k)
-            images.append(pixels)
-            recipes.append(view)
-        view_labels += [example.label] * TUNING_VIEWS
-    return TuningSplit(positions, [e.id for e in chosen], np.stack(images), np.array(view_labels, np.int64), tuning_seed,
-                       len(examples), originals=tuple(originals), recipes=tuple(recipes))
+    images, truth, recipes = _scored(run, originals, chosen, TUNING_VIEWS, np.random.default_rng(tuning_seed))
+    return TuningSplit(positions, [e.id for e in chosen], images, truth, tuning_seed, len(examples),
+                       originals=tuple(originals), recipes=recipes)
 
 
 class View(NamedTuple):

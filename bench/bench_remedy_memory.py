@@ -1,0 +1,87 @@
+"""Peak memory of the remedy ladder, rung by rung: `pipeline export RUN --int8 --remedy [--clients ...]` in this
+process, with the resident peak (VmHWM) read and reset (/proc/self/clear_refs) as each rung's row is made.
+
+    .venv/bin/python bench/bench_remedy_memory.py RUN [--clients pycoral,mediapipe] [--rungs calibration bias qat-2]
+                                                      [--walk] [EXPORT OPTIONS, e.g. --per-tensor]
+
+`--walk` fails every attempt on the tuning split (one added failure), so the ladder walks every rung whatever the
+model: peak memory is the rungs', not the model's accuracy's.
+
+RUN is copied first (the export writes into it). Prints one line per rung: its seconds and the peak resident
+memory while it ran (from the previous row to its own), then the whole export's peak. `/usr/bin/time -v` around
+this command gives the process's peak too (the figure bench/results/remedy.md quotes). Linux only.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def peak_mb(reset: bool = True) -> float:
+    """The resident peak since the last reset, in MB; reset it (writing 5 to clear_refs) when asked."""
+    with open("/proc/self/status") as status:
+        hwm = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    if reset:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    return hwm / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--clients", default="")
+    parser.add_argument("--rungs", nargs="*", default=None, help="only these rungs of the ladder, in its order")
+    parser.add_argument("--walk", action="store_true", help="fail every attempt, so every rung runs")
+    args, options = parser.parse_known_args()  # the rest: export options (--per-tensor, --calibration-samples N)
+
+    from pipeline import export
+    from pipeline.quant import remedy
+
+    options = [o for o in options if o != "--"]
+    config = export.ExportConfig(mode=export.Mode.INT8, repair=True, per_tensor="--per-tensor" in options,
+                                 calibration_samples=(int(options[options.index("--calibration-samples") + 1])
+                                                      if "--calibration-samples" in options else None),
+                                 clients=tuple(c for c in args.clients.split(",") if c))
+    if args.rungs is not None:
+        remedy.LADDER = tuple(r for r in remedy.LADDER if r.name in args.rungs)
+
+    if args.walk:
+        judged = remedy.tuning_failures
+        remedy.tuning_failures = lambda *a, **k: judged(*a, **k) + ["walked: every rung is measured"]
+    repair = remedy.repair
+    last = [time.monotonic()]
+
+    def say(line: str) -> None:
+        now = time.monotonic()
+        print(f"{peak_mb():8.0f} MB {now - last[0]:7.1f} s  | {line}", flush=True)
+        last[0] = now
+
+    def repair_saying(*a, **k):
+        k["say"] = say
+        return repair(*a, **k)
+
+    remedy.repair = repair_saying
+    with tempfile.TemporaryDirectory(prefix="remedy-memory-") as tmp:
+        copy = Path(tmp) / "run"
+        shutil.copytree(args.run, copy)
+        start = time.monotonic()
+        peak_mb()
+        print(f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; peak MB since the previous row, seconds, row")
+        result = export.export_model(config, copy)
+        print(f"{peak_mb():8.0f} MB {time.monotonic() - last[0]:7.1f} s  | the chosen model's report and files")
+        print(result.table.split("\nchosen")[0].splitlines()[0])
+        print(f"export {time.monotonic() - start:.0f} s; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+              f"failures: {list(result.failures)}")
+
+
+if __name__ == "__main__":
+    main()
