@@ -136,6 +136,10 @@ def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_p
     assert ": 40 predictions" in done.stdout and "model_float.tflite (float)" in done.stdout, done.stdout[-800:]
     rows = json.loads((tmp_path / "f.json").read_text())  # COCO results: every object, any score (random weights)
     assert all(set(r) >= {"image_id", "category", "bbox", "score"} and 0 <= r["image_id"] < 40 for r in rows)
+    # The remedy ladder judges candidates against the model as given (onnxruntime), as parity does: it runs on an
+    # imported detector, which has no Keras model (random weights: whether a rung passes is not the point).
+    ladder = cli(["export", str(run), "--int8", "--remedy"], timeout=1800)
+    assert ladder.returncode in (0, 1) and "remedy ladder on a tuning split" in ladder.stdout, ladder.stderr[-1500:]
 
 
 ULTRALYTICS_SCRIPT = """

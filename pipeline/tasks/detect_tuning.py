@@ -51,7 +51,12 @@ def split(run, seed: int):
 
 
 def reference(run, tuning) -> list:
-    """The float Keras detector's detections, post-processed as TFLite_Detection_PostProcess does."""
+    """The float detector's detections: a trained run's Keras model post-processed as TFLite_Detection_PostProcess
+    does, or an imported run's model as given with its own decoding, the reference parity judges by too."""
+    if run.origin:
+        from pipeline.importing import reference as imported
+
+        return imported.detections(run.dir, run.origin, list(tuning.images))
     from pipeline.tasks.detect_parity import _savedmodel
 
     return _savedmodel(run, list(tuning.images))
