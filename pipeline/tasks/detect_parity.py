@@ -55,11 +55,7 @@ class DetectComparison(Comparison):
                     "run's recorded held-out split", run.labels)
 
     def reference(self, run, held: Held) -> list:
-        if run.origin:  # an imported detector: the model as given, with its own decoding (pipeline/importing)
-            from pipeline.importing import reference
-
-            return reference.detections(run.dir, run.origin, held.pixels)
-        return _savedmodel(run, held.pixels)
+        return float_reference(run, held.pixels)
 
     def open(self, run, key: str, config):
         from edge.detect import open_detector
@@ -143,6 +139,16 @@ class DetectComparison(Comparison):
 
     def summary(self, report: dict) -> str:
         return summary_table(report)
+
+
+def float_reference(run, pixels: Sequence[np.ndarray]) -> list:
+    """The float detector's detections that parity and the remedy ladder judge by: a trained run's Keras model, or
+    an imported detector as given, with its own decoding (pipeline/importing)."""
+    if run.origin:
+        from pipeline.importing import reference
+
+        return reference.detections(run.dir, run.origin, pixels)
+    return _savedmodel(run, pixels)
 
 
 def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:

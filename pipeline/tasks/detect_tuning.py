@@ -51,15 +51,11 @@ def split(run, seed: int):
 
 
 def reference(run, tuning) -> list:
-    """The float detector's detections: a trained run's Keras model post-processed as TFLite_Detection_PostProcess
-    does, or an imported run's model as given with its own decoding, the reference parity judges by too."""
-    if run.origin:
-        from pipeline.importing import reference as imported
+    """The float detector's detections on the tuning images, by parity's own reference (an imported run's model as
+    given)."""
+    from pipeline.tasks.detect_parity import float_reference
 
-        return imported.detections(run.dir, run.origin, list(tuning.images))
-    from pipeline.tasks.detect_parity import _savedmodel
-
-    return _savedmodel(run, list(tuning.images))
+    return float_reference(run, list(tuning.images))
 
 
 def candidate(model: bytes, tuning, contract) -> list:
