@@ -9,8 +9,8 @@ images at 128 px), then a copy exported float and int8, built once per pytest se
 
 What reads it: test_detect_train (training's manifest and printed lines; export, compile, parity, predict and the
 bundle on copies of the exported run), test_detect_export (the two TFLite files and the held-out images),
-test_detect_remedy (a copy of the trained run, calibrated on black frames). test_detect_clients still reads the
-plain-loop detector of tests/detect_plain.py (why: its docstring)."""
+test_detect_remedy (a copy of the trained run, calibrated on black frames), test_detect_clients (the int8 file
+alone, in pycoral's, Frigate's and MediaPipe's programs)."""
 from __future__ import annotations
 
 import shutil

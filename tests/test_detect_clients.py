@@ -1,7 +1,7 @@
 """The int8 detector file alone, in other people's programs: do they find what `edge detect` finds?
 
-A detector trained for a minute on `shapes` (tests/detect_plain.py) is exported to int8 and copied alone into
-an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
+The session's shapes detector (`pipeline train --task detect`, exported by `pipeline export --int8`:
+tests/detect_trained.py) has its int8 file copied alone into an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
 size, so every client's resize leaves the pixels as they are and only the reading of the outputs differs):
   - `edge detect --json` in the Python 3.9 device environment (.ci/edge-env) is the reference;
   - pycoral's own examples/detect_image.py (../shared/reference/pycoral), run as a program in the device
@@ -12,7 +12,9 @@ size, so every client's resize leaves the pixels as they are and only the readin
     output descriptions and names the classes from the packed label file.
 Each must find the same objects: same class, IoU >= 0.9. Objects scoring within MARGIN of the 0.4 threshold
 may be on either side of it for one runtime and not another, so each side's objects are matched only when they
-score at least 0.4 + MARGIN. pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate,
+score at least 0.4 + MARGIN. Likewise two overlapping candidates whose scores are within NEAR_TIE of each other
+are a near tie for the op's NMS, which keeps one: pixels a grey level apart (Pillow 13 on the host, 11.3 in the
+device environment) may keep the other, so an object is also matched by the other side's winner of that tie. pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate,
 MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
 20-pixel object truncation alone moves the IoU below 0.9.
 
@@ -33,8 +35,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from pipeline.detection.postprocess import Settings
 from tests import detect_drivers, device_env
-from tests.detect_plain import trained_once
+from tests.detect_trained import trained_once
 from tests.helpers import REPO, quiet_env
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
@@ -43,6 +46,8 @@ PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 THRESHOLD = 0.4  # pycoral's detect_image.py default and Frigate's fixed min_score
 MARGIN = 0.05
 MIN_IOU = 0.9
+NEAR_TIE = 0.02  # scores this close: which of two overlapping candidates NMS keeps is a grey level's decision
+NMS_IOU = Settings().iou_threshold  # the op's, as the session's detector was exported (checked in `setup`)
 
 # Frigate's reading on tflite_runtime (the interpreter its plugin imports first), fed as its SSD path feeds a
 # whole frame's region (edge.clients.frigate_detect; the region is the whole square image here).
@@ -76,6 +81,7 @@ def setup(tmp_path_factory, session_folder):
     root = tmp_path_factory.mktemp("clients")
     device, mediapipe = (device_env.shared_env(tmp_path_factory, script) for script in ("edge-env", "mediapipe-env"))
     trained = trained_once(session_folder, keras=False)
+    assert trained.settings.iou_threshold == NMS_IOU
     alone = root / "alone"
     alone.mkdir()
     model = alone / "detector_int8.tflite"
@@ -152,10 +158,17 @@ def _same_objects(name: str, reference, answers, rounding=None) -> int:
         for side, wanted, among in (("edge detect", ours, theirs), (name, theirs, ours)):
             for obj in (o for o in wanted if o["score"] >= THRESHOLD + MARGIN):
                 best = max((_iou(obj["box"], o["box"]) for o in among if o["id"] == obj["id"]), default=0.0)
-                assert best >= MIN_IOU, (f"image {n}: {side} finds class {obj['id']} at {obj['box']} (score {obj['score']:.3f}); "
-                                         f"the other finds {among} (best IoU {best:.3f})")
-                matched += side == "edge detect"
+                assert best >= MIN_IOU or _near_tie(obj, among), (
+                    f"image {n}: {side} finds class {obj['id']} at {obj['box']} (score {obj['score']:.3f}); "
+                    f"the other finds {among} (best IoU {best:.3f})")
+                matched += side == "edge detect" and best >= MIN_IOU
     return matched
+
+
+def _near_tie(obj, among) -> bool:
+    """The other side kept a candidate that this object's NMS would have weighed against it (the op's NMS is
+    class-agnostic: IoU above its threshold), scoring within NEAR_TIE of it."""
+    return any(_iou(obj["box"], o["box"]) > NMS_IOU and abs(o["score"] - obj["score"]) <= NEAR_TIE for o in among)
 
 
 @pytest.fixture(scope="module")
