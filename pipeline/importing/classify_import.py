@@ -9,6 +9,7 @@ from typing import List, Optional
 from pipeline.errors import ConfigError, DataError
 from pipeline.importing import contract as contract_mod
 from pipeline.importing.task_import import TaskImport
+from pipeline.importing.tuning_share import tuning_fraction, tuning_record
 
 
 class ClassifyImport(TaskImport):
@@ -53,17 +54,18 @@ class ClassifyImport(TaskImport):
             raise DataError(f"data {config.data} has no images of class(es) {', '.join(missing)} that the model outputs; "
                             f"expected the classes {', '.join(labels)}")
         val = data_mod.open_source(config.val_data, labels) if config.val_data else None
-        split = data_mod.Split(config.heldout_fraction, config.seed)
-        train_count = train.num_examples if val else len(train.indices("train", split))
-        heldout_count = val.num_examples if val else len(train.indices("heldout", split))
+        split = data_mod.Split(config.heldout_fraction, config.seed, tuning_fraction(config))
+        identity = data_mod.identity_record(train, val, split, tuning_from_val=True)
+        heldout_count = identity["heldout"]["count"]
         if heldout_count == 0:
             raise DataError(f"the held-out split of {config.val_data or config.data} is empty; expected at least one image")
         return {
             "train": {**train.describe(), "class_order": list(labels)},  # the model's order, not the folders' sorted one
             "val": val.describe() if val else None,
-            "split": {**asdict(split), "train_examples": train_count, "heldout_examples": heldout_count,
-                      "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-            "identity": data_mod.identity_record(train, val, split),
+            "split": {**asdict(split), "train_examples": identity["train"]["count"], "heldout_examples": heldout_count,
+                      "method": "seeded hash of each example's identity" if not val else "separate --val-data",
+                      **tuning_record(split, (identity.get("tuning") or {}).get("count", 0))},
+            "identity": identity,
             "heldout_count": heldout_count,
         }
 

@@ -56,7 +56,7 @@ import numpy as np
 from pipeline import gate
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
-from pipeline.quant.tuning_split import DRAWN_NOTE, ClientPictures, TuningSplit, tuning_split
+from pipeline.quant.tuning_split import ClientPictures, TuningSplit, drawn_note, tuning_split
 
 SIGNIFICANCE = 0.05  # an agreement under the limit fails only when a model at the limit shows it this rarely
 QAT_EPOCHS = (2, 5)  # a few epochs: the ladder's most expensive rungs
@@ -323,8 +323,8 @@ def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, 
         clients = ()
     tuning = task.split(run, config.seed)
     notes: List[str] = []
-    if not tuning.set_aside and tuning.views > 1:
-        notes.append(f"note: {DRAWN_NOTE}")
+    if not tuning.set_aside and (tuning.views > 1 or run.origin):  # an imported model may have fit any --data image
+        notes.append(f"note: {drawn_note(run)}")
     elif tuning.set_aside and weak_judge(len(tuning.images), limits.min_agreement) > WEAK_JUDGE:
         notes.append(weak_note(len(tuning.images), limits.min_agreement))
     for note in notes:

@@ -1,0 +1,20 @@
+"""An imported run's tuning split, for both tasks: a seeded share of --val-data (the remedy ladder chooses a repair on
+it, on images the model never trained on); the rest of --val-data is held out. pipeline/data/examples.py's
+`val_indices` draws it, pipeline/data/identity.py records and resolves it.
+"""
+from __future__ import annotations
+
+
+def tuning_fraction(config) -> float:
+    """The share of --val-data set aside as the remedy ladder's tuning split (none without --val-data: the model may
+    have trained on any --data image, so no share of --data is one it never trained on)."""
+    return config.tuning_fraction if config.val_data else 0.0
+
+
+def tuning_record(split, count: int) -> dict:
+    """The manifest's data.split entries of an imported run's tuning split: where it was drawn, and how many."""
+    from pipeline.data.identity import TUNING_FROM_VAL
+
+    if split.tuning_fraction <= 0:
+        return {}
+    return {"tuning_from": TUNING_FROM_VAL, "tuning_examples": count}
