@@ -4,8 +4,8 @@ whose int8 model passes, without ever lowering the predicted Edge TPU mapping.
     pipeline export runs/photos --int8 --remedy
 
 The gate is applied to a TUNING split (pipeline/quant/tuning_split.py): the images `pipeline train` set aside
-before training (seeded, recorded by identity in the manifest), or for a run trained before that, a seeded share of
-the training split with views; never the held-out images `pipeline parity` reports on, so the parity gate stays an
+before training (seeded, recorded by identity in the manifest; for an imported model, a share of its --val-data), or
+for a run that set none aside, a seeded share of the training split with views; never the held-out images `pipeline parity` reports on, so the parity gate stays an
 honest test. The remedies that calibrate again calibrate on the rest of
 the training split, so calibration and tuning do not overlap. Each rung is a small function of the user's export
 config returning another (or None: it does not apply); the ladder converts it with the export stage's own
