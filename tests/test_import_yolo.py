@@ -130,6 +130,13 @@ def test_a_detector_import_sets_a_share_of_val_data_aside_as_the_tuning_split(da
     assert [e.id for e in recorded_tuning(run)] == tuning and [e.id for e in recorded_heldout(run)] == heldout
     split = detect_tuning.split(run, 0)
     assert split.set_aside and split.from_val and split.ids == tuning and len(split.images) == len(tuning)
+    from dataclasses import replace
+
+    from pipeline.errors import DataError
+
+    few = write_shapes_yolo(tmp_path / "few", 3, 64, 2)
+    with pytest.raises(DataError, match=r"its 3 image\(s\) were all set aside as the tuning split \(--tuning-fraction 0.99\)"):
+        tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.99), list(CLASSES), 64)
 
 
 @pytest.mark.slow

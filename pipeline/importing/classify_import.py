@@ -9,7 +9,7 @@ from typing import List, Optional
 from pipeline.errors import ConfigError, DataError
 from pipeline.importing import contract as contract_mod
 from pipeline.importing.task_import import TaskImport
-from pipeline.importing.tuning_share import tuning_fraction, tuning_record
+from pipeline.importing.tuning_share import empty_heldout, tuning_fraction, tuning_record
 
 
 class ClassifyImport(TaskImport):
@@ -58,7 +58,7 @@ class ClassifyImport(TaskImport):
         identity = data_mod.identity_record(train, val, split, tuning_from_val=True)
         heldout_count = identity["heldout"]["count"]
         if heldout_count == 0:
-            raise DataError(f"the held-out split of {config.val_data or config.data} is empty; expected at least one image")
+            raise DataError(empty_heldout(config, (identity.get("tuning") or {}).get("count", 0)))
         return {
             "train": {**train.describe(), "class_order": list(labels)},  # the model's order, not the folders' sorted one
             "val": val.describe() if val else None,

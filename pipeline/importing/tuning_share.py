@@ -18,3 +18,13 @@ def tuning_record(split, count: int) -> dict:
     if split.tuning_fraction <= 0:
         return {}
     return {"tuning_from": TUNING_FROM_VAL, "tuning_examples": count}
+
+
+def empty_heldout(config, tuning_count: int) -> str:
+    """Why the held-out split is empty, for the DataError: the data holds no image, or the tuning share took them all."""
+    where = config.val_data or config.data
+    if tuning_count:
+        return (f"the held-out split of {where} is empty: its {tuning_count} image(s) were all set aside as the tuning split "
+                f"(--tuning-fraction {config.tuning_fraction:g}); expected at least one held out (more --val-data images, "
+                "or a smaller --tuning-fraction)")
+    return f"the held-out split of {where} is empty; expected at least one image"
