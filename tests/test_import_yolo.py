@@ -139,6 +139,32 @@ def test_a_detector_import_sets_a_share_of_val_data_aside_as_the_tuning_split(da
         tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.99), list(CLASSES), 64)
 
 
+def test_the_ladder_says_when_its_few_tuning_images_cannot_judge_the_limit(monkeypatch):
+    """The spread of a detector's mAP@.5 drop over its tuning images resampled: none for a candidate that finds what
+    the reference finds, pp-sized for one that misses a few images' objects, and then the ladder's note says so."""
+    from types import SimpleNamespace
+
+    from pipeline.detection.evaluate import Detections
+    from pipeline.detection.shapes import shapes
+    from pipeline.gate import GateLimits
+    from pipeline.quant.remedy import spread_note
+    from pipeline.tasks import detect_tuning
+    from pipeline.tasks.detect_tuning import spread
+
+    monkeypatch.setattr(detect_tuning, "SPREAD_RESAMPLES", 20)  # enough to tell none from pp-sized
+    examples = shapes(12, 32, 0).examples
+    tuning = SimpleNamespace(truth=examples)
+    found = [Detections(e.boxes, e.classes, np.ones(len(e.boxes), np.float32)) for e in examples]
+    missed = [Detections(np.zeros((0, 4), np.float32), np.zeros(0, np.int32), np.zeros(0, np.float32)) if i % 4 == 0 else d
+              for i, d in enumerate(found)]
+    labels = list(shapes(1, 32, 0).labels)
+    assert spread(found, found, tuning, labels, "map50") == 0.0
+    deviation = spread(missed, found, tuning, labels, "map50")
+    assert 1.0 < deviation < 30.0, deviation
+    note = spread_note(12, deviation, GateLimits(1.0, 0.0, "map50"))
+    assert f"on these 12 tuning images the export's map50 drop varies by {deviation:.2f} pp" in note
+
+
 @pytest.mark.slow
 def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_path):
     """Random weights: what is checked is the int8 file's layout (the head's two outputs, no transpose) and that every op
