@@ -14,8 +14,8 @@ RUN/original/, which parity runs as the reference: reference.py), the input cont
 and the held-out split, as `pipeline train` records them. With --val-data, a seeded share of it (--tuning-fraction,
 by the hash train sets its own tuning split aside with) is the remedy ladder's tuning split, recorded by identity
 like the held-out rest: the model may have trained on any --data image, so only --val-data holds images it never
-trained on. Without --val-data no tuning split is recorded, and the ladder says it judges on --data images. Everything is read and checked before RUN is touched: a
-refused model leaves nothing behind.
+trained on (tuning_share.py). Without --val-data no tuning split is recorded, and the ladder says it judges on --data
+images. Everything is read and checked before RUN is touched: a refused model leaves nothing behind.
 """
 from __future__ import annotations
 
