@@ -134,6 +134,13 @@ def test_a_detector_import_sets_a_share_of_val_data_aside_as_the_tuning_split(da
 
     from pipeline.errors import DataError
 
+    for name in tuning:  # a copy of each tuning image under another name: some copies fall in the held-out share
+        image = val.parent / name
+        (image.parent / f"copy-{image.name}").write_bytes(image.read_bytes())
+        label = val.parent / "labels" / (image.stem + ".txt")
+        (label.parent / f"copy-{label.name}").write_bytes(label.read_bytes())
+    with pytest.raises(DataError, match="holds the same image as .*: one fell in the tuning split, the other is held out"):
+        tasks.get("detect").importer().data(config, list(CLASSES), 64)
     few = write_shapes_yolo(tmp_path / "few", 3, 64, 2)
     with pytest.raises(DataError, match=r"its 3 image\(s\) were all set aside as the tuning split \(--tuning-fraction 0.99\)"):
         tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.99), list(CLASSES), 64)

@@ -223,3 +223,20 @@ def test_an_import_before_the_val_data_share_still_exports_with_remedy_and_says_
     record = manifest_of(run_dir)["remedy"]
     assert record["tuning_split"]["source"] == tuning_split.DRAWN and record["notes"] == [f"note: {tuning_split.IMPORTED_NOTE}"]
     assert not set(record["tuning_split"]["ids"]) & {e[0] for e in manifest["data"]["identity"]["heldout"]["examples"]}
+
+
+def test_an_image_twice_in_val_data_cannot_be_both_tuning_and_heldout(val_folder, tmp_path):
+    """A --val-data folder that holds a file twice under two names: the hash may split the copies apart, and the ladder
+    would choose on an image parity reports; refused at import, naming both (the data step alone: no model read)."""
+    import shutil
+
+    from pipeline.errors import DataError
+    from pipeline.importing import ImportConfig
+    from pipeline.importing.classify_import import IMPORTER
+
+    copied = Path(shutil.copytree(val_folder, tmp_path / "val"))
+    for path in sorted(copied.rglob("*.png")):
+        shutil.copy(path, path.with_name("copy-" + path.name))
+    config = ImportConfig(model=tmp_path / "unused", data="digits", val_data=str(copied))
+    with pytest.raises(DataError, match=r"holds the same image as \S+ and \S+ \(and \d+ more\): one fell in the tuning split"):
+        IMPORTER.data(config, [str(i) for i in range(10)], SIZE)

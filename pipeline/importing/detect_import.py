@@ -101,7 +101,7 @@ class DetectImport(TaskImport):
         from pipeline.data import Split
         from pipeline.data.examples import val_indices
         from pipeline.detection.specs import open_detection
-        from pipeline.importing.tuning_share import empty_heldout, tuning_fraction, tuning_record
+        from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_fraction, tuning_record
         from pipeline.tasks import Plan
 
         _describe, _examples, _identity = self._describe, self._examples, self._identity
@@ -114,6 +114,7 @@ class DetectImport(TaskImport):
         tuning = []
         if val and split.tuning_fraction > 0:  # the tuning split is a share of --val-data, the rest held out
             tuning, heldout = ([val.examples[i] for i in val_indices(val.examples, part, split)] for part in ("tuning", "heldout"))
+            check_apart(tuning, heldout, config)
         if not heldout:
             raise DataError(empty_heldout(config, len(tuning)))
         plan = Plan(source, val._replace(examples=heldout) if val else None, split, None, len(train), None, len(heldout), {}, 0)

@@ -28,3 +28,16 @@ def empty_heldout(config, tuning_count: int) -> str:
                 f"(--tuning-fraction {config.tuning_fraction:g}); expected at least one held out (more --val-data images, "
                 "or a smaller --tuning-fraction)")
     return f"the held-out split of {where} is empty; expected at least one image"
+
+
+def check_apart(tuning, heldout, config) -> None:
+    """No image is both a tuning and a held-out image (by bytes: a --val-data folder may hold one file twice, under two
+    names the hash splits apart); the ladder would otherwise choose on an image parity then reports."""
+    from pipeline.errors import DataError
+
+    held = {e.digest: e.id for e in heldout}
+    twice = [(e.id, held[e.digest]) for e in tuning if e.digest in held]
+    if twice:
+        raise DataError(f"--val-data {config.val_data} holds the same image as {twice[0][0]} and {twice[0][1]}"
+                        + (f" (and {len(twice) - 1} more)" if len(twice) > 1 else "") + ": one fell in the tuning split, "
+                        "the other is held out; expected distinct images (remove the copies)")
