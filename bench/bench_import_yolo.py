@@ -4,12 +4,15 @@ then imported with its decoding tail cut and exported --int8 in the YOLO head's 
 
     .venv/bin/python bench/bench_import_yolo.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
     .venv/bin/python bench/bench_import_yolo.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
+    .venv/bin/python bench/bench_import_yolo.py --work DIR --reuse --val-count 400 --val-seed 2   # a larger --val-data
 
 Reports: the time and peak memory (/usr/bin/time -v) of import and of export --int8, each its own process with
 TensorFlow's start; the ops the pre-flight predicts on the Edge TPU; parity's mAP@.5 (COCOeval) of the int8 model
 against the reference, onnxruntime on the ONNX file with its own decoded output through host NMS (target: within
 1 pp); Frigate's yolo-generic reading of the int8 file against `edge detect`'s objects on the same held-out pixels
-(bench/bench_yolo_frigate.py's count: same class, IoU >= 0.9, score >= 0.4). Training is not timed.
+(bench/bench_yolo_frigate.py's count: same class, IoU >= 0.9, score >= 0.4). Training is not timed. Then `export --int8
+--remedy`: the ladder's choice on the tuning split the import set aside from --val-data, which parity then measures
+on the held-out rest.
 """
 from __future__ import annotations
 
@@ -36,6 +39,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--reuse", action="store_true", help="the data and ONNX file already in --work")
+    parser.add_argument("--val-count", type=int, help="with --reuse: write another --val-data of this many shapes images "
+                        "(at --size) under --work, instead of the val/ training wrote")
+    parser.add_argument("--val-seed", type=int, default=2, help="the seed of --val-count's images (train/ is 0, val/ 1)")
     args = parser.parse_args()
     work = args.work.resolve()
     if not args.reuse:
@@ -45,11 +51,18 @@ def main() -> None:
     else:
         made = {"train": work / "train" / "data.yaml", "val": work / "val" / "data.yaml",
                 "onnx": next((work / "runs" / "train" / "weights").glob("*.onnx"))}
+        if args.val_count:
+            from tests.test_import_yolo import write_shapes_yolo
+
+            folder = work / f"val{args.val_count}-seed{args.val_seed}"
+            shutil.rmtree(folder, ignore_errors=True)
+            made["val"] = write_shapes_yolo(folder, args.val_count, args.size, args.val_seed)
     run = work / "run"
     shutil.rmtree(run, ignore_errors=True)
     imported = timed(["import", made["onnx"], "--task", "detect", "--data", made["train"], "--val-data", made["val"], "--out", run])
     exported = timed(["export", run, "--int8"])
     preflight = json.loads(timed(["compile", run, "--check-only", "--json"])["stdout"].strip().splitlines()[-1])
+    remedied = timed(["export", run, "--int8", "--remedy"], ok=(0, 1))  # 1: nothing passed, the best attempt kept
     timed(["parity", run], ok=(0, 1))  # 1: the gate failed, which this bench reports
     report = json.loads((run / "parity" / "report.json").read_text())
     frigate = subprocess.run([sys.executable, str(REPO / "bench" / "bench_yolo_frigate.py"), str(run)], capture_output=True,
@@ -64,10 +77,15 @@ def main() -> None:
     print(f"model: {made['onnx'].name}, input {manifest['model']['image_size']} px, {len(manifest['labels'])} classes; "
           f"{manifest['origin']['cut']}\n")
     print("| stage | seconds | peak MB |\n|---|---|---|")
-    for name, t in (("import", imported), ("export --int8", exported)):
+    for name, t in (("import", imported), ("export --int8", exported), ("export --int8 --remedy", remedied)):
         print(f"| {name} | {t['seconds']:.1f} | {t['peak_mb']:.0f} |")
     print(f"\npre-flight: {preflight['ops_on_edgetpu']}/{preflight['total_ops']} ops on the Edge TPU "
           f"({preflight['percent_on_edgetpu']}%)\n")
+    ladder = manifest["remedy"]
+    print(f"remedy ladder on {ladder['tuning_split']['images']} tuning images ({ladder['tuning_split']['source']}): "
+          f"float mAP@.5 {ladder['reference']['map50']:.4f}; "
+          + "; ".join(f"{a['remedy']} " + (f"{a['tuning']['map50']:.4f}" + (" pass" if a["passed"] else " fail") if a["tuning"] else "error") for a in ladder["attempts"])
+          + f"; chosen: {ladder['chosen']}\n")
     print(f"parity on {report['images']} held-out images ({report['objects']} objects), COCOeval:\n")
     print("| model | mAP@.5 | mAP@[.5:.95] |\n|---|---|---|")
     for name, m in models.items():

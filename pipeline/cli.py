@@ -342,10 +342,12 @@ def compile_command(target, as_json, **options):
 @click.option("--fit", type=click.Choice(["stretch", "letterbox"]), default="stretch", show_default=True,
               help="how a picture is fitted to the input")
 @click.option("--heldout-fraction", type=float, default=0.2, show_default=True, help="share of --data held out (no --val-data)")
-@click.option("--seed", type=int, default=1234, show_default=True, help="seed of the held-out split")
+@click.option("--tuning-fraction", type=float, help="share of --val-data set aside for `export --remedy` to choose a "
+              "repair on (images the model never trained on); the rest is held out (default 0.25)")
+@click.option("--seed", type=int, default=1234, show_default=True, help="seed of the held-out and tuning splits")
 @reports_errors
 def import_command(model, data_spec, run_dir, task, val_data, labels_file, image_size, layout, mean, std, value_range,
-                   channel_order, fit, heldout_fraction, seed):
+                   channel_order, fit, heldout_fraction, tuning_fraction, seed):
     """Import a classifier (.keras, .h5, SavedModel folder, .onnx) or an Ultralytics YOLO detector (.onnx, --task detect)
     as a run that export, compile, parity and edge read."""
     from pathlib import Path
@@ -354,19 +356,26 @@ def import_command(model, data_spec, run_dir, task, val_data, labels_file, image
     from pipeline import importing
     from pipeline.importing.contract import Given
 
+    if tuning_fraction is not None and not val_data:
+        from pipeline.errors import ConfigError
+
+        raise ConfigError(f"--tuning-fraction {tuning_fraction} sets aside a share of --val-data, and none was given; "
+                          "expected --val-data SPEC with it (the model may have trained on any --data image)")
     given = Given(image_size=image_size, layout=layout, mean=_numbers_option(mean, "--input-mean"),
                   std=_numbers_option(std, "--input-std"), value_range=_numbers_option(value_range, "--input-range", 2),
                   channel_order=channel_order, fit=fit)
     config = importing.ImportConfig(model=Path(model), data=data_spec, task=task, val_data=val_data,
                                     labels_file=Path(labels_file) if labels_file else None, given=given,
-                                    heldout_fraction=heldout_fraction, seed=seed)
+                                    heldout_fraction=heldout_fraction, seed=seed,
+                                    **({} if tuning_fraction is None else {"tuning_fraction": tuning_fraction}))
     result = importing.import_model(config, Path(run_dir))
     from pipeline.report import write as write_report
 
     write_report(result.run_dir)  # RUN/report.html, as every stage rewrites it; a failure to render only warns
     c = result.contract
     click.echo(f"imported {model} ({result.format}, {task}): {c.image_size}x{c.image_size} {c.layout.upper()} {c.channel_order.upper()}, "
-               f"{c.norm.source}; {len(result.labels)} classes; {result.heldout_examples} held-out images")
+               f"{c.norm.source}; {len(result.labels)} classes; {result.heldout_examples} held-out images"
+               + (f", {result.tuning_examples} more set aside for `export --remedy`" if result.tuning_examples else ""))
     click.echo(f"run written to {result.run_dir} in {result.seconds:.1f} s; next: pipeline export {result.run_dir} --int8")
 
 

@@ -1,7 +1,8 @@
 """`pipeline import` refuses what it cannot honour with one line naming the problem and what was expected, exit 1,
 and nothing written: a file that is not the format it claims, a model with no image input, a dynamic size without
---image-size, labels or data classes that do not match the outputs, options that contradict the model. Run in one
-process (click's runner): TensorFlow and Keras start once for every case.
+--image-size, labels or data classes that do not match the outputs, options that contradict the model, a
+--tuning-fraction without --val-data or out of [0, 1). Run in one process (click's runner): TensorFlow and Keras
+start once for every case.
 """
 from __future__ import annotations
 
@@ -97,3 +98,12 @@ def test_options_that_contradict_the_model(data, tmp_path):
     _refused([model, "--data", data, "--fit", "letterbox"], tmp_path / "r5", "--fit letterbox", "expected --fit stretch")
     unsaid = _keras_file(tmp_path, "unsaid.keras", (32, 32, 3), rescale=False)
     _refused([unsaid, "--data", data], tmp_path / "r4", "does not say how its input is normalized", "--input-mean")
+
+
+def test_a_tuning_fraction_needs_val_data_and_a_fraction(data, tmp_path):
+    """--tuning-fraction sets aside a share of --val-data (the only images the model certainly never trained on)."""
+    model = tmp_path / "model.keras"  # never read: the options are refused first
+    _refused([model, "--data", data, "--tuning-fraction", "0.3"], tmp_path / "r1", "--tuning-fraction 0.3",
+             "expected --val-data SPEC with it")
+    _refused([model, "--data", data, "--val-data", data, "--tuning-fraction", "1"], tmp_path / "r2",
+             "--tuning-fraction 1.0", "expected a fraction in [0, 1)")

@@ -18,6 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers import cli, quiet_env
@@ -105,6 +106,72 @@ def _ok(args):
     return done
 
 
+def test_a_detector_import_sets_a_share_of_val_data_aside_as_the_tuning_split(data, tmp_path):
+    """The data step of `import --task detect --val-data` (no model converted): a seeded share of --val-data is the
+    tuning split, recorded by identity, disjoint from the held-out rest; the remedy ladder and parity read them back."""
+    from types import SimpleNamespace
+
+    from pipeline import tasks
+    from pipeline.detection.heldout import recorded_heldout, recorded_tuning
+    from pipeline.importing import ImportConfig
+    from pipeline.rundir.views import DataView
+    from pipeline.tasks import detect_tuning
+
+    val = write_shapes_yolo(tmp_path / "val", 40, 64, 1)
+    config = ImportConfig(model=tmp_path / "unused.onnx", data=str(data), task="detect", val_data=str(val))
+    record = tasks.get("detect").importer().data(config, list(CLASSES), 64)
+    record.pop("heldout_count")
+    tuning = [e[0] for e in record["identity"]["tuning"]["examples"]]
+    heldout = [e[0] for e in record["identity"]["heldout"]["examples"]]
+    assert tuning and heldout and not set(tuning) & set(heldout) and len(tuning) + len(heldout) == 40, (tuning, heldout)
+    assert record["split"]["tuning_from"] == "--val-data" and record["split"]["train_examples"] == 40  # all of --data
+    run = SimpleNamespace(data=DataView("data", "manifest.json", record), labels=list(CLASSES), image_size=64,
+                          dir=tmp_path, contract=SimpleNamespace(load_pixels=lambda image, size, name: np.zeros((*size, 3), np.uint8)))
+    assert [e.id for e in recorded_tuning(run)] == tuning and [e.id for e in recorded_heldout(run)] == heldout
+    split = detect_tuning.split(run, 0)
+    assert split.set_aside and split.from_val and split.ids == tuning and len(split.images) == len(tuning)
+    from dataclasses import replace
+
+    from pipeline.errors import DataError
+
+    for name in tuning:  # a copy of each tuning image under another name: some copies fall in the held-out share
+        image = val.parent / name
+        (image.parent / f"copy-{image.name}").write_bytes(image.read_bytes())
+        label = val.parent / "labels" / (image.stem + ".txt")
+        (label.parent / f"copy-{label.name}").write_bytes(label.read_bytes())
+    with pytest.raises(DataError, match="holds the same image as .*: one fell in the tuning split, the other is held out"):
+        tasks.get("detect").importer().data(config, list(CLASSES), 64)
+    few = write_shapes_yolo(tmp_path / "few", 3, 64, 2)
+    with pytest.raises(DataError, match=r"its 3 image\(s\) were all set aside as the tuning split \(--tuning-fraction 0.99\)"):
+        tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.99), list(CLASSES), 64)
+
+
+def test_the_ladder_says_when_its_few_tuning_images_cannot_judge_the_limit(monkeypatch):
+    """The spread of a detector's mAP@.5 drop over its tuning images resampled: none for a candidate that finds what
+    the reference finds, pp-sized for one that misses a few images' objects, and then the ladder's note says so."""
+    from types import SimpleNamespace
+
+    from pipeline.detection.evaluate import Detections
+    from pipeline.detection.shapes import shapes
+    from pipeline.gate import GateLimits
+    from pipeline.quant.remedy import spread_note
+    from pipeline.tasks import detect_tuning
+    from pipeline.tasks.detect_tuning import spread
+
+    monkeypatch.setattr(detect_tuning, "SPREAD_RESAMPLES", 20)  # enough to tell none from pp-sized
+    examples = shapes(12, 32, 0).examples
+    tuning = SimpleNamespace(truth=examples)
+    found = [Detections(e.boxes, e.classes, np.ones(len(e.boxes), np.float32)) for e in examples]
+    missed = [Detections(np.zeros((0, 4), np.float32), np.zeros(0, np.int32), np.zeros(0, np.float32)) if i % 4 == 0 else d
+              for i, d in enumerate(found)]
+    labels = list(shapes(1, 32, 0).labels)
+    assert spread(found, found, tuning, labels, "map50") == 0.0
+    deviation = spread(missed, found, tuning, labels, "map50")
+    assert 1.0 < deviation < 30.0, deviation
+    note = spread_note(12, deviation, GateLimits(1.0, 0.0, "map50"))
+    assert f"on these 12 tuning images the export's map50 drop varies by {deviation:.2f} pp" in note
+
+
 @pytest.mark.slow
 def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_path):
     """Random weights: what is checked is the int8 file's layout (the head's two outputs, no transpose) and that every op
@@ -189,6 +256,8 @@ def test_ultralytics_yolov8n_imports_and_keeps_its_answers(converter, ultralytic
     done = cli(["parity", str(run)], timeout=1800)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     report = json.loads((run / "parity" / "report.json").read_text())
-    assert report["images"] == 16 and set(report["models"]) >= {"float_savedmodel", "int8_cpu"}
     manifest = json.loads((run / "manifest.json").read_text())
+    split = manifest["data"]["split"]  # a seeded share of --val-data is the remedy's tuning split, the rest held out
+    assert report["images"] == split["heldout_examples"] and split["heldout_examples"] + split["tuning_examples"] == 16
+    assert set(report["models"]) >= {"float_savedmodel", "int8_cpu"}
     assert manifest["labels"] == list(CLASSES) and "Softmax" in manifest["origin"]["cut_ops"]  # names from its metadata

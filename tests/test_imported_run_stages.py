@@ -4,7 +4,9 @@
 The imported model is the session's tiny digits run's own SavedModel behind a batch-1 signature, imported as a
 SavedModel folder (no ONNX converter needed; in one process through click's runner): `pipeline predict --model
 float` feeds it batch 1 and refuses another --batch-size in one line; `export --qat-epochs` is refused naming the
-missing Keras model; `export --int8 --remedy` skips the rungs that change the Keras model, saying why.
+missing Keras model; `export --int8 --remedy` skips the rungs that change the Keras model, saying why. Imported with
+--val-data, a seeded share of it is the ladder's tuning split, recorded by identity and disjoint from the held-out rest;
+a run imported before that still exports with --remedy, judged on --data images with a note saying why that is weaker.
 """
 from __future__ import annotations
 
@@ -117,3 +119,124 @@ def test_the_remedy_skips_the_rungs_that_change_the_keras_model(imported_copy, t
     assert set(skipped) == {"bias", "distil-2"}, skipped
     assert all("keras_model.keras" in why and "an imported model (savedmodel: original/" in why for why in skipped.values()), skipped
     assert "skipped: the bias rung changes the run's Keras model" in result.output
+
+
+# --- the tuning split an import sets aside from --val-data --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def val_folder(tmp_path_factory) -> Path:
+    """80 distinct pictures in the digits' class folders (random pixels: what is checked is where each one goes)."""
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("val")
+    rng = np.random.default_rng(0)
+    for i in range(80):
+        folder = root / str(i % 10)
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8)).save(folder / f"{i:03d}.png")
+    return root
+
+
+@pytest.fixture(scope="module")
+def imported_with_val(batch_one_model, val_folder, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("imported_val") / "run"
+    result = _invoke("import", batch_one_model, "--data", "digits", "--val-data", val_folder, "--input-mean", "0",
+                     "--input-std", "1", "--out", run)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "more set aside for `export --remedy`" in result.output, result.output
+    return run
+
+
+def test_the_tuning_split_is_a_recorded_share_of_val_data_disjoint_from_the_heldout_rest(imported_with_val, val_folder):
+    from pipeline.data.identity import resolve_split
+    from pipeline.quant import tuning_split
+    from pipeline.rundir.run import Run
+
+    data = manifest_of(imported_with_val)["data"]
+    identity, split = data["identity"], data["split"]
+    tuning = {e[0] for e in identity["tuning"]["examples"]}
+    heldout = {e[0] for e in identity["heldout"]["examples"]}
+    files = {str(p.relative_to(val_folder)) for p in val_folder.rglob("*.png")}
+    assert tuning and heldout and not tuning & heldout and tuning | heldout == files, (tuning, heldout)
+    assert split["tuning_from"] == "--val-data" and split["tuning_fraction"] == 0.25
+    assert split["tuning_examples"] == len(tuning) and split["heldout_examples"] == len(heldout)
+    assert 10 <= len(tuning) <= 30  # a quarter of 80, by a seeded hash of each identity
+    assert identity["train"]["count"] == split["train_examples"] == 1797  # all of --data: none of it set aside
+    run = Run.open(imported_with_val)
+    chosen = tuning_split.tuning_split(run, 0)
+    assert chosen.set_aside and chosen.from_val and set(chosen.ids) == tuning and len(chosen.images) == len(tuning)
+    assert chosen.record()["source"] == tuning_split.SET_ASIDE_VAL and "set aside from --val-data" in chosen.describe()
+    assert len(resolve_split(run, "heldout")[1]) == len(heldout)
+
+
+def test_the_tuning_split_is_read_again_and_a_changed_image_named(imported_with_val, val_folder, tmp_path):
+    """The tuning split is read again from wherever --val-data now is, and checked for changed files as the held-out split is."""
+    import shutil
+
+    from pipeline.data.identity import resolve_split
+    from pipeline.errors import DataError
+    from pipeline.rundir.run import Run
+
+    moved = Path(shutil.copytree(val_folder, tmp_path / "val"))
+    run_dir = Path(shutil.copytree(imported_with_val, tmp_path / "run"))
+    manifest = manifest_of(run_dir)
+    manifest["data"]["val"]["spec"] = str(moved)
+    first = manifest["data"]["identity"]["tuning"]["examples"][0][0]
+    (run_dir / "manifest.json").write_text(__import__("json").dumps(manifest))
+    run = Run.open(run_dir)
+    assert len(resolve_split(run, "tuning")[1]) == manifest["data"]["split"]["tuning_examples"]
+    from PIL import Image
+
+    Image.new("RGB", (SIZE, SIZE), (1, 2, 3)).save(moved / first)
+    with pytest.raises(DataError, match=f"tuning examples of .* changed since training .*changed content: {first}"):
+        resolve_split(run, "tuning")
+
+
+def test_an_import_before_the_val_data_share_still_exports_with_remedy_and_says_what_it_judges_on(
+        imported_with_val, tmp_path, monkeypatch):
+    """A run imported before the tuning split was set aside (its manifest rewritten as that version wrote it: all of
+    --val-data held out, no tuning record) is judged on --data images, as before, and the ladder says why that is weaker."""
+    import json
+    import shutil
+
+    from pipeline import data
+    from pipeline.quant import remedy, tuning_split
+
+    run_dir = Path(shutil.copytree(imported_with_val, tmp_path / "run"))
+    manifest = manifest_of(run_dir)
+    split = manifest["data"]["split"]
+    for key in ("tuning_from", "tuning_examples"):
+        split.pop(key)
+    split["tuning_fraction"] = 0.0
+    val = data.open_source(manifest["data"]["val"]["spec"], manifest["labels"])
+    manifest["data"]["identity"] = data.identity_record(data.open_source("digits"), val,
+                                                        data.Split(split["heldout_fraction"], split["seed"]))
+    split["heldout_examples"] = val.num_examples
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(remedy, "LADDER", ())  # the export as asked is judged: what is checked is the split and note
+    monkeypatch.setattr(tuning_split, "TUNING_VIEWS", 1)
+    result = _invoke("export", run_dir, "--int8", "--remedy")
+    assert result.exit_code in (0, 1) and "remedy ladder on a tuning split" in result.output, (result.output, result.exception)
+    assert f"note: {tuning_split.IMPORTED_NOTE}" in result.output
+    record = manifest_of(run_dir)["remedy"]
+    assert record["tuning_split"]["source"] == tuning_split.DRAWN and record["notes"] == [f"note: {tuning_split.IMPORTED_NOTE}"]
+    assert not set(record["tuning_split"]["ids"]) & {e[0] for e in manifest["data"]["identity"]["heldout"]["examples"]}
+
+
+def test_an_image_twice_in_val_data_cannot_be_both_tuning_and_heldout(val_folder, tmp_path):
+    """A --val-data folder that holds a file twice under two names: the hash may split the copies apart, and the ladder
+    would choose on an image parity reports; refused at import, naming both (the data step alone: no model read)."""
+    import shutil
+
+    from pipeline.errors import DataError
+    from pipeline.importing import ImportConfig
+    from pipeline.importing.classify_import import IMPORTER
+
+    copied = Path(shutil.copytree(val_folder, tmp_path / "val"))
+    for path in sorted(copied.rglob("*.png")):
+        shutil.copy(path, path.with_name("copy-" + path.name))
+    config = ImportConfig(model=tmp_path / "unused", data="digits", val_data=str(copied))
+    with pytest.raises(DataError, match=r"holds the same image as \S+ and \S+ \(and \d+ more\): one fell in the tuning split"):
+        IMPORTER.data(config, [str(i) for i in range(10)], SIZE)

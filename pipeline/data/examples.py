@@ -154,6 +154,16 @@ def tuning_mask(examples: Sequence[Example], holdout: Split) -> np.ndarray:
     return np.array([_draw(f"tuning:{holdout.seed}:{e.id}") < holdout.tuning_fraction for e in examples], dtype=bool)
 
 
+def val_indices(examples: Sequence[Any], split: str, holdout: Split) -> np.ndarray:
+    """Positions of an imported run's 'tuning' or 'heldout' split in its --val-data: a model brought from elsewhere may
+    have trained on any --data image, so its tuning split is the seeded share of --val-data that `tuning_mask` draws
+    (the hash training sets its own split aside with) and the rest is held out."""
+    tuning = tuning_mask(examples, holdout)
+    if split not in ("tuning", "heldout"):
+        raise ValueError(f"split {split!r}, expected 'tuning' or 'heldout'")
+    return np.flatnonzero(tuning if split == "tuning" else ~tuning)
+
+
 def _draw(key: str) -> float:
     h = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(h[:8], "big") / 2.0 ** 64

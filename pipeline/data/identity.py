@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pipeline.data.examples import Example, Source, Split
+from pipeline.data.examples import Example, Source, Split, val_indices
 from pipeline.data.feed import to_numpy
 from pipeline.data.specs import open_source
 from pipeline.errors import DataError
 
 if TYPE_CHECKING:
     from pipeline.rundir.run import Run
+
+
+# data.split["tuning_from"] of a run whose tuning split is a share of its --val-data (`pipeline import --val-data`:
+# the imported model may have trained on any --data image); absent: set aside from the training data, or none.
+TUNING_FROM_VAL = "--val-data"
 
 
 def recorded_split(run: "Run") -> Split:
@@ -25,19 +31,38 @@ def recorded_split(run: "Run") -> Split:
                  tuning_fraction=float(run.data.split.get("tuning_fraction") or 0.0))
 
 
-def identity_record(train: Source, val: Optional[Source], holdout: Split) -> Dict[str, Any]:
+def tunes_on_val(run: "Run") -> bool:
+    """Whether the run's tuning split is a share of its --val-data (an import's) rather than of its training data."""
+    return bool(run.data.val_spec) and run.data.split.get("tuning_from") == TUNING_FROM_VAL
+
+
+def _training_split(run: "Run") -> Split:
+    """The split of the training data: with the tuning share taken from --val-data, none of it is set aside."""
+    split = recorded_split(run)
+    return replace(split, tuning_fraction=0.0) if tunes_on_val(run) else split
+
+
+def identity_record(train: Source, val: Optional[Source], holdout: Split, tuning_from_val: bool = False) -> Dict[str, Any]:
     """What train records of its data: class names, a summary of the training examples and the
-    held-out and tuning examples one by one, so later stages can name what changed."""
+    held-out and tuning examples one by one, so later stages can name what changed. `tuning_from_val` (an import
+    with --val-data): the tuning split is a share of `val` (`val_indices`), the rest of `val` is held out, and all of
+    `train` is training data."""
     separate = val is not None
-    train_ex = [train.examples[i] for i in train.indices("train", holdout, separate_heldout=separate)]
-    heldout = val.examples if val else [train.examples[i] for i in train.indices("heldout", holdout)]
+    on_val = separate and tuning_from_val and holdout.tuning_fraction > 0
+    train_split = replace(holdout, tuning_fraction=0.0) if on_val else holdout
+    train_ex = [train.examples[i] for i in train.indices("train", train_split, separate_heldout=separate)]
+    if on_val:
+        heldout = [val.examples[i] for i in val_indices(val.examples, "heldout", holdout)]
+    else:
+        heldout = val.examples if val else [train.examples[i] for i in train.indices("heldout", holdout)]
     record = {
         "classes": list(train.labels),
         "train": _summary(train_ex, len(train.labels)),
         "heldout": {**_summary(heldout, len(train.labels)), "examples": [list(e) for e in heldout]},
     }
     if holdout.tuning_fraction > 0:
-        tuning = [train.examples[i] for i in train.indices("tuning", holdout, separate_heldout=separate)]
+        tuning = ([val.examples[i] for i in val_indices(val.examples, "tuning", holdout)] if on_val else
+                  [train.examples[i] for i in train.indices("tuning", holdout, separate_heldout=separate)])
         record["tuning"] = {**_summary(tuning, len(train.labels)), "examples": [list(e) for e in tuning]}
     return record
 
@@ -66,16 +91,16 @@ def resolve_split(run: "Run", split: str, spec: Optional[str] = None) -> Tuple[S
     if recorded is None:
         raise DataError("the run records no data identity (it was trained by an earlier edgeflow, whose held-out split "
                         "this version cannot reproduce); train it again")
-    if split == "heldout" and data.val_spec:
+    if data.val_spec and (split == "heldout" or (split == "tuning" and tunes_on_val(run))):
         source = open_source(data.val_spec, classes)
-        indices = source.indices("all")
+        indices = val_indices(source.examples, split, recorded_split(run)) if tunes_on_val(run) else source.indices("all")
     else:
         # An imported model's classes are numbered in its output order (`pipeline import`), not the folders' sorted one.
         source = open_source(data.train_spec, data.train.get("class_order"))
         if source.labels != list(classes):
             raise DataError(f"the classes of {source.spec} changed since training: the run has {list(classes)}, "
                             f"the data now has {source.labels}; train again, or restore the data")
-        indices = source.indices(split, recorded_split(run), separate_heldout=bool(data.val_spec))
+        indices = source.indices(split, _training_split(run), separate_heldout=bool(data.val_spec))
     examples = [source.examples[i] for i in indices]
     if split == "heldout":
         _check_listed(recorded["heldout"], examples, source.spec, "held-out")

@@ -11,8 +11,11 @@ the file states of its input; contract.py completes that with the options (never
 contradictions; wrap.py puts the model behind edgeflow's pixel contract (raw RGB pixels 0..255, its normalization
 inside the graph). The run records the model's origin (format, path, sha256, and a copy of the file under
 RUN/original/, which parity runs as the reference: reference.py), the input contract, the labels, the data's identity
-and the held-out split, as `pipeline train` records them. Everything is read and checked before RUN is touched: a
-refused model leaves nothing behind.
+and the held-out split, as `pipeline train` records them. With --val-data, a seeded share of it (--tuning-fraction,
+by the hash train sets its own tuning split aside with) is the remedy ladder's tuning split, recorded by identity
+like the held-out rest: the model may have trained on any --data image, so only --val-data holds images it never
+trained on (tuning_share.py). Without --val-data no tuning split is recorded, and the ladder says it judges on --data
+images. Everything is read and checked before RUN is touched: a refused model leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from pipeline.importing import contract as contract_mod
 from pipeline.importing.saved_model import Loaded
 
 ORIGINAL_FOLDER = "original"  # RUN/original/<the file as given>: parity's reference runs it
+TUNING_FRACTION = 0.25  # of --val-data, the tuning split's share by default (--tuning-fraction)
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,10 @@ class ImportConfig:
     given: contract_mod.Given = field(default_factory=contract_mod.Given)
     heldout_fraction: float = 0.2  # as `pipeline train` splits by default
     seed: int = 1234
+    # share of --val-data set aside as the remedy ladder's tuning split (images the model never trained on); the
+    # rest is held out. Larger than train's tuning_fraction (0.1 of all its data): --val-data is usually the
+    # smaller set, and a tuning split of a few images judges nothing.
+    tuning_fraction: float = TUNING_FRACTION
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class ImportResult:
     labels: List[str]
     heldout_examples: int
     seconds: float
+    tuning_examples: int = 0  # set aside from --val-data for the remedy ladder
 
 
 def model_format(path: Path) -> str:
@@ -88,6 +97,8 @@ def import_model(config: ImportConfig, run_dir: Path) -> ImportResult:
         raise ConfigError(f"{run_dir} already holds a run; choose another --out or remove it")
     if not 0 < config.heldout_fraction < 1:
         raise ConfigError(f"--heldout-fraction {config.heldout_fraction}; expected a fraction in (0, 1)")
+    if not 0 <= config.tuning_fraction < 1:
+        raise ConfigError(f"--tuning-fraction {config.tuning_fraction}; expected a fraction in [0, 1)")
     config.given.check()
     fmt = model_format(config.model)
     try:
@@ -105,7 +116,8 @@ def import_model(config: ImportConfig, run_dir: Path) -> ImportResult:
         importer.check(wrapped, contract, loaded)
         record = _record(config, fmt, loaded, contract, labels, plan, importer)
         _write(run_dir, record, wrapped, config.model, labels)
-    return ImportResult(run_dir, fmt, contract, labels, plan["heldout_count"], time.monotonic() - started)
+    return ImportResult(run_dir, fmt, contract, labels, plan["heldout_count"], time.monotonic() - started,
+                        plan["split"].get("tuning_examples", 0))
 
 
 def _record(config: ImportConfig, fmt: str, loaded: Loaded, contract, labels: List[str], plan: dict, importer) -> dict:

@@ -9,6 +9,7 @@ from typing import List, Optional
 from pipeline.errors import ConfigError, DataError
 from pipeline.importing import contract as contract_mod
 from pipeline.importing.task_import import TaskImport
+from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_fraction, tuning_record
 
 
 class ClassifyImport(TaskImport):
@@ -53,17 +54,20 @@ class ClassifyImport(TaskImport):
             raise DataError(f"data {config.data} has no images of class(es) {', '.join(missing)} that the model outputs; "
                             f"expected the classes {', '.join(labels)}")
         val = data_mod.open_source(config.val_data, labels) if config.val_data else None
-        split = data_mod.Split(config.heldout_fraction, config.seed)
-        train_count = train.num_examples if val else len(train.indices("train", split))
-        heldout_count = val.num_examples if val else len(train.indices("heldout", split))
+        split = data_mod.Split(config.heldout_fraction, config.seed, tuning_fraction(config))
+        identity = data_mod.identity_record(train, val, split, tuning_from_val=True)
+        if "tuning" in identity:
+            check_apart(*(_listed(identity[part]["examples"]) for part in ("tuning", "heldout")), config)
+        heldout_count = identity["heldout"]["count"]
         if heldout_count == 0:
-            raise DataError(f"the held-out split of {config.val_data or config.data} is empty; expected at least one image")
+            raise DataError(empty_heldout(config, (identity.get("tuning") or {}).get("count", 0)))
         return {
             "train": {**train.describe(), "class_order": list(labels)},  # the model's order, not the folders' sorted one
             "val": val.describe() if val else None,
-            "split": {**asdict(split), "train_examples": train_count, "heldout_examples": heldout_count,
-                      "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-            "identity": data_mod.identity_record(train, val, split),
+            "split": {**asdict(split), "train_examples": identity["train"]["count"], "heldout_examples": heldout_count,
+                      "method": "seeded hash of each example's identity" if not val else "separate --val-data",
+                      **tuning_record(split, (identity.get("tuning") or {}).get("count", 0))},
+            "identity": identity,
             "heldout_count": heldout_count,
         }
 
@@ -133,6 +137,13 @@ def sample_pixels(config):
     source = data_mod.open_source(config.data)
     indices = source.indices("train", data_mod.Split(config.heldout_fraction, config.seed))[:SAMPLE_COUNT]
     return to_numpy(source.dataset_at(SAMPLE_SIZE, indices))[0]
+
+
+def _listed(examples) -> list:
+    """The identity record's [id, label, digest] rows as examples."""
+    from pipeline.data.examples import Example
+
+    return [Example(*row) for row in examples]
 
 
 def _per_class(source, num_classes: int) -> List[int]:

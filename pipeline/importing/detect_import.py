@@ -99,27 +99,35 @@ class DetectImport(TaskImport):
 
     def data(self, config, labels: List[str], image_size: int) -> dict:
         from pipeline.data import Split
+        from pipeline.data.examples import val_indices
         from pipeline.detection.specs import open_detection
+        from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_fraction, tuning_record
         from pipeline.tasks import Plan
 
         _describe, _examples, _identity = self._describe, self._examples, self._identity
 
         source = open_detection(config.data)
         val = open_detection(config.val_data, source.labels) if config.val_data else None
-        split = Split(config.heldout_fraction, config.seed)
+        split = Split(config.heldout_fraction, config.seed, tuning_fraction(config))
         train = _examples(source, "all" if val else "train", split)
         heldout = val.examples if val else _examples(source, "heldout", split)
+        tuning = []
+        if val and split.tuning_fraction > 0:  # the tuning split is a share of --val-data, the rest held out
+            tuning, heldout = ([val.examples[i] for i in val_indices(val.examples, part, split)] for part in ("tuning", "heldout"))
+            check_apart(tuning, heldout, config)
         if not heldout:
-            raise DataError(f"the held-out split of {config.val_data or config.data} is empty; expected at least one image")
-        plan = Plan(source, val, split, None, len(train), None, len(heldout), {}, 0)
+            raise DataError(empty_heldout(config, len(tuning)))
+        plan = Plan(source, val._replace(examples=heldout) if val else None, split, None, len(train), None, len(heldout), {}, 0)
         return {  # the specs as later stages, from any folder, open them again
             "train": _describe(_absolute(config.data), source),
             "val": _describe(_absolute(config.val_data), val) if val else None,
             "images": [],
             "split": {"heldout_fraction": split.heldout_fraction, "seed": split.seed, "train_examples": len(train),
                       "heldout_examples": len(heldout),
-                      "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-            "identity": _identity(plan),
+                      "method": "seeded hash of each example's identity" if not val else "separate --val-data",
+                      **({"tuning_fraction": split.tuning_fraction} if split.tuning_fraction > 0 else {}),
+                      **tuning_record(split, len(tuning))},
+            "identity": _identity(plan, tuning),
             "heldout_count": len(heldout),
         }
 

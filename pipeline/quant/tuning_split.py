@@ -1,6 +1,6 @@
 """The remedy ladder's tuning split (`TuningSplit`, every task's), classification's (the images `pipeline train`
-set aside before training, or for a run trained before that, a seeded share of the training split with views),
-and how a client is fed each scored image.
+set aside before training, or `pipeline import` from --val-data; for a run that set none aside, a seeded share of the
+training split with views), and how a client is fed each scored image.
 
     tuning = tuning_split(run, seed)                 # images [n,S,S,3] by the pixel contract, truth, recipes
     picture = client_picture(tuning, i)              # what a client opens for scored image i
@@ -46,24 +46,37 @@ class TuningSplit(NamedTuple):
     originals: Tuple = ()  # the tuning images as stored (encoded bytes; uint8 pixels for digits), for the clients
     recipes: Tuple["View", ...] = ()  # per scored image, how it was made from its original (for the clients)
     set_aside: bool = False  # the images training set aside (never trained on); False: drawn from the training split
+    from_val: bool = False  # set aside from an import's --val-data (its model may have trained on any --data image)
 
     def record(self) -> Dict[str, object]:
-        return {"source": SET_ASIDE if self.set_aside else DRAWN, "images": len(self.ids), "views_per_image": self.views,
+        source = SET_ASIDE_VAL if self.from_val else SET_ASIDE if self.set_aside else DRAWN
+        return {"source": source, "images": len(self.ids), "views_per_image": self.views,
                 "scored": len(self.images), "seed": self.seed, "ids": list(self.ids)}
 
     def describe(self) -> str:
         """The split in a few words, for the ladder's table."""
         if self.set_aside:
-            return f"{len(self.ids)} images set aside before training (never trained on, never held out)"
+            where = "from --val-data" if self.from_val else "before training"
+            return f"{len(self.ids)} images set aside {where} (never trained on, never held out)"
         views = f" x {self.views} views" if self.views > 1 else ""
         return f"{len(self.ids)} training images{views} (never the held-out ones)"
 
 
 SET_ASIDE = "set aside before training"
+SET_ASIDE_VAL = "set aside from --val-data"  # `pipeline import --val-data`
 DRAWN = "train split"
 # Said when a run predates the tuning split: what it is judged on instead, and how to get the better split.
 DRAWN_NOTE = ("this run set no tuning split aside (trained before edgeflow did): the ladder judges on views of "
               "training images instead, which the model has seen; train it again for a split it never trained on")
+# Said for an imported run with no tuning split (imported without --val-data, or before imports set one aside).
+IMPORTED_NOTE = ("this imported run set no --val-data share aside: the ladder judges on --data images, any of which the "
+                 "model may have trained on, so it can pass an export that loses on new images and `pipeline parity`'s "
+                 "held-out gate is the verdict; import again with --val-data for a tuning split the model never trained on")
+
+
+def drawn_note(run) -> str:
+    """Why a tuning split drawn from the training data is a weaker judge, for this run."""
+    return IMPORTED_NOTE if run.origin else DRAWN_NOTE
 
 
 def tuning_count(train_count: int) -> int:
@@ -92,7 +105,7 @@ def set_aside_split(run, source, positions: np.ndarray) -> TuningSplit:
     """The images `pipeline train` set aside, each scored once as parity scores a held-out image (by the run's pixel
     contract): they come from the held-out distribution, so they need no views. The calibration rungs calibrate on
     the whole training split, which holds none of them."""
-    from pipeline.data.identity import resolve_split
+    from pipeline.data.identity import resolve_split, tunes_on_val
 
     examples = [source.examples[i] for i in positions]
     _check_not_heldout(run, examples)
@@ -101,7 +114,8 @@ def set_aside_split(run, source, positions: np.ndarray) -> TuningSplit:
     seed = run.data.seed
     images, truth, recipes = _scored(run, originals, examples, SET_ASIDE_VIEWS, np.random.default_rng(seed + TUNING_SEED_OFFSET))
     return TuningSplit(np.zeros(0, np.int64), [e.id for e in examples], images, truth, seed, len(train),
-                       views=SET_ASIDE_VIEWS, originals=tuple(originals), recipes=recipes, set_aside=True)
+                       views=SET_ASIDE_VIEWS, originals=tuple(originals), recipes=recipes, set_aside=True,
+                       from_val=tunes_on_val(run))
 
 
 def _scored(run, originals, examples, views: int, rng: np.random.Generator):
@@ -135,7 +149,7 @@ def _check_not_heldout(run, examples) -> None:
 
 def drawn_split(run, seed: int) -> TuningSplit:
     """A run trained before the tuning split was set aside: a seeded, class-balanced share of the training split,
-    each image with seeded views (DRAWN_NOTE)."""
+    each image with seeded views (`drawn_note`)."""
     from pipeline.data.identity import resolve_split
 
     source, train = resolve_split(run, "train")

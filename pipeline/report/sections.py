@@ -127,6 +127,8 @@ def run_section(run: Run) -> dict:
             "split": split.get("method"),
             "training examples": split.get("train_examples"),
             "held-out examples": split.get("heldout_examples"),
+            # An import's tuning split is a share of --val-data, so the held-out count is less than --val-data holds.
+            "tuning examples (set aside from the held-out data)": split.get("tuning_examples") if split.get("tuning_from") else None,
             "training examples digest": _digest_prefix(data.summary("train").get("sha256")),
             "held-out examples digest": _digest_prefix(data.summary("heldout").get("sha256")),
         }),

@@ -327,9 +327,10 @@ def _describe(spec: str, source) -> dict:
             "num_classes": len(source.labels), "num_objects": int(sum(len(e.boxes) for e in source.examples))}
 
 
-def _identity(plan: Plan) -> dict:
+def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
     """Class names, a summary of the training images and the held-out images one by one (id, digest), as
-    classification records them, so a later stage can name what changed."""
+    classification records them, so a later stage can name what changed; and the `tuning` images so, when any were
+    set aside (`pipeline import --val-data`)."""
     train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
     heldout = _heldout(plan)
 
@@ -340,8 +341,11 @@ def _identity(plan: Plan) -> dict:
                                 minlength=len(plan.train_source.labels)).tolist()
         return {"count": len(examples), "objects_per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
 
-    return {"classes": list(plan.train_source.labels), "train": summary(train),
-            "heldout": {**summary(heldout), "examples": [[e.id, e.digest] for e in heldout]}}
+    record = {"classes": list(plan.train_source.labels), "train": summary(train),
+              "heldout": {**summary(heldout), "examples": [[e.id, e.digest] for e in heldout]}}
+    if tuning:
+        record["tuning"] = {**summary(tuning), "examples": [[e.id, e.digest] for e in tuning]}
+    return record
 
 
 TASK = Detect()

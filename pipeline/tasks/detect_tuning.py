@@ -4,7 +4,9 @@ detection gate's scores on it.
     pipeline export runs/shapes --int8 --remedy
 
 The tuning split is a seeded share of the training split's images, recorded by id, refused if any is a held-out
-image (by the bytes training recorded), with their own boxes as the ground truth. It is scored as `pipeline
+image (by the bytes training recorded), with their own boxes as the ground truth; for a run `pipeline import` made
+with --val-data, the share of --val-data it set aside (pipeline/detection/heldout.py's recorded_tuning), images the
+imported model never trained on. It is scored as `pipeline
 parity` scores held-out images (pipeline/tasks/detect_parity.py and detect_scores.py, whose functions are used here): the float Keras
 model post-processed as the op does is the reference, the candidate's every detection goes to COCOeval for
 mAP@.5, and agreement counts the reference's detections scoring >= 0.4 that the candidate finds with IoU >= 0.5
@@ -31,23 +33,38 @@ QAT_SKIPPED = "quantization-aware training fits with the classifier's loss; a de
 
 
 def split(run, seed: int):
-    """A seeded share of the training split's images (at least tuning_split.TUNING_MIN), each decoded by the run's pixel
-    contract as parity decodes held-out images; refused if any of them is a held-out image."""
+    """The tuning images an import set aside from --val-data (recorded by identity: images the model never trained
+    on), else a seeded share of the training split's images (at least tuning_split.TUNING_MIN); each decoded by the
+    run's pixel contract as parity decodes held-out images; refused if any of them is a held-out image."""
+    from pipeline.detection.heldout import recorded_tuning
     from pipeline.quant import tuning_split
     from pipeline.tasks.detect_export import training_examples
 
     examples = training_examples(run)
+    set_aside = recorded_tuning(run)
+    if set_aside:  # the calibration rungs calibrate on the whole training split, which holds none of them
+        _check_not_heldout(run, set_aside)
+        return tuning_split.TuningSplit(np.zeros(0, np.int64), [e.id for e in set_aside], _pixels(run, set_aside),
+                                        set_aside, run.data.seed, len(examples), views=1, set_aside=True, from_val=True)
     n = tuning_split.tuning_count(len(examples))
     tuning_seed = seed + tuning_split.TUNING_SEED_OFFSET
     positions = np.sort(np.random.default_rng(tuning_seed).permutation(len(examples))[:n])
     chosen = [examples[p] for p in positions]
+    _check_not_heldout(run, chosen)
+    return tuning_split.TuningSplit(positions, [e.id for e in chosen], _pixels(run, chosen), chosen, tuning_seed,
+                                    len(examples), views=1)
+
+
+def _check_not_heldout(run, chosen) -> None:
     held = {digest for _, digest in ((run.data.identity or {}).get("heldout") or {}).get("examples") or ()}
     touching = [e.id for e in chosen if e.digest in held]
     if touching:  # the splits are disjoint by construction; checked, as it must hold
         raise DataError(f"tuning image {touching[0]} is also a held-out image; the held-out split must stay unseen by the remedy")
+
+
+def _pixels(run, examples) -> np.ndarray:
     size = (run.image_size, run.image_size)
-    images = np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in chosen])
-    return tuning_split.TuningSplit(positions, [e.id for e in chosen], images, chosen, tuning_seed, len(examples), views=1)
+    return np.stack([run.contract.load_pixels(e.image, size, name=e.id) for e in examples])
 
 
 def reference(run, tuning) -> list:
@@ -80,9 +97,27 @@ def scores(found: Sequence, reference_found: Sequence, tuning, classes: List[str
     return gate_scores({"map50": coco.map50, "map": coco.map, "agree": matched, "detections": total})
 
 
+SPREAD_RESAMPLES = 100  # bootstrap draws: a standard deviation to about 7%, at 2 COCOevals a draw
+
+
+def spread(found: Sequence, reference_found: Sequence, tuning, classes: List[str], metric: str) -> float:
+    """How far the candidate's drop (pp of `metric`, map50 or map) measured on these images can be from its drop on
+    many: the standard deviation over the images resampled with replacement, the same draw for both models."""
+    from pipeline.detection.evaluate import evaluate
+
+    rng = np.random.default_rng(0)
+    n, drops = len(tuning.truth), []
+    for _ in range(SPREAD_RESAMPLES):
+        drawn = rng.integers(0, n, n)
+        truth = [tuning.truth[i] for i in drawn]
+        drops.append(100 * (getattr(evaluate(truth, [reference_found[i] for i in drawn], classes), metric)
+                            - getattr(evaluate(truth, [found[i] for i in drawn], classes), metric)))
+    return float(np.std(drops))
+
+
 def task():
     from pipeline.quant.remedy import QAT_RUNGS, TuningTask
     from pipeline.tasks.detect_scores import gate_limits, metrics
 
     return TuningTask(metrics(), split, reference, candidate, scores, gate_limits,
-                      {name: QAT_SKIPPED for name in QAT_RUNGS})
+                      {name: QAT_SKIPPED for name in QAT_RUNGS}, spread=spread)
