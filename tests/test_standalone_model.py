@@ -249,6 +249,42 @@ def test_camera_model_alone_answers_as_parity_said_in_every_client(envs, camera_
     _check_clients(envs, camera_run, tmp_path, min_top1=0.8)  # two classes: chance is 0.5
 
 
+def test_device_accuracy_on_original_jpegs_matches_the_parity_report(envs, camera_run, tmp_path):
+    """The whole device path on camera-size JPEGs: bundle the original files, run `edge evaluate` in the device
+    environment (Python 3.9, no TensorFlow), and check the parity report tells the truth about what it computed."""
+    import hashlib
+
+    run = Path(shutil.copytree(camera_run, tmp_path / "run"))  # parity writes its report into the run
+    data = camera_run.parent / "photos"
+    bundle = tmp_path / "bundle"
+    assert cli(["parity", str(run), "--bundle", str(bundle)]).returncode == 0
+
+    # The bundle holds the original JPEG files, byte for byte.
+    entries = json.loads((bundle / "bundle.json").read_text())["images"]
+    assert entries and all(e["file"].endswith(".jpg") for e in entries)
+    for e in entries:
+        assert (bundle / e["file"]).read_bytes() == (data / e["id"]).read_bytes()
+        assert hashlib.sha256((bundle / e["file"]).read_bytes()).hexdigest() == e["sha256"]
+
+    predictions = tmp_path / "predictions.json"
+    device = subprocess.run([str(envs.device / "edge"), "evaluate", str(bundle / "model_int8.tflite"), "--data", str(bundle),
+                             "--out", str(predictions)], capture_output=True, text=True, timeout=300, env=envs.env)
+    assert device.returncode == 0, device.stderr[-3000:]
+    # The device env's CPU interpreter (the `edge` extra's ai-edge-litert, chosen over its tflite-runtime), not the host's TF.
+    assert json.loads(predictions.read_text())["backend"] == "ai_edge_litert"
+    assert "interpreter: ai_edge_litert (the faster CPU interpreter of those installed" in device.stderr
+    assert "recorded in" in device.stderr  # the pixel contract came from the bundle's records
+
+    # Limits wide open: this test is about what the report says, the gate has tests of its own.
+    gated = cli(["parity", str(run), "--device-results", str(predictions), "--max-drop", "100", "--min-agreement", "0"])
+    assert gated.returncode == 0, gated.stderr[-3000:]
+    report = json.loads((run / "parity" / "report.json").read_text())
+    host, board = report["models"]["int8_cpu"], report["models"]["device_cpu"]
+    assert board["images"] == len(entries)
+    assert abs(host["correct"] - board["correct"]) <= 1, (host["correct"], board["correct"])
+    assert "device_cpu" in report["gate"]["applies_to"]
+
+
 def test_digits_model_alone_answers_as_parity_said_in_every_client(envs, digits_run, tmp_path):
     _check_clients(envs, digits_run, tmp_path, min_top1=0.8, mediapipe_at_model_size=True)  # ten classes: chance is 0.1
 
