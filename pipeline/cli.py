@@ -139,9 +139,12 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
 @click.option("--clients", "clients", default="none", help="with --remedy: clients whose feed the ladder judges too (the "
               "int8 model fed the tuning views as each client feeds them, against float fed the same), comma-separated: "
               "pycoral, mediapipe, all or none (default none)")
+@click.option("--layer-errors/--no-layer-errors", default=True, show_default=True,
+              help="int8: write quantization.json, the per-layer error of the int8 model against float (it converts the "
+              "model again, and the float model too when none was exported: about half of the export's time; a detector's export writes none)")
 @reports_errors
 def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
-                   remedy, clients):
+                   remedy, clients, layer_errors):
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
@@ -156,7 +159,7 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
                                  io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs, repair=remedy,
                                  calibration_data=Path(calibration_data) if calibration_data else None,
-                                 clients=parse_clients(clients))
+                                 clients=parse_clients(clients), layer_errors=layer_errors)
     result = export.export_model(config, Path(run_dir))
     click.echo(result.table)
     for note in result.notes:

@@ -43,6 +43,9 @@ class ExportConfig:
     calibration_data: Optional[Path] = None  # int8 only: a .npy of uint8 [N,S,S,3] instead of the run's training split
     seed: int = 0  # seeds the calibration draw (and QAT's shuffling): same seed, same bytes
     debug_samples: int = 16  # calibration images the per-layer error report runs on (small: it runs both models)
+    # int8 only: quantization.json's per-layer errors. They cost a second conversion (the debugger's), and a third (the
+    # float size) when no float TFLite was exported: about half an int8 export's time (bench/results/export_report.md).
+    layer_errors: bool = True
     repair: bool = False  # int8 only: when the model fails the gate on a tuning split, the remedy ladder (pipeline/quant/remedy.py)
     gate: GateLimits = GATE  # the limits the remedy ladder applies
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
@@ -64,6 +67,7 @@ class ExportConfig:
                     ("--qat-epochs", self.qat_epochs or None),
                     ("--calibration-data", self.calibration_data),
                     ("--remedy", self.repair or None),
+                    ("--no-layer-errors", (not self.layer_errors) or None),
                 )
                 if value is not None
             ]

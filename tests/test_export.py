@@ -130,6 +130,16 @@ def test_two_exports_give_identical_bytes(int8_run, run_copy):
     assert result.exit_code == 0, result.output
     assert (run_copy / "model_int8.tflite").read_bytes() == first.model_path.read_bytes()
     assert "worst layers" in result.output
+    # Without the per-layer errors: the same model, and the earlier report gone with its record (it would describe
+    # another export); the report page shows the sizes, as for a detector's export.
+    assert (run_copy / "quantization.json").is_file()
+    result = _invoke(run_copy, "--int8", "--no-layer-errors")
+    assert result.exit_code == 0, result.output
+    assert (run_copy / "model_int8.tflite").read_bytes() == first.model_path.read_bytes()
+    assert "worst layers" not in result.output and not (run_copy / "quantization.json").exists()
+    assert "quantization_report" not in json.loads((run_copy / "manifest.json").read_text())["artifacts"]
+    size = (run_copy / "model_int8.tflite").stat().st_size
+    assert f'<td data-value="quantization.int8_bytes">{size:,}</td>' in (run_copy / "report.html").read_text()
 
 
 @pytest.mark.host
@@ -292,6 +302,8 @@ def test_manifest_image_size_disagrees_with_saved_model(run_copy):
 def test_int8_options_without_int8_are_refused(run_copy):
     result = _invoke(run_copy, "--per-tensor")
     assert result.exit_code != 0 and "--per-tensor apply to --int8 only" in result.output
+    result = _invoke(run_copy, "--no-layer-errors")
+    assert result.exit_code != 0 and "--no-layer-errors apply to --int8 only" in result.output
     assert _leftovers(run_copy) == []
 
 

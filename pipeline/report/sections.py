@@ -206,8 +206,8 @@ def quantization_section(run: Run) -> dict:
 
 
 def _exported(run: Run) -> dict:
-    """An int8 export that wrote no per-layer report (a detector's, which ends in the float post-processing op): its
-    sizes (the task's own section shows the remedy ladder's attempts)."""
+    """An int8 export that wrote no per-layer report (a detector's, which ends in the float post-processing op, or one
+    run with --no-layer-errors): its sizes (a detector's own section shows the remedy ladder's attempts)."""
     float_bytes = run.artifact("model_float").stat().st_size if run.has("model_float") else None
     int8_bytes = run.artifact("model_int8").stat().st_size
     ratio = int8_bytes / float_bytes if float_bytes and int8_bytes else None

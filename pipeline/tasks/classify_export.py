@@ -64,7 +64,7 @@ def export(config, run: Run) -> ExportResult:
     """The model as `config` asks (repaired by the ladder with --remedy), its report for int8, written."""
     outcome = _repair(config, run) if config.repair else None
     model = outcome.chosen.model if outcome else convert(config, run)
-    report = _report(config, run, model) if config.mode is Mode.INT8 else None
+    report = _report(config, run, model) if config.mode is Mode.INT8 and config.layer_errors else None
     return _write(config, run, model, report, outcome)
 
 
@@ -167,6 +167,8 @@ def _write(config, run: Run, model: Converted, report: Optional[dict], outcome=N
                             json_bytes(sidecar(model_path.name, model.bytes, run, model.io["input"], model.contract)))
         if report is not None:
             report_path = t.write(REPORT_KEY, json_bytes(report))
+        elif config.mode is Mode.INT8 and run.has(REPORT_KEY):
+            t.forget(REPORT_KEY)  # --no-layer-errors: an earlier export's report would describe another model
     table = quant_report.table(report) if report else f"{model_path.name}: {len(model.bytes):,} bytes ({spec.summary})"
     if outcome:
         from pipeline.quant import remedy
