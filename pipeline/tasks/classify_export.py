@@ -76,7 +76,8 @@ def _repair(config, run: Run):
         layers = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
         return sorted(layers, key=lambda layer: -layer["rmse_steps"])[: quant_report.WORST_LAYERS]
 
-    return remedy.repair(config, run, convert, config.gate, task=tasks.of_run(run).tuning(), layer_errors=worst_layers)
+    return remedy.repair(config, run, convert, config.gate, task=tasks.of_run(run).tuning(),
+                         layer_errors=worst_layers if config.layer_errors else None)
 
 
 class Converted(NamedTuple):
