@@ -1,8 +1,9 @@
 """The int8 detector file alone, in other people's programs: do they find what `edge detect` finds?
 
 The session's shapes detector (`pipeline train --task detect`, exported by `pipeline export --int8`:
-tests/detect_trained.py) has its int8 file copied alone into an empty folder (no sidecar, no manifest, no labels file). On the held-out images (PNG, 128x128: the model's own
-size, so every client's resize leaves the pixels as they are and only the reading of the outputs differs):
+tests/detect_trained.py) has its int8 file copied alone into an empty folder (no sidecar, no manifest, no labels
+file). On the held-out images (PNG, 128x128: the model's own size, so every client's resize leaves the pixels as
+they are and only the reading of the outputs differs):
   - `edge detect --json` in the Python 3.9 device environment (.ci/edge-env) is the reference;
   - pycoral's own examples/detect_image.py (../shared/reference/pycoral), run as a program in the device
     environment with its defaults (threshold 0.4), reading the outputs by the model's signature names;
@@ -14,8 +15,8 @@ Each must find the same objects: same class, IoU >= 0.9. Objects scoring within 
 may be on either side of it for one runtime and not another, so each side's objects are matched only when they
 score at least 0.4 + MARGIN. Likewise two overlapping candidates whose scores are within NEAR_TIE of each other
 are a near tie for the op's NMS, which keeps one: pixels a grey level apart (Pillow 13 on the host, 11.3 in the
-device environment) may keep the other, so an object is also matched by the other side's winner of that tie. pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate,
-MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
+device environment) may keep the other, so an object is also matched by the other side's winner of that tie.
+pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate, MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
 20-pixel object truncation alone moves the IoU below 0.9.
 
 Then `pipeline parity`'s client rows (pipeline/inference/client_scores.detect_clients, the function parity scores
