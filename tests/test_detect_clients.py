@@ -16,8 +16,9 @@ may be on either side of it for one runtime and not another, so each side's obje
 score at least 0.4 + MARGIN. Likewise two overlapping candidates whose scores are within NEAR_TIE of each other
 are a near tie for the op's NMS, which keeps one: pixels a grey level apart (Pillow 13 on the host, 11.3 in the
 device environment) may keep the other, so an object is also matched by the other side's winner of that tie.
-pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate, MediaPipe the origin and the size): `edge detect`'s boxes are rounded the same way before the IoU, since on a
-20-pixel object truncation alone moves the IoU below 0.9.
+pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate, MediaPipe the origin and the size):
+`edge detect`'s boxes are rounded the same way before the IoU, since on a 20-pixel object truncation alone moves
+the IoU below 0.9.
 
 Then `pipeline parity`'s client rows (pipeline/inference/client_scores.detect_clients, the function parity scores
 them with) on the same files and on 16:9 copies of them (each picture stretched to 228x128, so a stretching client
