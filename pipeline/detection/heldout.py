@@ -37,14 +37,15 @@ def recorded_tuning(run) -> list:
 
 
 def _val_share(run, split: str) -> list:
-    """The --val-data images of `split`: all of them held out, unless an import set a tuning share aside."""
+    """The --val-data images of `split` ('heldout' or 'tuning'): all of them held out, unless an import set a tuning
+    share aside (`recorded_tuning` asks only then)."""
     from pipeline.data.examples import val_indices
     from pipeline.data.identity import recorded_split, tunes_on_val
     from pipeline.detection.specs import open_detection
 
     examples = open_detection(run.data.val_spec, run.labels, run.data.images).examples
     if not tunes_on_val(run):
-        return examples if split == "heldout" else []
+        return examples
     return [examples[i] for i in val_indices(examples, split, recorded_split(run))]
 
 

@@ -58,15 +58,15 @@ class ClassifyImport(TaskImport):
         identity = data_mod.identity_record(train, val, split, tuning_from_val=True)
         if "tuning" in identity:
             check_apart(*(_listed(identity[part]["examples"]) for part in ("tuning", "heldout")), config)
-        heldout_count = identity["heldout"]["count"]
+        heldout_count, tuning_count = identity["heldout"]["count"], (identity.get("tuning") or {}).get("count", 0)
         if heldout_count == 0:
-            raise DataError(empty_heldout(config, (identity.get("tuning") or {}).get("count", 0)))
+            raise DataError(empty_heldout(config, tuning_count))
         return {
             "train": {**train.describe(), "class_order": list(labels)},  # the model's order, not the folders' sorted one
             "val": val.describe() if val else None,
             "split": {**asdict(split), "train_examples": identity["train"]["count"], "heldout_examples": heldout_count,
                       "method": "seeded hash of each example's identity" if not val else "separate --val-data",
-                      **tuning_record(split, (identity.get("tuning") or {}).get("count", 0))},
+                      **tuning_record(split, tuning_count)},
             "identity": identity,
             "heldout_count": heldout_count,
         }
