@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.host, pytest.mark.slow]
 WRITERS = {
     "export": ["export", "RUN"],
     "export --int8": ["export", "RUN", "--int8", "--calibration-samples", "50"],
+    "export --int8 --no-layer-errors": ["export", "RUN", "--int8", "--calibration-samples", "50", "--no-layer-errors"],
     "compile --check-only": ["compile", "RUN", "--check-only"],
     "parity": ["parity", "RUN"],
 }
@@ -233,6 +234,17 @@ def test_a_full_disk_in_the_transaction_rolls_it_back(run_copy, small_disk, tmp_
     file is renamed in before the manifest's write, the last of the transaction, fails, so each must be put
     back). One message naming the file that did not fit, and the run exactly as it was, every recorded sha256
     matching."""
+    _rolls_back(run_copy, small_disk, tmp_path, stage, disk, where)
+
+
+def test_a_full_disk_rolls_back_an_int8_export_that_forgets_the_report(run_copy, tmp_path):
+    """`export --int8 --no-layer-errors` on a run holding quantization.json forgets the report's record, and its file
+    goes only when the transaction commits: with no room for the manifest, the run keeps both, exactly as it was."""
+    assert (run_copy / "quantization.json").is_file()
+    _rolls_back(run_copy, None, tmp_path, "export --int8 --no-layer-errors", "double", "manifest")
+
+
+def _rolls_back(run_copy, small_disk, tmp_path, stage, disk, where) -> None:
     writes = _writes(stage, run_copy, tmp_path)
     note, journal, files, manifest = writes[0], writes[1], writes[2:-1], writes[-1]
     fitting = {"journal": [note], "first file": [note, journal], "manifest": [note, journal, *files]}[where]

@@ -144,6 +144,9 @@ def test_a_detector_import_sets_a_share_of_val_data_aside_as_the_tuning_split(da
     few = write_shapes_yolo(tmp_path / "few", 3, 64, 2)
     with pytest.raises(DataError, match=r"its 3 image\(s\) were all set aside as the tuning split \(--tuning-fraction 0.99\)"):
         tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.99), list(CLASSES), 64)
+    # The advice ("a smaller --tuning-fraction") on that case: the same 3 images then leave some held out.
+    smaller = tasks.get("detect").importer().data(replace(config, val_data=str(few), tuning_fraction=0.25), list(CLASSES), 64)
+    assert smaller["heldout_count"] >= 1 and smaller["heldout_count"] + smaller["split"].get("tuning_examples", 0) == 3
 
 
 def test_the_ladder_says_when_its_few_tuning_images_cannot_judge_the_limit(monkeypatch):
