@@ -48,7 +48,7 @@ def build(script: str, venv: Path, timeout: float = 900) -> Path:
     if script == "edge-env":  # its exit 3 has two causes: no Python 3.9 (skip) or TensorFlow inside (failure)
         judge(done.returncode, done.stderr, what)
         return venv
-    if done.returncode == 3:  # the other scripts exit 3 only for a missing python3.11
+    if done.returncode == 3:  # the other scripts exit 3 for a missing python3.11 or system library, each named
         pytest.skip(f"{what}: {done.stderr.strip()}")
     if done.returncode != 0 and unreached(done.stderr):
         pytest.skip(f"{what}: the package registry could not be reached ({unreached(done.stderr)})")
