@@ -8,10 +8,12 @@ float edits alone and together), converted in memory by the export stage's own `
 on the tuning split scored as the ladder scores it (seeded views of a quarter of the training images), with more
 views too, and on the held-out images parity reports on (read here only to show how well the tuning split
 predicts them; the ladder never sees them). A run that set its tuning split aside before training scores it once
-(views apply only to older runs). `--rungs distil-N` / `qat-N` also makes rows with N epochs that the ladder lacks;
-`--qat NAME=VALUE` sets a constant of pipeline/quant/qat.py (the learning rate, the distillation loss) for every
-row. Also the float edits' own effect on the float model (largest score
-change against the unedited float model). Prints a markdown table; nothing in RUN changes.
+(views apply only to older runs). Each set's noise is `remedy.near_ties`'s: the margin shift int8 makes on 95% of
+its images, with the float answers under it in brackets (the near ties, about half of which it flips).
+`--rungs distil-N` / `qat-N` also makes rows with N epochs that the ladder lacks; `--qat NAME=VALUE` sets a
+constant of pipeline/quant/qat.py (the learning rate, the distillation loss) for every row. Also the float edits'
+own effect on the float model (largest score change against the unedited float model). Prints a markdown table;
+nothing in RUN changes.
 """
 from __future__ import annotations
 
@@ -79,7 +81,8 @@ def main() -> None:
     if args.rungs:
         rows = [r for r in rows if r[0] in args.rungs]
 
-    header = ["remedy", "seconds"] + [f"{n} agree" for n in sets] + [f"{n} top-1" for n in sets]
+    header = (["remedy", "seconds"] + [f"{n} agree" for n in sets] + [f"{n} top-1" for n in sets]
+              + [f"{n} noise (near ties)" for n in sets])
     print(f"run {args.run}, options per_tensor={args.per_tensor} calibration_samples={args.calibration_samples} "
           f"qat {' '.join(args.qat) or 'as built'}; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"float top-1: " + ", ".join(f"{n} {(reference[n].argmax(1) == sets[n][1]).mean():.4f} ({len(sets[n][1])})" for n in sets))
@@ -93,12 +96,14 @@ def main() -> None:
             print(f"| {name} | could not make a model: {str(err).splitlines()[0][:160]} |")
             continue
         seconds = time.monotonic() - start
-        agree, top1 = [], []
+        agree, top1, noise = [], [], []
         for n, (images, labels) in sets.items():
             out = remedy._tflite_outputs(model.bytes, tuning._replace(images=images), model.contract)
             agree.append(f"{(out.argmax(1) == reference[n].argmax(1)).mean():.4f} ({(out.argmax(1) != reference[n].argmax(1)).sum()} off)")
             top1.append(f"{(out.argmax(1) == labels).mean():.4f}")
-        print(f"| {name} | {seconds:.1f} | " + " | ".join(agree + top1) + " |", flush=True)
+            ties = remedy.near_ties(reference[n], out)  # the int8 noise, which predicts agreement through the near ties
+            noise.append(f"{ties['noise']:.3f} ({ties['near_ties']})")
+        print(f"| {name} | {seconds:.1f} | " + " | ".join(agree + top1 + noise) + " |", flush=True)
 
     if not args.rungs or "float-check" in args.rungs:
         import tf_keras as keras
