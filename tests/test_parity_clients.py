@@ -199,6 +199,8 @@ def test_the_advice_tells_the_float_models_own_loss_under_a_feed_from_int8s():
     # int8 1.25 pp): the ladder kept the export as asked and the gap stayed (bench/results/clients.md), so no command.
     split = worst_client(rows(1.75, 1.25))
     assert "3.00 pp more than the int8 model" in split and "each within 2 pp" in split and "`" not in split, split
+    better = worst_client(rows(-1.0, 3.5))  # the float model does better under the feed: said so, not "loses -1.00"
+    assert "itself gains 1.00 pp" in better and "--remedy --clients mediapipe" in better, better
 
 
 def test_each_client_row_holds_the_float_model_fed_alike(parity_run):

@@ -81,14 +81,14 @@ def client_advice(name: str, row: dict) -> str:
         return remedy + " (run `pipeline parity RUN` again to see whether the float model loses under this feed too)"
     float_drop, int8_drop = alike["float_drop_pp"], alike["int8_drop_pp"]
     if float_drop <= CLIENT_GAP_PP and int8_drop > CLIENT_GAP_PP:
-        return (f"int8 loses {int8_drop:.2f} pp against the float model fed as {name} feeds (which itself loses "
-                f"{float_drop:.2f} pp): {remedy}")
+        return (f"int8 loses {int8_drop:.2f} pp against the float model fed as {name} feeds (which itself "
+                f"{_loses(float_drop)}): {remedy}")
     if float_drop <= CLIENT_GAP_PP:
         # Two small parts: the ladder, gating int8 against float fed alike, finds too little to repair. (Small CNN,
         # 16 px photo crops, --client-fits: float 1.75 pp, int8 1.25 pp; `export --remedy --clients mediapipe`
         # kept the export as asked and the gap stayed 2.25 pp, bench/results/clients.md.)
         fits = "" if alike.get("trained_with_client_fits") else ", training for that feed (--client-fits)"
-        return (f"the float model loses {float_drop:.2f} pp fed as {name} feeds and int8 {int8_drop:.2f} pp more "
+        return (f"the float model {_loses(float_drop)} fed as {name} feeds and int8 {int8_drop:.2f} pp more "
                 f"against it, each within {CLIENT_GAP_PP:g} pp: too little for an export to repair (the remedy ladder "
                 f"gates int8 against float fed alike); a larger model input (--image-size, less shrink){fits}, or "
                 f"{name} fed pictures near the input size, may")
@@ -104,6 +104,11 @@ def client_advice(name: str, row: dict) -> str:
     return (f"the float model itself loses {float_drop:.2f} pp fed as {name} feeds (its fit of the picture, not "
             f"quantization; no export repairs it): train for that feed, `pipeline train ... --client-fits`, or a "
             f"larger --image-size (less shrink), or feed {name} pictures near the input size{then}")
+
+
+def _loses(pp: float) -> str:
+    """A drop in words: a float model can do better under a client's feed than on the contract."""
+    return f"loses {pp:.2f} pp" if pp >= 0 else f"gains {-pp:.2f} pp"
 
 
 def _client_markdown(report: dict) -> List[str]:
