@@ -4,13 +4,14 @@ YOLO-head detector; threads against processes for the decode; and, on paper, the
     # One command, in the device env (.ci/edge-env --make .venv39): missing inputs are made first with the host venv
     # (.venv, TensorFlow: --host-python), then measured and written to bench/results/edge_throughput.md
     .venv39/bin/python bench/bench_edge_throughput.py --speed /tmp/edge_speed --detect /tmp/edge_detect \
-        --yolo /tmp/edge_yolo --make --rounds 6
+        --yolo /tmp/edge_yolo --big /tmp/edge_ssd_mnv2 --big-yolo /tmp/edge_yolo_mnv2 --make --rounds 6
     # --make runs, for each folder that does not exist yet (a few minutes each on an idle 2-core machine):
     #   bench/bench_edge_speed.py make --out SPEED --per-class 300                      int8 MobileNetV2 224, 600 JPEGs
     #   bench/bench_edge_detect_command.py make --out DETECT --epochs 3 --heldout 600   tiny SSD-style detector
     #   bench/bench_edge_detect_command.py make --out YOLO --epochs 3 --heldout 100 --head yolo   tiny YOLO-head one
     #   bench/bench_edge_detect_command.py make --out BIG --epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320
     #       --count 128       (with --big BIG) an SSD on MobileNetV2 at 320x320: an invoke of a board's detector's size
+    #   the same with --head yolo (with --big-yolo BIG_YOLO): the YOLO head on that backbone at that size
 
 It imports no TensorFlow. Every model runs on the CPU interpreter the device side picks, 1 thread, over the same
 600 camera JPEGs (640x480). Round after round, in an order that alternates so drift in the machine's load hits
@@ -69,12 +70,15 @@ TPU_MS = {"classifier": 2.6, "detector": 14.0}
 DECODE_SIZES = {"classifier (224x224)": 224, "SSD detector here": None, "YOLO detector here": None,
                 "SSD MobileNet (300x300)": 300}
 DECODE_KEY = {"classifier": "classifier (224x224)", "detector": "SSD detector here", "yolo": "YOLO detector here",
-              "big": "SSD MobileNetV2 detector here"}
+              "big": "SSD MobileNetV2 detector here", "bigyolo": "YOLO MobileNetV2 detector here"}
 
 
 # --- this machine: the command against the bare rate ------------------------------------------------------------
 
-KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector", "big": "SSD MobileNetV2 320"}
+KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector", "big": "SSD MobileNetV2 320",
+         "bigyolo": "YOLO MobileNetV2 320"}
+# What `bench_edge_detect_command.py make` trains for the detectors of a board's invoke cost (--big, --big-yolo).
+BIG_MAKE = ["--epochs", "1", "--heldout", "32", "--model", "mobilenet_v2", "--image-size", "320", "--count", "128"]
 
 
 def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, workers: int):
@@ -366,7 +370,8 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_throughput.py {' '.join(argv)}` "
         "(with --make, inputs missing are made first: `bench/bench_edge_speed.py make --per-class 300`, "
         "`bench/bench_edge_detect_command.py make --epochs 3 --heldout 600`, the same with `--heldout 100 --head yolo`"
-        + (" and `--epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320 --count 128`" if "big" in detectors else "")
+        + (f" and `{' '.join(BIG_MAKE)}`" if "big" in detectors else "")
+        + (f" and `{' '.join(BIG_MAKE)} --head yolo`" if "bigyolo" in detectors else "")
         + ")",
         f"- what is timed: `python -m edge.cli evaluate MODEL --data photos --out p.json --threads 1 --workers W` as a "
         f"subprocess over {len(files)} JPEGs (640x480) and over 1; per image = (time({len(files)}) - time(1)) / {len(files) - 1}",
@@ -383,6 +388,9 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
            "in TFLite_Detection_PostProcess: an invoke of the cost of the detectors boards run (Google's SSD MobileNet "
            "in shared/reference/coral is there only compiled for the Edge TPU, which this CPU interpreter cannot run); "
            "the same JPEGs, decoded at full size (480 // 320 = 1)"] if "big" in detectors else []),
+        *([f"- YOLO MobileNetV2 320: the same backbone, input and training with the `--head yolo` head (two outputs decoded "
+           "on the host, edge.yolo_decode's decode + NMS): the YOLO head judged at an invoke of a board detector's cost; "
+           "the same JPEGs"] if "bigyolo" in detectors else []),
         f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. A load near the core count means "
         "nothing else ran beside the benchmark; above it, other work shared the cores, and every ratio is taken "
         "within one round so that the load hits each alike",
@@ -518,7 +526,8 @@ def uptime() -> str:
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: Optional[Path] = None) -> None:
+def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: Optional[Path] = None,
+                 big_yolo: Optional[Path] = None) -> None:
     """Make each input folder that does not exist yet with the host venv (TensorFlow), as the docstring lists."""
     import subprocess
 
@@ -527,7 +536,9 @@ def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: 
              (yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(yolo), "--epochs", "3", "--heldout", "100",
                      "--head", "yolo"])]
     if big is not None:
-        steps.append((big, ["bench/bench_edge_detect_command.py", "make", "--out", str(big), "--epochs", "1", "--heldout", "32", "--model", "mobilenet_v2", "--image-size", "320", "--count", "128"]))
+        steps.append((big, ["bench/bench_edge_detect_command.py", "make", "--out", str(big), *BIG_MAKE]))
+    if big_yolo is not None:
+        steps.append((big_yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(big_yolo), *BIG_MAKE, "--head", "yolo"]))
     for folder, step in steps:
         if folder.exists():
             continue
@@ -537,18 +548,19 @@ def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: 
             raise SystemExit(f"{host_python} {' '.join(step)} failed (exit {done.returncode})")
 
 
-def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, big: Optional[Path] = None) -> int:
+def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, big: Optional[Path] = None,
+        big_yolo: Optional[Path] = None) -> int:
     global _CONTRACT
     from bench_edge_speed import exported_contract
 
-    for folder in (speed, detect, yolo, *([big] if big is not None else [])):
+    extra = {kind: folder for kind, folder in (("big", big), ("bigyolo", big_yolo)) if folder is not None}
+    for folder in (speed, detect, yolo, *extra.values()):
         if not folder.is_dir():
             raise SystemExit(f"{folder} does not exist; pass --make (with the host venv at --host-python) to make it")
     _CONTRACT = exported_contract(speed)
     before = uptime()
     models = {"detector": detect / "run" / "model_int8.tflite", "yolo": yolo / "run" / "model_int8.tflite"}
-    if big is not None:
-        models["big"] = big / "run" / "model_int8.tflite"
+    models.update({kind: folder / "run" / "model_int8.tflite" for kind, folder in extra.items()})
     with tempfile.TemporaryDirectory(prefix="edge-throughput-") as scratch:
         runner, detectors, files, rows = rounds(speed, models, Path(scratch), count)
         own = {DECODE_KEY[kind]: detector.runner.size[0] for kind, detector in detectors.items()}
@@ -576,6 +588,8 @@ def main() -> int:
     parser.add_argument("--big", type=Path, default=None,
                         help="also an SSD on MobileNetV2 at 320x320 (`bench_edge_detect_command.py make --model mobilenet_v2 "
                              "--image-size 320`): a detector whose invoke costs what a board's does")
+    parser.add_argument("--big-yolo", type=Path, default=None,
+                        help="also the YOLO head on that backbone and size (the same make with --head yolo)")
     parser.add_argument("--make", action="store_true", help="make the input folders that do not exist yet (host venv)")
     parser.add_argument("--host-python", type=Path, default=ROOT / ".venv" / "bin" / "python",
                         help="the host venv's python (TensorFlow) that --make runs (default: .venv/bin/python)")
@@ -583,8 +597,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.make:
-        make_missing(args.speed, args.detect, args.yolo, args.host_python, args.big)
-    return run(args.speed, args.detect, args.yolo, args.rounds, not args.no_write, sys.argv[1:], args.big)
+        make_missing(args.speed, args.detect, args.yolo, args.host_python, args.big, args.big_yolo)
+    return run(args.speed, args.detect, args.yolo, args.rounds, not args.no_write, sys.argv[1:], args.big, args.big_yolo)
 
 
 if __name__ == "__main__":
