@@ -241,7 +241,7 @@ def thread_costs(runner, detectors, files) -> dict:
     a detector's reading (an anchor-free head's decode + NMS), its objects and its entry written as JSON."""
     from edge import detect as det
     from edge import predictions as predictions_doc
-    from edge.classify import get_scores, invoke, set_input
+    from edge.classify import invoke
     from edge.evaluation import Sample, prediction
     from edge.prefetch import pipelined
 
@@ -258,9 +258,9 @@ def thread_costs(runner, detectors, files) -> dict:
 
     start, invokes = time.thread_time(), 0.0
     for s, p in zip(samples, pixels):
-        set_input(runner.interpreter, p, runner.contract.norm)
+        runner.feed(p)
         invokes += invoking(runner.interpreter)
-        prediction(s, get_scores(runner.interpreter))
+        prediction(s, runner.read_scores())
     main = (time.thread_time() - start) / len(samples) + handover
     costs = {"classifier": (main, 0.0, main - invokes / len(samples))}
     for kind, detector in detectors.items():
@@ -268,7 +268,7 @@ def thread_costs(runner, detectors, files) -> dict:
         det_pixels = [detector.runner.pixels(s.path) for s in samples]
         outputs, start, invokes = [], time.thread_time(), 0.0
         for p in det_pixels:
-            set_input(interpreter, p, detector.runner.contract.norm)
+            detector.runner.feed(p)
             invokes += invoking(interpreter)
             outputs.append(det.read_outputs(interpreter, indices))
         main = (time.thread_time() - start) / len(samples) + handover
