@@ -324,6 +324,55 @@ def where_work_ran(detectors, files) -> dict:
     return result
 
 
+# The GIL switch intervals compared (sys.setswitchinterval): Python's default, which edge keeps, and shorter ones.
+INTERVALS = (0.005, 0.001, 0.0005, 0.0002)
+HANDOVER_IMAGES = 200  # JPEGs per pass of that comparison
+
+
+def handover_shares(runner, detectors, files, count: int) -> dict:
+    """{(kind, workers, interval): [(share of the bare rate, the invoking thread's sleeps per image) per round]}:
+    `edge evaluate`'s path in this process (Runner.score_files; evaluate_detections as the command calls it) over
+    the first HANDOVER_IMAGES JPEGs with sys.setswitchinterval at each interval, each round's passes in alternating order
+    beside a bare pass, so the load hits each alike."""
+    from bench_edge_detect_command import bare_pass
+    from edge.evaluation import Sample, evaluate_detections
+
+    files = files[:HANDOVER_IMAGES]
+    samples = [Sample(f, f.name, None) for f in files]
+
+    def scored(w):
+        for _, _, error in runner.score_files(files, workers=w):
+            if error is not None:
+                raise error
+
+    paths = {"classifier": (lambda: classifier_bare(runner, len(files)), scored)}
+    for kind, detector in detectors.items():
+        pixels = [detector.runner.pixels(f, str(f)) for f in files]
+        paths[kind] = (lambda d=detector, p=pixels: bare_pass(d, p, with_objects=True)[0],
+                       lambda w, d=detector: evaluate_detections(d, samples, workers=w, post_on_workers=True, encoded=True))
+    found, result = sys.getswitchinterval(), {}
+    try:
+        for kind, (bare, path) in paths.items():
+            steps = [None] + [(w, interval) for w in WORKERS for interval in INTERVALS]
+            for r in range(count):
+                rates = {}
+                for step in (steps if r % 2 == 0 else steps[::-1]):
+                    if step is None:
+                        rates[step] = bare()
+                        continue
+                    sys.setswitchinterval(step[1])
+                    before, start = _sleeps(threading.get_native_id()), time.perf_counter()
+                    path(step[0])
+                    sys.setswitchinterval(found)
+                    rates[step] = (len(files) / (time.perf_counter() - start),
+                                   (_sleeps(threading.get_native_id()) - before) / len(files))
+                for step in steps[1:]:
+                    result.setdefault((kind, *step), []).append((rates[step][0] / rates[None], rates[step][1]))
+    finally:
+        sys.setswitchinterval(found)
+    return result
+
+
 def bare_cpu_ms(runner, detectors, files) -> dict:
     """CPU ms per image of the bare path on its own thread: the classifier's invoke; a detector's set input, invoke
     and reading the objects (the YOLO head's host decode + NMS included)."""
@@ -356,7 +405,7 @@ def _spread(values) -> str:
 
 
 def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, uptime_before: str, uptime_after: str,
-           argv, ran: dict) -> str:
+           argv, ran: dict, handover: dict) -> str:
     from bench_edge_speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
@@ -457,6 +506,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
               "|---|---|---|---|---|"]
     for (kind, w), (loads, posts, sleeps) in ran.items():
         lines.append(f"| {KINDS[kind]} | {w} | {loads:.0%} | {posts:.0%} | {sleeps:.2f} |")
+    lines += handover_section(handover, kinds)
     lines += [
         "",
         "## The decode alone: its cost, and threads against processes",
@@ -481,6 +531,26 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
     return "\n".join(lines) + "\n"
 
 
+def handover_section(handover: dict, kinds) -> list:
+    rounds = len(next(iter(handover.values())))
+    lines = ["", "## The GIL hand-over: the switch interval while workers run", "",
+             "The invoking thread comes back from an invoke (GIL released inside) to a worker running Python code (a JPEG "
+             "header, a decode + NMS in numpy, an entry written as JSON) and waits for the GIL until that code lets it go "
+             "or the switch interval (sys.setswitchinterval; Python's default 5 ms, which `edge` keeps) makes it. "
+             f"`edge evaluate`'s path in this process over {HANDOVER_IMAGES} of the JPEGs with each interval, "
+             f"{rounds} rounds, each pass beside a bare pass in the same round: the share of the bare rate (median) and the "
+             "invoking thread's sleeps per image (median). A shorter interval is worth setting in `edge` where it raises "
+             "the share on a quiet machine.", "",
+             "| model | workers | " + " | ".join(f"{i * 1000:g} ms" for i in INTERVALS) + " |",
+             "|---|---|" + "---|" * len(INTERVALS)]
+    for kind in kinds:
+        for w in WORKERS:
+            cells = [f"{statistics.median(v[0] for v in handover[(kind, w, i)]):.2f} "
+                     f"({statistics.median(v[1] for v in handover[(kind, w, i)]):.1f})" for i in INTERVALS]
+            lines.append(f"| {KINDS[kind]} | {w} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def board_section(decode, costs) -> list:
     """`costs`: thread_costs' {kind: (invoking thread, workers besides the decode, invoking thread outside the invoke)}."""
     lines = [
@@ -495,17 +565,24 @@ def board_section(decode, costs) -> list:
         "alone, scaled by the same factor. Workers decode, and for a detector read its objects and write its entry (the "
         "tiny SSD's cost here, 25 objects as the op keeps), on the cores the invoke "
         "thread leaves; the invoke itself waits on the Edge TPU with the GIL released. A Raspberry Pi 4 (Cortex-A72) is "
-        "faster per core than this estimate.",
+        "faster per core than this estimate."
+        + (" The YOLO row's workers also decode its two outputs and run NMS on the host (measured here on the YOLO "
+           "MobileNetV2 320, scaled); Coral's table has no YOLO-head model, so its Edge TPU time is taken as MobileNet v2 "
+           "SSD's (the same backbone at a similar input): an assumption, which a faster YOLO invoke would only make "
+           "need more workers." if "bigyolo" in costs else ""),
         "",
         "| model | decode (+ objects and entry) on the board, ms | around the invoke, ms | Edge TPU, ms | images/s with 1 / 2 / 3 / 4 workers "
         "(share of the bare Edge TPU rate) | workers that keep the Edge TPU busy |",
         "|---|---|---|---|---|---|",
     ]
-    for name, kind, decode_key in (("MobileNetV2 224, 640x480 JPEG", "classifier", "classifier (224x224)"),
-                                   ("SSD MobileNet 300x300, 640x480 JPEG", "detector", "SSD MobileNet (300x300)")):
+    rows = [("MobileNetV2 224, 640x480 JPEG", "classifier", "classifier (224x224)", TPU_MS["classifier"]),
+            ("SSD MobileNet 300x300, 640x480 JPEG", "detector", "SSD MobileNet (300x300)", TPU_MS["detector"])]
+    if "bigyolo" in costs:
+        rows.append(("YOLO head on MobileNetV2 320x320, 640x480 JPEG (Edge TPU time assumed: MobileNet v2 SSD's)",
+                     "bigyolo", DECODE_KEY["bigyolo"], TPU_MS["detector"]))
+    for name, kind, decode_key, tpu in rows:
         d = (decode[decode_key] + costs[kind][1]) * A53_FACTOR
         m = costs[kind][2] * A53_FACTOR
-        tpu = TPU_MS[kind]
         rates = [board_rate(d, m, tpu, w) for w in range(1, BOARD_CORES + 1)]
         best = max(rates)
         enough = next(w for w, r in enumerate(rates, 1) if r >= best * 0.999)
@@ -571,7 +648,9 @@ def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, bi
         costs = thread_costs(runner, detectors, files)
         bare_ms = bare_cpu_ms(runner, detectors, files)
         ran = where_work_ran(detectors, files)
-        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv, ran)
+        handover = handover_shares(runner, detectors, files, max(3, count // 2))
+        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv, ran,
+                      handover)
     print(text)
     if write:
         RESULTS.write_text(text)
