@@ -116,15 +116,14 @@ def bare_pass(detector, pixels, with_objects: bool = False):
     """(images / wall seconds, 1 / median image seconds, this thread's CPU seconds per image): set_input, invoke, the
     four outputs read, per image; with_objects: also edge.detect.objects at threshold 0 (what `edge bench` counts as
     reading the detections)."""
-    from edge.classify import set_input
     from edge.detect import get_raw, objects
 
-    interpreter, norm, indices = detector.runner.interpreter, detector.runner.contract.norm, detector.indices
+    interpreter, feed, indices = detector.runner.interpreter, detector.runner.feed, detector.indices
     times = []
     cpu, start = time.thread_time(), time.perf_counter()
     for p in pixels:
         begin = time.perf_counter()
-        set_input(interpreter, p, norm)
+        feed(p)
         interpreter.invoke()
         raw = get_raw(interpreter, indices)
         if with_objects:
@@ -179,7 +178,6 @@ def breakdown(model: Path, detector, bundle: Path, samples, out: Path):
     """Milliseconds per image of each step of the command, each alone in this process, one after another."""
     from edge import detect as det
     from edge import predictions as predictions_doc
-    from edge.classify import set_input
     from edge.evaluation import detection_samples, detections_document
 
     runner, n = detector.runner, len(samples)
@@ -195,7 +193,7 @@ def breakdown(model: Path, detector, bundle: Path, samples, out: Path):
         t0 = time.perf_counter()
         pixels = runner.pixels(s.path, str(s.path))
         t1 = time.perf_counter()
-        set_input(runner.interpreter, pixels, runner.contract.norm)
+        runner.feed(pixels)
         runner.interpreter.invoke()
         t2 = time.perf_counter()
         raw = det.get_raw(runner.interpreter, detector.indices)

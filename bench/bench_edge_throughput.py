@@ -4,13 +4,14 @@ YOLO-head detector; threads against processes for the decode; and, on paper, the
     # One command, in the device env (.ci/edge-env --make .venv39): missing inputs are made first with the host venv
     # (.venv, TensorFlow: --host-python), then measured and written to bench/results/edge_throughput.md
     .venv39/bin/python bench/bench_edge_throughput.py --speed /tmp/edge_speed --detect /tmp/edge_detect \
-        --yolo /tmp/edge_yolo --make --rounds 6
+        --yolo /tmp/edge_yolo --big /tmp/edge_ssd_mnv2 --big-yolo /tmp/edge_yolo_mnv2 --make --rounds 6
     # --make runs, for each folder that does not exist yet (a few minutes each on an idle 2-core machine):
     #   bench/bench_edge_speed.py make --out SPEED --per-class 300                      int8 MobileNetV2 224, 600 JPEGs
     #   bench/bench_edge_detect_command.py make --out DETECT --epochs 3 --heldout 600   tiny SSD-style detector
     #   bench/bench_edge_detect_command.py make --out YOLO --epochs 3 --heldout 100 --head yolo   tiny YOLO-head one
     #   bench/bench_edge_detect_command.py make --out BIG --epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320
     #       --count 128       (with --big BIG) an SSD on MobileNetV2 at 320x320: an invoke of a board's detector's size
+    #   the same with --head yolo (with --big-yolo BIG_YOLO): the YOLO head on that backbone at that size
 
 It imports no TensorFlow. Every model runs on the CPU interpreter the device side picks, 1 thread, over the same
 600 camera JPEGs (640x480). Round after round, in an order that alternates so drift in the machine's load hits
@@ -69,12 +70,15 @@ TPU_MS = {"classifier": 2.6, "detector": 14.0}
 DECODE_SIZES = {"classifier (224x224)": 224, "SSD detector here": None, "YOLO detector here": None,
                 "SSD MobileNet (300x300)": 300}
 DECODE_KEY = {"classifier": "classifier (224x224)", "detector": "SSD detector here", "yolo": "YOLO detector here",
-              "big": "SSD MobileNetV2 detector here"}
+              "big": "SSD MobileNetV2 detector here", "bigyolo": "YOLO MobileNetV2 detector here"}
 
 
 # --- this machine: the command against the bare rate ------------------------------------------------------------
 
-KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector", "big": "SSD MobileNetV2 320"}
+KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector", "big": "SSD MobileNetV2 320",
+         "bigyolo": "YOLO MobileNetV2 320"}
+# What `bench_edge_detect_command.py make` trains for the detectors of a board's invoke cost (--big, --big-yolo).
+BIG_MAKE = ["--epochs", "1", "--heldout", "32", "--model", "mobilenet_v2", "--image-size", "320", "--count", "128"]
 
 
 def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, workers: int):
@@ -237,7 +241,7 @@ def thread_costs(runner, detectors, files) -> dict:
     a detector's reading (an anchor-free head's decode + NMS), its objects and its entry written as JSON."""
     from edge import detect as det
     from edge import predictions as predictions_doc
-    from edge.classify import get_scores, invoke, set_input
+    from edge.classify import invoke
     from edge.evaluation import Sample, prediction
     from edge.prefetch import pipelined
 
@@ -254,9 +258,9 @@ def thread_costs(runner, detectors, files) -> dict:
 
     start, invokes = time.thread_time(), 0.0
     for s, p in zip(samples, pixels):
-        set_input(runner.interpreter, p, runner.contract.norm)
+        runner.feed(p)
         invokes += invoking(runner.interpreter)
-        prediction(s, get_scores(runner.interpreter))
+        prediction(s, runner.read_scores())
     main = (time.thread_time() - start) / len(samples) + handover
     costs = {"classifier": (main, 0.0, main - invokes / len(samples))}
     for kind, detector in detectors.items():
@@ -264,7 +268,7 @@ def thread_costs(runner, detectors, files) -> dict:
         det_pixels = [detector.runner.pixels(s.path) for s in samples]
         outputs, start, invokes = [], time.thread_time(), 0.0
         for p in det_pixels:
-            set_input(interpreter, p, detector.runner.contract.norm)
+            detector.runner.feed(p)
             invokes += invoking(interpreter)
             outputs.append(det.read_outputs(interpreter, indices))
         main = (time.thread_time() - start) / len(samples) + handover
@@ -320,6 +324,55 @@ def where_work_ran(detectors, files) -> dict:
     return result
 
 
+# The GIL switch intervals compared (sys.setswitchinterval): Python's default, which edge keeps, and shorter ones.
+INTERVALS = (0.005, 0.001, 0.0005, 0.0002)
+HANDOVER_IMAGES = 200  # JPEGs per pass of that comparison
+
+
+def handover_shares(runner, detectors, files, count: int) -> dict:
+    """{(kind, workers, interval): [(share of the bare rate, the invoking thread's sleeps per image) per round]}:
+    `edge evaluate`'s path in this process (Runner.score_files; evaluate_detections as the command calls it) over
+    the first HANDOVER_IMAGES JPEGs with sys.setswitchinterval at each interval, each round's passes in alternating order
+    beside a bare pass, so the load hits each alike."""
+    from bench_edge_detect_command import bare_pass
+    from edge.evaluation import Sample, evaluate_detections
+
+    files = files[:HANDOVER_IMAGES]
+    samples = [Sample(f, f.name, None) for f in files]
+
+    def scored(w):
+        for _, _, error in runner.score_files(files, workers=w):
+            if error is not None:
+                raise error
+
+    paths = {"classifier": (lambda: classifier_bare(runner, len(files)), scored)}
+    for kind, detector in detectors.items():
+        pixels = [detector.runner.pixels(f, str(f)) for f in files]
+        paths[kind] = (lambda d=detector, p=pixels: bare_pass(d, p, with_objects=True)[0],
+                       lambda w, d=detector: evaluate_detections(d, samples, workers=w, post_on_workers=True, encoded=True))
+    found, result = sys.getswitchinterval(), {}
+    try:
+        for kind, (bare, path) in paths.items():
+            steps = [None] + [(w, interval) for w in WORKERS for interval in INTERVALS]
+            for r in range(count):
+                rates = {}
+                for step in (steps if r % 2 == 0 else steps[::-1]):
+                    if step is None:
+                        rates[step] = bare()
+                        continue
+                    sys.setswitchinterval(step[1])
+                    before, start = _sleeps(threading.get_native_id()), time.perf_counter()
+                    path(step[0])
+                    sys.setswitchinterval(found)
+                    rates[step] = (len(files) / (time.perf_counter() - start),
+                                   (_sleeps(threading.get_native_id()) - before) / len(files))
+                for step in steps[1:]:
+                    result.setdefault((kind, *step), []).append((rates[step][0] / rates[None], rates[step][1]))
+    finally:
+        sys.setswitchinterval(found)
+    return result
+
+
 def bare_cpu_ms(runner, detectors, files) -> dict:
     """CPU ms per image of the bare path on its own thread: the classifier's invoke; a detector's set input, invoke
     and reading the objects (the YOLO head's host decode + NMS included)."""
@@ -352,7 +405,7 @@ def _spread(values) -> str:
 
 
 def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, uptime_before: str, uptime_after: str,
-           argv, ran: dict) -> str:
+           argv, ran: dict, handover: dict) -> str:
     from bench_edge_speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
@@ -366,7 +419,8 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_throughput.py {' '.join(argv)}` "
         "(with --make, inputs missing are made first: `bench/bench_edge_speed.py make --per-class 300`, "
         "`bench/bench_edge_detect_command.py make --epochs 3 --heldout 600`, the same with `--heldout 100 --head yolo`"
-        + (" and `--epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320 --count 128`" if "big" in detectors else "")
+        + (f" and `{' '.join(BIG_MAKE)}`" if "big" in detectors else "")
+        + (f" and `{' '.join(BIG_MAKE)} --head yolo`" if "bigyolo" in detectors else "")
         + ")",
         f"- what is timed: `python -m edge.cli evaluate MODEL --data photos --out p.json --threads 1 --workers W` as a "
         f"subprocess over {len(files)} JPEGs (640x480) and over 1; per image = (time({len(files)}) - time(1)) / {len(files) - 1}",
@@ -383,6 +437,9 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
            "in TFLite_Detection_PostProcess: an invoke of the cost of the detectors boards run (Google's SSD MobileNet "
            "in shared/reference/coral is there only compiled for the Edge TPU, which this CPU interpreter cannot run); "
            "the same JPEGs, decoded at full size (480 // 320 = 1)"] if "big" in detectors else []),
+        *([f"- YOLO MobileNetV2 320: the same backbone, input and training with the `--head yolo` head (two outputs decoded "
+           "on the host, edge.yolo_decode's decode + NMS): the YOLO head judged at an invoke of a board detector's cost; "
+           "the same JPEGs"] if "bigyolo" in detectors else []),
         f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. A load near the core count means "
         "nothing else ran beside the benchmark; above it, other work shared the cores, and every ratio is taken "
         "within one round so that the load hits each alike",
@@ -449,6 +506,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
               "|---|---|---|---|---|"]
     for (kind, w), (loads, posts, sleeps) in ran.items():
         lines.append(f"| {KINDS[kind]} | {w} | {loads:.0%} | {posts:.0%} | {sleeps:.2f} |")
+    lines += handover_section(handover, kinds)
     lines += [
         "",
         "## The decode alone: its cost, and threads against processes",
@@ -473,6 +531,26 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
     return "\n".join(lines) + "\n"
 
 
+def handover_section(handover: dict, kinds) -> list:
+    rounds = len(next(iter(handover.values())))
+    lines = ["", "## The GIL hand-over: the switch interval while workers run", "",
+             "The invoking thread comes back from an invoke (GIL released inside) to a worker running Python code (a JPEG "
+             "header, a decode + NMS in numpy, an entry written as JSON) and waits for the GIL until that code lets it go "
+             "or the switch interval (sys.setswitchinterval; Python's default 5 ms, which `edge` keeps) makes it. "
+             f"`edge evaluate`'s path in this process over {HANDOVER_IMAGES} of the JPEGs with each interval, "
+             f"{rounds} rounds, each pass beside a bare pass in the same round: the share of the bare rate (median) and the "
+             "invoking thread's sleeps per image (median). A shorter interval is worth setting in `edge` where it raises "
+             "the share on a quiet machine.", "",
+             "| model | workers | " + " | ".join(f"{i * 1000:g} ms" for i in INTERVALS) + " |",
+             "|---|---|" + "---|" * len(INTERVALS)]
+    for kind in kinds:
+        for w in WORKERS:
+            cells = [f"{statistics.median(v[0] for v in handover[(kind, w, i)]):.2f} "
+                     f"({statistics.median(v[1] for v in handover[(kind, w, i)]):.1f})" for i in INTERVALS]
+            lines.append(f"| {KINDS[kind]} | {w} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def board_section(decode, costs) -> list:
     """`costs`: thread_costs' {kind: (invoking thread, workers besides the decode, invoking thread outside the invoke)}."""
     lines = [
@@ -487,17 +565,24 @@ def board_section(decode, costs) -> list:
         "alone, scaled by the same factor. Workers decode, and for a detector read its objects and write its entry (the "
         "tiny SSD's cost here, 25 objects as the op keeps), on the cores the invoke "
         "thread leaves; the invoke itself waits on the Edge TPU with the GIL released. A Raspberry Pi 4 (Cortex-A72) is "
-        "faster per core than this estimate.",
+        "faster per core than this estimate."
+        + (" The YOLO row's workers also decode its two outputs and run NMS on the host (measured here on the YOLO "
+           "MobileNetV2 320, scaled); Coral's table has no YOLO-head model, so its Edge TPU time is taken as MobileNet v2 "
+           "SSD's (the same backbone at a similar input): an assumption, which a faster YOLO invoke would only make "
+           "need more workers." if "bigyolo" in costs else ""),
         "",
         "| model | decode (+ objects and entry) on the board, ms | around the invoke, ms | Edge TPU, ms | images/s with 1 / 2 / 3 / 4 workers "
         "(share of the bare Edge TPU rate) | workers that keep the Edge TPU busy |",
         "|---|---|---|---|---|---|",
     ]
-    for name, kind, decode_key in (("MobileNetV2 224, 640x480 JPEG", "classifier", "classifier (224x224)"),
-                                   ("SSD MobileNet 300x300, 640x480 JPEG", "detector", "SSD MobileNet (300x300)")):
+    rows = [("MobileNetV2 224, 640x480 JPEG", "classifier", "classifier (224x224)", TPU_MS["classifier"]),
+            ("SSD MobileNet 300x300, 640x480 JPEG", "detector", "SSD MobileNet (300x300)", TPU_MS["detector"])]
+    if "bigyolo" in costs:
+        rows.append(("YOLO head on MobileNetV2 320x320, 640x480 JPEG (Edge TPU time assumed: MobileNet v2 SSD's)",
+                     "bigyolo", DECODE_KEY["bigyolo"], TPU_MS["detector"]))
+    for name, kind, decode_key, tpu in rows:
         d = (decode[decode_key] + costs[kind][1]) * A53_FACTOR
         m = costs[kind][2] * A53_FACTOR
-        tpu = TPU_MS[kind]
         rates = [board_rate(d, m, tpu, w) for w in range(1, BOARD_CORES + 1)]
         best = max(rates)
         enough = next(w for w, r in enumerate(rates, 1) if r >= best * 0.999)
@@ -518,7 +603,8 @@ def uptime() -> str:
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: Optional[Path] = None) -> None:
+def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: Optional[Path] = None,
+                 big_yolo: Optional[Path] = None) -> None:
     """Make each input folder that does not exist yet with the host venv (TensorFlow), as the docstring lists."""
     import subprocess
 
@@ -527,7 +613,9 @@ def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: 
              (yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(yolo), "--epochs", "3", "--heldout", "100",
                      "--head", "yolo"])]
     if big is not None:
-        steps.append((big, ["bench/bench_edge_detect_command.py", "make", "--out", str(big), "--epochs", "1", "--heldout", "32", "--model", "mobilenet_v2", "--image-size", "320", "--count", "128"]))
+        steps.append((big, ["bench/bench_edge_detect_command.py", "make", "--out", str(big), *BIG_MAKE]))
+    if big_yolo is not None:
+        steps.append((big_yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(big_yolo), *BIG_MAKE, "--head", "yolo"]))
     for folder, step in steps:
         if folder.exists():
             continue
@@ -537,18 +625,29 @@ def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: 
             raise SystemExit(f"{host_python} {' '.join(step)} failed (exit {done.returncode})")
 
 
-def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, big: Optional[Path] = None) -> int:
+READING = "## Reading this run (hand-written"  # the results file's own notes start here; a rerun keeps them
+
+
+def kept_reading(results: Path) -> str:
+    """The hand-written reading at the end of the results file (from READING on), kept under the new numbers."""
+    old = results.read_text() if results.exists() else ""
+    at = old.find(READING)
+    return "" if at < 0 else "\n" + old[at:]
+
+
+def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, big: Optional[Path] = None,
+        big_yolo: Optional[Path] = None) -> int:
     global _CONTRACT
     from bench_edge_speed import exported_contract
 
-    for folder in (speed, detect, yolo, *([big] if big is not None else [])):
+    extra = {kind: folder for kind, folder in (("big", big), ("bigyolo", big_yolo)) if folder is not None}
+    for folder in (speed, detect, yolo, *extra.values()):
         if not folder.is_dir():
             raise SystemExit(f"{folder} does not exist; pass --make (with the host venv at --host-python) to make it")
     _CONTRACT = exported_contract(speed)
     before = uptime()
     models = {"detector": detect / "run" / "model_int8.tflite", "yolo": yolo / "run" / "model_int8.tflite"}
-    if big is not None:
-        models["big"] = big / "run" / "model_int8.tflite"
+    models.update({kind: folder / "run" / "model_int8.tflite" for kind, folder in extra.items()})
     with tempfile.TemporaryDirectory(prefix="edge-throughput-") as scratch:
         runner, detectors, files, rows = rounds(speed, models, Path(scratch), count)
         own = {DECODE_KEY[kind]: detector.runner.size[0] for kind, detector in detectors.items()}
@@ -559,10 +658,12 @@ def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, bi
         costs = thread_costs(runner, detectors, files)
         bare_ms = bare_cpu_ms(runner, detectors, files)
         ran = where_work_ran(detectors, files)
-        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv, ran)
+        handover = handover_shares(runner, detectors, files, max(3, count // 2))
+        text = report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, before, uptime(), argv, ran,
+                      handover)
     print(text)
     if write:
-        RESULTS.write_text(text)
+        RESULTS.write_text(text + kept_reading(RESULTS))
     shares = [statistics.median(r[f"{kind} {w}"][0] / r[f"{kind} bare"] for r in rows)
               for kind in ["classifier", *models] for w in WORKERS]
     return 0 if min(shares) >= TARGET else 1
@@ -576,6 +677,8 @@ def main() -> int:
     parser.add_argument("--big", type=Path, default=None,
                         help="also an SSD on MobileNetV2 at 320x320 (`bench_edge_detect_command.py make --model mobilenet_v2 "
                              "--image-size 320`): a detector whose invoke costs what a board's does")
+    parser.add_argument("--big-yolo", type=Path, default=None,
+                        help="also the YOLO head on that backbone and size (the same make with --head yolo)")
     parser.add_argument("--make", action="store_true", help="make the input folders that do not exist yet (host venv)")
     parser.add_argument("--host-python", type=Path, default=ROOT / ".venv" / "bin" / "python",
                         help="the host venv's python (TensorFlow) that --make runs (default: .venv/bin/python)")
@@ -583,8 +686,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     if args.make:
-        make_missing(args.speed, args.detect, args.yolo, args.host_python, args.big)
-    return run(args.speed, args.detect, args.yolo, args.rounds, not args.no_write, sys.argv[1:], args.big)
+        make_missing(args.speed, args.detect, args.yolo, args.host_python, args.big, args.big_yolo)
+    return run(args.speed, args.detect, args.yolo, args.rounds, not args.no_write, sys.argv[1:], args.big, args.big_yolo)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ scale 1, zero point 0. Without a normalization, set_input feeds raw pixels as th
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -52,14 +52,25 @@ def set_input(interpreter: Any, image: Any, norm: Optional[Normalization] = None
 
     `norm` is the model's normalization (its recorded contract or TFLite metadata); without it the pixels go in
     as the input's own values, as pycoral's set_input copies them (edge.preprocess.pass_through): right for the
-    pipeline's float and int8 models and for Google's uint8 classifiers.
+    pipeline's float and int8 models and for Google's uint8 classifiers. Many images into one interpreter:
+    `input_writer` reads the input's details once.
     """
+    input_writer(interpreter, norm)(image)
+
+
+def input_writer(interpreter: Any, norm: Optional[Normalization] = None) -> Callable[[Any], None]:
+    """set_input for one interpreter and normalization as a function of the image, the input's details read and
+    checked once (asking the interpreter for them costs more than the rest of writing a small input)."""
     details = input_details(interpreter)
     shape = tuple(int(x) for x in details["shape"])
     if shape[0] != 1:
         raise InputError(f"model input batch {shape[0]}, expected 1: set_input puts one image in")
-    pixels = resize(image, input_size(interpreter))
-    interpreter.set_tensor(details["index"], to_input(pixels, norm or pass_through(details), details))
+    size, index, norm = input_size(interpreter), details["index"], norm or pass_through(details)
+
+    def write(image: Any) -> None:
+        interpreter.set_tensor(index, to_input(resize(image, size), norm, details))
+
+    return write
 
 
 def invoke(interpreter: Any, what: str = "the input") -> None:
@@ -79,19 +90,27 @@ def output_details(interpreter: Any) -> Dict[str, Any]:
 
 
 def get_scores(interpreter: Any) -> np.ndarray:
-    """The output scores of the one image in the batch, dequantized to float32."""
+    """The output scores of the one image in the batch, dequantized to float32 (many images: `score_reader`)."""
+    return score_reader(interpreter)()
+
+
+def score_reader(interpreter: Any) -> Callable[[], np.ndarray]:
+    """get_scores for one interpreter as a function called after each invoke, the output's details read once."""
     details = output_details(interpreter)
-    raw = interpreter.get_tensor(details["index"])
-    if raw.ndim == 2:
-        if raw.shape[0] != 1:
-            raise InputError(f"model output shape {raw.shape}, expected (1, classes)")
-        raw = raw[0]
-    elif raw.ndim != 1:
-        raise InputError(f"model output shape {raw.shape}, expected (1, classes) scores")
-    scale, zero_point = details["quantization"]
-    if np.dtype(details["dtype"]).kind == "f" or scale == 0:
-        return raw.astype(np.float32)
-    return dequantize(raw, scale, zero_point)
+    index, (scale, zero_point) = details["index"], details["quantization"]
+    as_float = np.dtype(details["dtype"]).kind == "f" or scale == 0
+
+    def read() -> np.ndarray:
+        raw = interpreter.get_tensor(index)
+        if raw.ndim == 2:
+            if raw.shape[0] != 1:
+                raise InputError(f"model output shape {raw.shape}, expected (1, classes)")
+            raw = raw[0]
+        elif raw.ndim != 1:
+            raise InputError(f"model output shape {raw.shape}, expected (1, classes) scores")
+        return raw.astype(np.float32) if as_float else dequantize(raw, scale, zero_point)
+
+    return read
 
 
 def label_of(class_id: int, labels: Optional[Sequence[str]]) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from edge import yolo_decode
 from edge.atomic import write_bytes_atomic
-from edge.classify import invoke, set_input
+from edge.classify import invoke
 from edge.errors import InputError, ModelCheckError
 from edge.integrity import recorded_labels
 from edge.labels import choose_labels, parse_labels
@@ -211,7 +211,7 @@ def value_labels(data: bytes, name: str = "model") -> Optional[List[str]]:
 def detect_raw(detector: Detector, pixels: np.ndarray, what: str = "an image") -> Raw:
     """The op's outputs for contract pixels already at the input size (`what` names the image in an error)."""
     runner = detector.runner
-    set_input(runner.interpreter, pixels, runner.contract.norm)
+    runner.feed(pixels)
     invoke(runner.interpreter, what)
     return get_raw(runner.interpreter, detector.indices)
 
@@ -251,7 +251,7 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
 
     def run(image: Any, loaded: Tuple[np.ndarray, Tuple[int, int]]):
         pixels, size = loaded
-        set_input(runner.interpreter, pixels, runner.contract.norm)
+        runner.feed(pixels)
         invoke(runner.interpreter, name_of(image))
         return read_outputs(runner.interpreter, detector.indices), size
 

@@ -80,7 +80,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
     op's four outputs (or an anchor-free head's two, decoded by edge.yolo_decode) and keep every detection (threshold 0). With `encoded`, each entry comes written as JSON
     (edge.predictions.Encoded, for write_detections) where `post` runs. `progress` wraps the iteration, or None."""
     from edge import detect as det
-    from edge.classify import invoke, set_input
+    from edge.classify import invoke
     from edge.prefetch import pipelined
 
     runner = detector.runner
@@ -93,7 +93,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
         return runner.pixels(source_of(sample), str(sample.path))
 
     def run(sample: Sample, pixels):
-        set_input(runner.interpreter, pixels, runner.contract.norm)
+        runner.feed(pixels)
         invoke(runner.interpreter, str(sample.path))
         return read(detector)
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 import numpy as np
 
 from edge.bounded import MAX_MODEL_BYTES, read_regular
-from edge.classify import Class, get_scores, input_details, input_size, invoke, output_details, set_input, top_k
+from edge.classify import Class, input_details, input_size, input_writer, invoke, output_details, score_reader, top_k
 from edge.contract import PixelContract
 from edge.errors import InputError, IntegrityError
 from edge.integrity import (ModelRecord, check_agreement, find_records, metadata_record, recorded_labels, sha256_bytes,
@@ -117,11 +117,21 @@ class Runner:
         """The contract's pixels of one image (a file, encoded bytes or uint8 pixels) at the model's input size."""
         return self.contract.load_pixels(source, self.size, name=name)
 
+    @functools.cached_property
+    def feed(self) -> Callable[[Any], None]:
+        """set_input for this model by its contract, as a function of one image (the input's details read once)."""
+        return input_writer(self.interpreter, self.contract.norm)
+
+    @functools.cached_property
+    def read_scores(self) -> Callable[[], np.ndarray]:
+        """get_scores for this model, called after an invoke (the output's details read once)."""
+        return score_reader(self.interpreter)
+
     def scores(self, pixels: np.ndarray, what: str = "an image") -> np.ndarray:
         """float32 scores of one image's pixels: set_input, invoke, get_scores (`what` names it in an error)."""
-        set_input(self.interpreter, pixels, self.contract.norm)
+        self.feed(pixels)
         invoke(self.interpreter, what)
-        return get_scores(self.interpreter)
+        return self.read_scores()
 
     def top_k(self, scores: np.ndarray, k: int = 1) -> List[Class]:
         """The k best of one image's scores as Class(id, score, label), best first."""

@@ -51,6 +51,29 @@ def test_other_quantization_is_applied_to_pixels():
     assert fake.written[0, 0, 0].tolist() == [10, 74, 138]  # round(p / 2) + 10, half to even
 
 
+
+def test_a_writer_reads_the_input_details_once_and_writes_what_set_input_writes():
+    from edge.classify import input_writer
+
+    class Counting(FakeInterpreter):
+        asked = 0
+
+        def get_input_details(self):
+            self.asked += 1
+            return super().get_input_details()
+
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (6, 5, 3), dtype=np.uint8) for _ in range(3)]  # resized to the input's 4x4
+    fake, reference = Counting(np.int8, 2.0, -3), FakeInterpreter(np.int8, 2.0, -3)
+    write = input_writer(fake, RAW_PIXELS)
+    asked = fake.asked
+    for image in images:
+        write(image)
+        set_input(reference, image, RAW_PIXELS)
+        assert fake.written.dtype == np.int8 and np.array_equal(fake.written, reference.written)
+    assert fake.asked == asked  # per image: no question to the interpreter beyond set_tensor
+
+
 @pytest.mark.parametrize("dtype, scale, zero_point, expected", [
     (np.uint8, 1 / 128, 128, [0, 128, 255]),  # Coral's grid (the pipeline's int8 exports): the bytes as they are
     (np.uint8, 2.0, 10, [0, 128, 255]),  # any uint8 grid: pycoral copies the bytes whatever it is
