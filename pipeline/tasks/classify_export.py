@@ -92,7 +92,38 @@ class Converted(NamedTuple):
 
 
 def convert(config, run: Run) -> Converted:
-    """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified."""
+    """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified. Fine-tuning runs
+    in a child process with its conversion (pipeline/quant/child.py): its memory returns to the system when it ends."""
+    if not config.qat_epochs:
+        return _convert(config, run)
+    from pipeline.quant import child
+
+    what = f"the {config.remedy} rung's fine-tuning" if config.remedy else "QAT fine-tuning"
+    model, weights = child.call(_fine_tune_and_convert, config, run, what=what)
+
+    def converter():  # the per-layer report's: the fine-tuned weights on the same graph, rebuilt here when asked
+        from pipeline.quant import qat
+
+        concrete, trackable = keras_function(qat.rebuilt(run, weights), run.image_size)
+        if config.mode is Mode.INT8:
+            concrete, _ = convention.wrap(concrete, model.calibration)
+        return make_converter(concrete, trackable, config.mode, config, model.calibration)
+
+    return model._replace(info=_verify(model.bytes, config), converter=converter)
+
+
+def _fine_tune_and_convert(config, run: Run):
+    """In the child process: fine-tune, convert; the model without its converter, and the fine-tuned weights."""
+    from pipeline.quant import qat
+
+    tuned = (qat.distil(run, config.qat_epochs, config.seed, config.calibration_exclude) if config.qat_distil
+             else qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed))
+    model = _convert(config, run, tuned)
+    return model._replace(info=None, converter=None), tuned.get_weights()
+
+
+def _convert(config, run: Run, tuned=None) -> Converted:
+    """The SavedModel, or `tuned` (the QAT fine-tuned Keras model), converted to `config.mode` and verified."""
     image_size = run.image_size
     # The SavedModel first: a manifest that does not describe it fails before calibration images load.
     concrete, trackable = serving_function(run.artifact("saved_model"), image_size)
@@ -105,11 +136,7 @@ def convert(config, run: Run) -> Converted:
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
         if config.remedy:
             facts["remedy"] = config.remedy  # which rung of the remedy ladder made this model
-    if config.qat_epochs:
-        from pipeline.quant import qat
-
-        tuned = (qat.distil(run, config.qat_epochs, config.seed, config.calibration_exclude) if config.qat_distil
-                 else qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed))
+    if tuned is not None:
         concrete, trackable = keras_function(tuned, image_size)
         facts["qat"] = {"epochs": config.qat_epochs, **({"learns": "the float model's scores"} if config.qat_distil else {})}
     elif config.float_edits and config.mode is Mode.INT8:
