@@ -8,7 +8,9 @@ process, with the resident peak (VmHWM) read and reset (/proc/self/clear_refs) a
 model: peak memory is the rungs', not the model's accuracy's.
 
 RUN is copied first (the export writes into it). Prints one line per rung: its seconds and the peak resident
-memory while it ran (from the previous row to its own), then the whole export's peak. `/usr/bin/time -v` around
+memory while it ran (from the previous row to its own): this process's (VmHWM), and the whole tree's, this process
+and its children alive at once (the fine-tuning rungs run in a child: pipeline/quant/child.py), summed from VmRSS
+sampled every 0.2 s; then the whole export's peak. `/usr/bin/time -v` around
 this command gives the process's peak too (the figure bench/results/remedy.md quotes). Linux only.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +36,61 @@ def peak_mb(reset: bool = True) -> float:
         with open("/proc/self/clear_refs", "w") as clear:
             clear.write("5")
     return hwm / 1024.0
+
+
+def _kb(pid: int, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((int(line.split()[1]) for line in status if line.startswith(field + ":")), 0)
+    except OSError:  # ended meanwhile
+        return 0
+
+
+def _descendants(root: int):
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == pid]
+        found += children
+        frontier += children
+    return found
+
+
+class TreeSampler(threading.Thread):
+    """The resident memory of this process and its descendants summed, sampled every 0.2 s: the peak since the last
+    `take()`, and each child's own peak (VmHWM) seen while it ran."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.child_peak = {}
+        self.lock = threading.Lock()
+
+    def run(self):
+        me = os.getpid()
+        while True:
+            children = _descendants(me)
+            total = _kb(me, "VmRSS") + sum(_kb(c, "VmRSS") for c in children)
+            with self.lock:
+                self.peak = max(self.peak, total)
+                for c in children:
+                    self.child_peak[c] = max(self.child_peak.get(c, 0), _kb(c, "VmHWM"))
+            time.sleep(0.2)
+
+    def take(self):
+        """(the tree's peak MB, the largest child's own peak MB) since the last take."""
+        with self.lock:
+            peak, child = self.peak, max(self.child_peak.values(), default=0)
+            self.peak, self.child_peak = 0, {}
+        return peak / 1024.0, child / 1024.0
 
 
 def main() -> None:
@@ -59,10 +117,16 @@ def main() -> None:
         remedy.tuning_failures = lambda *a, **k: judged(*a, **k) + ["walked: every rung is measured"]
     repair = remedy.repair
     last = [time.monotonic()]
+    tree = TreeSampler()
+    tree.start()
+
+    def figures() -> str:
+        whole, child = tree.take()
+        return f"{peak_mb():8.0f} MB {whole:8.0f} MB {child:8.0f} MB"
 
     def say(line: str) -> None:
         now = time.monotonic()
-        print(f"{peak_mb():8.0f} MB {now - last[0]:7.1f} s  | {line}", flush=True)
+        print(f"{figures()} {now - last[0]:7.1f} s  | {line}", flush=True)
         last[0] = now
 
     def repair_saying(*a, **k):
@@ -74,10 +138,11 @@ def main() -> None:
         copy = Path(tmp) / "run"
         shutil.copytree(args.run, copy)
         start = time.monotonic()
-        peak_mb()
-        print(f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; peak MB since the previous row, seconds, row")
+        figures()
+        print(f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; peak MB since the previous row (this process, "
+              "the whole tree, the largest child's own), seconds, row")
         result = export.export_model(config, copy)
-        print(f"{peak_mb():8.0f} MB {time.monotonic() - last[0]:7.1f} s  | the chosen model's report and files")
+        print(f"{figures()} {time.monotonic() - last[0]:7.1f} s  | the chosen model's report and files")
         print(result.table.split("\nchosen")[0].splitlines()[0])
         print(f"export {time.monotonic() - start:.0f} s; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
               f"failures: {list(result.failures)}")

@@ -100,6 +100,14 @@ def quantize_aware(model: "keras.Model") -> "keras.Model":
             raise PipelineError(f"quantization-aware training cannot wrap {model.name}: {err}") from err
 
 
+def rebuilt(run: Run, weights) -> "keras.Model":
+    """The quantization-aware copy of RUN's Keras model with `weights` (a fine-tuned one's `get_weights()`): the same
+    model in another process, for a conversion there."""
+    qat_model = quantize_aware(keras.models.load_model(str(run.artifact("keras_model")), compile=False))
+    qat_model.set_weights(weights)
+    return qat_model
+
+
 def fine_tune(run: Run, epochs: int, seed: int = 0) -> "keras.Model":
     """Load RUN's Keras model, make it quantization-aware, and fine-tune it `epochs` epochs on the training split."""
     from pipeline.data import load_split

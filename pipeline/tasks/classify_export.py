@@ -92,10 +92,66 @@ class Converted(NamedTuple):
 
 
 def convert(config, run: Run) -> Converted:
-    """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified."""
+    """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified. Fine-tuning runs
+    in a child process, and the fine-tuned model's conversion in another (pipeline/quant/child.py): the memory each
+    takes returns to the system when it ends, and the two peaks do not add up (bench/results/remedy.md 13)."""
+    if not config.qat_epochs:
+        return _convert(config, run)
+    from pipeline.quant import child
+
+    serving_function(run.artifact("saved_model"), run.image_size)  # a manifest that does not describe it fails here
+    what = f"the {config.remedy} rung's fine-tuning" if config.remedy else "QAT fine-tuning"
+    weights = child.call(_fine_tuned_weights, config, run, what=what)
+    model = child.call(_converted_from_weights, config, run, weights, what=f"the conversion after {what}")
+
+    def converter():  # the per-layer report's: the fine-tuned weights on the same graph, rebuilt here when asked
+        from pipeline.quant import qat
+
+        # model.calibration is already as the wrapped function takes it: the one _functions makes again is not used
+        concrete, trackable, _ = _functions(config, run, model.calibration, qat.rebuilt(run, weights))
+        return make_converter(concrete, trackable, config.mode, config, model.calibration)
+
+    return model._replace(info=_verify(model.bytes, config), converter=converter)
+
+
+def _fine_tuned_weights(config, run: Run):
+    """In a child process: RUN's Keras model made quantization-aware and fine-tuned; its weights."""
+    from pipeline.quant import qat
+
+    tuned = (qat.distil(run, config.qat_epochs, config.seed, config.calibration_exclude) if config.qat_distil
+             else qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed))
+    return tuned.get_weights()
+
+
+def _converted_from_weights(config, run: Run, weights) -> Converted:
+    """In a child process: the fine-tuned weights on the quantization-aware graph, converted (without its converter)."""
+    from pipeline.quant import qat
+
+    return _convert(config, run, qat.rebuilt(run, weights))._replace(info=None, converter=None)
+
+
+def _functions(config, run: Run, calibration: Optional[np.ndarray], tuned=None):
+    """(concrete function, its trackable object, the calibration images as it takes them) for the converter: the
+    SavedModel's, `tuned`'s (the QAT fine-tuned Keras model) or the float-edited Keras model's, wrapped for int8."""
+    if tuned is not None:  # the SavedModel is not loaded: the child that fine-tunes has no use for it
+        concrete, trackable = keras_function(tuned, run.image_size)
+    elif config.float_edits and config.mode is Mode.INT8:
+        from pipeline.quant import float_edits
+
+        edited = float_edits.apply(_keras_model(run), config.float_edits, calibration, config.per_tensor)
+        concrete, trackable = keras_function(edited, run.image_size)
+    else:
+        concrete, trackable = serving_function(run.artifact("saved_model"), run.image_size)
+    if config.mode is Mode.INT8:  # the input takes normalized pixels on Coral's grid; the SavedModel stays as it is
+        concrete, calibration = convention.wrap(concrete, calibration)
+    return concrete, trackable, calibration
+
+
+def _convert(config, run: Run, tuned=None) -> Converted:
+    """The SavedModel, or `tuned` (the QAT fine-tuned Keras model), converted to `config.mode` and verified."""
     image_size = run.image_size
-    # The SavedModel first: a manifest that does not describe it fails before calibration images load.
-    concrete, trackable = serving_function(run.artifact("saved_model"), image_size)
+    if tuned is None:  # the SavedModel first: a manifest that does not describe it fails before calibration images load
+        serving_function(run.artifact("saved_model"), image_size)
     calibration = None
     notes: List[str] = []
     facts: Dict[str, object] = {"mode": config.mode.value}
@@ -105,21 +161,11 @@ def convert(config, run: Run) -> Converted:
         facts.update(io_type=config.io_type or "uint8", per_channel=not config.per_tensor, calibration=calib_facts)
         if config.remedy:
             facts["remedy"] = config.remedy  # which rung of the remedy ladder made this model
-    if config.qat_epochs:
-        from pipeline.quant import qat
-
-        tuned = (qat.distil(run, config.qat_epochs, config.seed, config.calibration_exclude) if config.qat_distil
-                 else qat.fine_tune(run, epochs=config.qat_epochs, seed=config.seed))
-        concrete, trackable = keras_function(tuned, image_size)
+    if tuned is not None:
         facts["qat"] = {"epochs": config.qat_epochs, **({"learns": "the float model's scores"} if config.qat_distil else {})}
     elif config.float_edits and config.mode is Mode.INT8:
-        from pipeline.quant import float_edits
-
-        edited = float_edits.apply(_keras_model(run), config.float_edits, calibration, config.per_tensor)
-        concrete, trackable = keras_function(edited, image_size)
         facts["float_edits"] = list(config.float_edits)
-    if config.mode is Mode.INT8:  # the input takes normalized pixels on Coral's grid; the SavedModel stays as it is
-        concrete, calibration = convention.wrap(concrete, calibration)
+    concrete, trackable, calibration = _functions(config, run, calibration, tuned)
 
     def converter():
         return make_converter(concrete, trackable, config.mode, config, calibration)

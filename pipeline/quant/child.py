@@ -1,0 +1,73 @@
+"""One step of an export run in a child process, so the memory it takes returns to the system when it ends.
+
+    model = child.call(fine_tuned_conversion, config, run_path, what="the qat-2 rung's fine-tuning")
+
+The remedy ladder's fine-tuning rungs build a quantization-aware model, its optimizer and a traced training step
+(EfficientNetB0 at 96 px: +3 GB; bench/results/remedy.md section 13), and TensorFlow keeps much of it for the
+process's life. Run in a child, none of it stays: the parent receives the result (plain data) and the child ends.
+
+The child is spawned (a fork of a process that runs TensorFlow's thread pools is unsafe). Ctrl-C reaches the whole
+process group: the child ignores it and the parent, which raises as usual (130), ends the child, as it does on
+SIGTERM or any other way out; nothing the child made is written by it. A child that ends without a result (killed,
+out of memory) is one PipelineError line naming its exit; an error raised in the child is raised again here.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+from typing import Any, Callable
+
+from pipeline.errors import PipelineError
+
+
+def call(function: Callable[..., Any], *args: Any, what: str) -> Any:
+    """`function(*args)` in a spawned child process; its return value (picklable), or its error raised here."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(send, function, args), daemon=True)
+    process.start()
+    send.close()  # the child holds the only sending end: its end reads as EOF here
+    try:
+        try:
+            outcome, value = receive.recv()
+        except EOFError:
+            process.join()
+            raise PipelineError(f"{what} ended without a result ({_exit(process.exitcode)}); "
+                                "nothing of it was written") from None
+        process.join()
+    finally:
+        if process.is_alive():  # Ctrl-C, SIGTERM or an error here: the child's work is no longer wanted
+            process.kill()
+            process.join()
+        receive.close()
+    if outcome == "error":
+        raise value
+    return value
+
+
+def _exit(code) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        return f"killed by {name}" + (", perhaps out of memory" if name == "SIGKILL" else "")
+    return f"exit code {code}"
+
+
+def _child(send, function: Callable[..., Any], args) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent reports Ctrl-C once and ends this process
+    try:
+        result = ("ok", function(*args))
+    except BaseException as err:  # every error goes back to the parent, which says it as its own
+        result = ("error", err)
+        try:
+            pickle.loads(pickle.dumps(err))  # the parent must be able to read it back
+        except Exception:  # an error that cannot cross: its type and first line
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            result = ("error", PipelineError(f"{type(err).__name__}: {first}".rstrip(": ")))
+    try:
+        send.send(result)
+    except Exception as err:  # a result that cannot cross: the parent gets a line, not this process's traceback
+        send.send(("error", PipelineError(f"{type(err).__name__} while returning the result: {err}")))
+    send.close()
+    os._exit(0)  # no interpreter teardown: TensorFlow's objects need not be freed one by one

@@ -1,0 +1,51 @@
+"""A step run in a child process (pipeline/quant/child.py, the fine-tuning rungs): its result or its own error comes
+back; a child that ends without a result is one PipelineError line naming how it ended; Ctrl-C in the parent ends
+the child too. Each child here runs a standard-library function, so no test imports TensorFlow in it (well under 1 s)."""
+from __future__ import annotations
+
+import multiprocessing
+import operator
+import os
+import signal
+import time
+
+import pytest
+
+from pipeline.errors import PipelineError
+from pipeline.quant import child
+
+
+def test_the_result_and_the_childs_own_error_come_back():
+    assert child.call(operator.add, 2, 3, what="adding") == 5
+    with pytest.raises(ValueError, match="invalid literal"):
+        child.call(int, "not a number", what="parsing")
+
+
+def _kill_self():  # as the kernel's out-of-memory killer would
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("function, args, how", [(os._exit, (3,), "exit code 3"),
+                                                 (_kill_self, (), "killed by SIGKILL, perhaps out of memory")])
+def test_a_child_that_ends_without_a_result_is_one_line_naming_how(function, args, how):
+    with pytest.raises(PipelineError) as caught:
+        child.call(function, *args, what="the qat-2 rung's fine-tuning")
+    message = str(caught.value)
+    assert "\n" not in message and caught.value.__cause__ is None
+    assert message == f"the qat-2 rung's fine-tuning ended without a result ({how}); nothing of it was written"
+
+
+def test_ctrl_c_in_the_parent_ends_the_child():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            child.call(time.sleep, 60, what="sleeping")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - start < 30 and multiprocessing.active_children() == []
