@@ -437,7 +437,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
            "in TFLite_Detection_PostProcess: an invoke of the cost of the detectors boards run (Google's SSD MobileNet "
            "in shared/reference/coral is there only compiled for the Edge TPU, which this CPU interpreter cannot run); "
            "the same JPEGs, decoded at full size (480 // 320 = 1)"] if "big" in detectors else []),
-        *([f"- YOLO MobileNetV2 320: the same backbone, input and training with the `--head yolo` head (two outputs decoded "
+        *(["- YOLO MobileNetV2 320: the same backbone, input and training with the `--head yolo` head (two outputs decoded "
            "on the host, edge.yolo_decode's decode + NMS): the YOLO head judged at an invoke of a board detector's cost; "
            "the same JPEGs"] if "bigyolo" in detectors else []),
         f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. A load near the core count means "
