@@ -61,7 +61,7 @@ BACKEND_OPTION = click.option(
 
 WORKERS_OPTION = click.option(
     "--workers", default=None, type=int, metavar="N",
-    help="Threads that decode and resize the next images while the model runs (default: one per core this process may use).")
+    help="Threads that decode and resize the next images while the model runs (default: one per core this process may use; one fewer on the CPU interpreter, whose invoke takes a core).")
 
 
 def _expand(images: Tuple[str, ...]) -> List[str]:
@@ -102,7 +102,7 @@ def main() -> None:
 def classify(model: str, images: Tuple[str, ...], labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
              threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
     """Print the top-k classes of each IMAGE (a folder: every image under it)."""
-    workers = checked_workers(workers)
+    checked_workers(workers)  # refused before the model opens; the default waits for its interpreter
     images = _expand(images)
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     failed = []
@@ -163,7 +163,7 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
     from edge import detect as det
     from edge.outputs import check_output
 
-    workers = checked_workers(workers)
+    checked_workers(workers)  # refused before the model opens; the default waits for its interpreter
     stream = images == ("-",)
     images = _stdin_images() if stream else _expand(images)
     out = Path(out_dir) if out_dir is not None else None
@@ -243,7 +243,7 @@ def _checked_stream(images, out: Optional[Path], overwrite: bool):
 def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k: int, edgetpu: bool, no_verify: bool,
              threads: Optional[int], backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
     """Score every image under --data and write all scores to --out."""
-    workers = checked_workers(workers)
+    checked_workers(workers)  # refused before the model opens; the default waits for its interpreter
     data = data_folder(Path(data_dir))
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
     from edge import detect as det
@@ -339,7 +339,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
         rate = end_to_end_rate(runner, files) if files else None
         what = "invoke, scores"
     if files:
-        click.echo(f"end to end over {len(files)} images (decode + resize ahead on one worker per core, {what}): {rate:.1f} images/s, "
+        click.echo(f"end to end over {len(files)} images (decode + resize ahead on the default workers, {runner.workers(None)}, {what}): {rate:.1f} images/s, "
                    f"{rate / (1000 / median):.2f} of the bare invoke rate")
     if json_out:
         write_json_atomic(Path(json_out), latency_document(

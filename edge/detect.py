@@ -239,7 +239,7 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
                  source_of: Callable[[Any], Any] = lambda image: image,
                  name_of: Callable[[Any], str] = str) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
     """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
-    it): decoded ahead on `workers` threads (None: one per core), invoked on this thread, and on the workers the objects
+    it): decoded ahead on `workers` threads (None: the default for its interpreter, edge.workers), invoked on this thread, and on the workers the objects
     read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file or None), the boxes drawn there.
     `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch); with
     `feed` (a stream whose next item may be slow to come, as standard input's), on a thread of its own, so the images
@@ -263,8 +263,8 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
             annotate(image, found, target)
         return found, size
 
-    return pipelined(images, lambda image: load(detector, source_of(image), name_of(image)), run, post, workers=workers,
-                     post_on_workers=True, feed=feed)
+    return pipelined(images, lambda image: load(detector, source_of(image), name_of(image)), run, post,
+                     workers=runner.workers(workers), post_on_workers=True, feed=feed)
 
 
 def as_record(obj: Object) -> Dict[str, Any]:

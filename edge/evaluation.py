@@ -73,7 +73,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
                         decode: Optional[Callable[[Any], Any]] = None,
                         encoded: bool = False) -> Tuple[List[Any], List[Dict[str, Any]]]:
     """(one predictions entry per image read, one error entry per image not): every object kept, boxes normalized to
-    the image. Images are decoded on `workers` threads (None: one per core) while this thread sets the input, invokes
+    the image. Images are decoded on `workers` threads (None: the default for its interpreter, edge.workers) while this thread sets the input, invokes
     and `read`s the outputs (copies: the next invoke overwrites the interpreter's); `decode` turns them into (class ids,
     scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
     more than a hand-over to a thread, as a decode + NMS in numpy does). The defaults read the SSD post-processing
@@ -103,7 +103,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
         return make_entry(sample.rel, sample.id, sample.sha256, *decode(outputs))
 
     entries, errors = [], []
-    done = pipelined(samples, load, run, post, workers=workers, post_on_workers=post_on_workers)
+    done = pipelined(samples, load, run, post, workers=runner.workers(workers), post_on_workers=post_on_workers)
     for sample, entry, error in (progress(done) if progress is not None else done):
         if error is not None:
             errors.append({"file": sample.rel, "id": sample.id, "error": str(error)})

@@ -40,6 +40,7 @@ from edge.labels import choose_labels
 from edge.model_metadata import ModelMetadata, read_metadata
 from edge.prefetch import prefetch
 from edge.preprocess import PYCORAL_DEFAULT, normalization
+from edge.workers import checked_workers
 
 T = TypeVar("T")
 # A float input with no recorded contract, no metadata and no --input-mean/--input-std.
@@ -127,6 +128,10 @@ class Runner:
         """get_scores for this model, called after an invoke (the output's details read once)."""
         return score_reader(self.interpreter)
 
+    def workers(self, asked: Optional[int]) -> int:
+        """The decode workers to run beside this model: `asked`, or the default for its interpreter (edge.workers)."""
+        return checked_workers(asked, edgetpu=self.loaded.edgetpu)
+
     def scores(self, pixels: np.ndarray, what: str = "an image") -> np.ndarray:
         """float32 scores of one image's pixels: set_input, invoke, get_scores (`what` names it in an error)."""
         self.feed(pixels)
@@ -147,13 +152,13 @@ class Runner:
                     workers: Optional[int] = None) -> Iterator[Tuple[T, Optional[np.ndarray], Optional[InputError]]]:
         """(item, scores, None) per item in order, or (item, None, the InputError naming the file it could not read).
         `path_of(item)` is a file or encoded bytes; `name_of(item)` names it in errors (default: its path).
-        The next images are decoded and resized on `workers` threads (None: one per core) while the interpreter runs."""
+        The next images are decoded and resized on `workers` threads (None: the default for its interpreter, edge.workers) while the interpreter runs."""
         name = name_of or (lambda item: str(path_of(item)))
 
         def load(item: T) -> np.ndarray:
             return self.pixels(path_of(item), name(item))
 
-        for item, pixels, error in prefetch(items, load, workers=workers):
+        for item, pixels, error in prefetch(items, load, workers=self.workers(workers)):
             yield item, (None if error is not None else self.scores(pixels, name(item))), error
 
     def score_all(self, images: np.ndarray) -> np.ndarray:

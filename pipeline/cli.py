@@ -231,7 +231,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--tpu", help="float: TPU name, 'local' or grpc://host:8470; default: $TPU_NAME")
 @click.option("--cpu-replicas", type=int, help="float: MirroredStrategy over N logical CPU devices (testing)")
 @click.option("--threads", type=int, help="int8/edgetpu: CPU interpreter threads")
-@click.option("--workers", type=int, help="int8/edgetpu: threads decoding the next images while the model runs (default: one per core)")
+@click.option("--workers", type=int, help="int8/edgetpu: threads decoding the next images while the model runs (default: one per core; one fewer on the CPU interpreter)")
 @click.option("--overwrite", is_flag=True, help="replace --out when it exists (never a file inside a run directory)")
 @reports_errors
 def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers,

@@ -37,7 +37,7 @@ class PredictConfig:
     tpu: Optional[str] = None  # float: as `pipeline train --tpu` (None = TPU_NAME or no TPU)
     cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
     threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
-    workers: Optional[int] = None  # int8 | edgetpu: decode threads beside the interpreter (None = one per core)
+    workers: Optional[int] = None  # int8 | edgetpu: decode threads beside the interpreter (None = one per core, one fewer on the CPU interpreter)
 
     def checked(self) -> "PredictConfig":
         if self.model not in MODELS:

@@ -316,7 +316,7 @@ def test_int8_answers_are_the_same_bytes_with_1_and_n_decode_workers(kaggle, int
         result = _pipeline("predict", kaggle["run"], "--data", kaggle["test_glob"], "--out", out, "--model", "int8",
                            "--workers", workers)
         assert result.exit_code == 0, result.output
-        assert out.read_bytes() == int8_csv.read_bytes()  # the default (one worker per core) wrote int8_csv
+        assert out.read_bytes() == int8_csv.read_bytes()  # the default (edge.workers) wrote int8_csv
 
 
 @pytest.mark.parametrize("args, needle", [(("--model", "int8", "--workers", "0"), "--workers 0, expected 1 or more"),

@@ -24,6 +24,7 @@ from edge.errors import InputError
 from edge.integrity import write_sidecar
 from edge.contract import PixelContract
 from edge.prefetch import look_ahead, pipelined, prefetch
+from edge.runner import Runner
 from edge_paths import FIXTURES, LABELS, run_edge
 
 DETECTOR = FIXTURES / "tiny_detector_int8.tflite"
@@ -160,7 +161,8 @@ def test_workers_below_one_are_refused_in_one_line(classifier: Path, tmp_path: P
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         f"error: --workers {value}, expected a whole number of decode workers, 1 or more "
-        f"(default: {workers_mod.default_workers()}, one per core this process may use)"]
+        f"(default: one per core this process may use, {workers_mod.available_cores()}, one fewer on the CPU "
+        "interpreter)"]
     assert not out.exists()
 
 
@@ -173,6 +175,23 @@ def test_the_default_is_the_cores_this_process_may_use_and_falls_back_without_af
     monkeypatch.setattr(os, "cpu_count", lambda: None)  # os.cpu_count may not know
     assert workers_mod.default_workers() == 1
     assert workers_mod.checked_workers(None) == 1 and workers_mod.checked_workers(3) == 3
+
+
+def test_the_cpu_interpreter_leaves_a_core_to_the_invoke(monkeypatch):
+    """On the CPU interpreter the invoke takes a core of its own (bench/results/edge_throughput.md: on 2 cores 1
+    worker beat 2 for every model), so the default is one worker fewer than the cores, and never none."""
+    monkeypatch.setattr(workers_mod, "available_cores", lambda: 4)
+    assert workers_mod.default_workers(edgetpu=True) == 4 and workers_mod.default_workers(edgetpu=False) == 3
+    assert workers_mod.checked_workers(None, edgetpu=False) == 3 and workers_mod.checked_workers(2, edgetpu=False) == 2
+    monkeypatch.setattr(workers_mod, "available_cores", lambda: 1)
+    assert workers_mod.default_workers(edgetpu=False) == 1
+
+
+def test_a_runner_sizes_the_default_by_its_interpreter(classifier: Path):
+    """The default is chosen where the interpreter is known: this CPU interpreter's runner leaves the invoke a core."""
+    runner = Runner.open(classifier)
+    assert not runner.loaded.edgetpu
+    assert runner.workers(None) == max(1, workers_mod.available_cores() - 1) and runner.workers(5) == 5
     with pytest.raises(InputError, match="--workers 0, expected"):
         workers_mod.checked_workers(0)
     with pytest.raises(InputError):
