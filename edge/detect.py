@@ -239,8 +239,9 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
                  source_of: Callable[[Any], Any] = lambda image: image,
                  name_of: Callable[[Any], str] = str) -> Iterator[Tuple[Any, Any, Optional[InputError]]]:
     """(image, (objects, (width, height)), None) per image in the order given, or (image, None, the InputError naming
-    it): decoded ahead on `workers` threads (None: the default for its interpreter, edge.workers), invoked on this thread, and on the workers the objects
-    read (an anchor-free head's decode + NMS too) and, with `annotated` (image -> file or None), the boxes drawn there.
+    it): decoded ahead on `workers` threads (None: the default for its interpreter, edge.workers), invoked on this
+    thread, and on the workers the objects read (an anchor-free head's decode + NMS too) and, with `annotated` (image
+    -> file or None), the boxes drawn there.
     `images` may be a stream: it is read as the workers need more, at most a few images ahead (edge.prefetch); with
     `feed` (a stream whose next item may be slow to come, as standard input's), on a thread of its own, so the images
     already given are detected and handed back while the next is awaited. An image is `source_of(image)` (a file or

@@ -73,9 +73,9 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
                         decode: Optional[Callable[[Any], Any]] = None,
                         encoded: bool = False) -> Tuple[List[Any], List[Dict[str, Any]]]:
     """(one predictions entry per image read, one error entry per image not): every object kept, boxes normalized to
-    the image. Images are decoded on `workers` threads (None: the default for its interpreter, edge.workers) while this thread sets the input, invokes
-    and `read`s the outputs (copies: the next invoke overwrites the interpreter's); `decode` turns them into (class ids,
-    scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
+    the image. Images are decoded on `workers` threads (None: the default for its interpreter, edge.workers) while
+    this thread sets the input, invokes and `read`s the outputs (copies: the next invoke overwrites the
+    interpreter's); `decode` turns them into (class ids, scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
     more than a hand-over to a thread, as a decode + NMS in numpy does). The defaults read the SSD post-processing
     op's four outputs (or an anchor-free head's two, decoded by edge.yolo_decode) and keep every detection (threshold 0). With `encoded`, each entry comes written as JSON
     (edge.predictions.Encoded, for write_detections) where `post` runs. `progress` wraps the iteration, or None."""

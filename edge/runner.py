@@ -152,7 +152,8 @@ class Runner:
                     workers: Optional[int] = None) -> Iterator[Tuple[T, Optional[np.ndarray], Optional[InputError]]]:
         """(item, scores, None) per item in order, or (item, None, the InputError naming the file it could not read).
         `path_of(item)` is a file or encoded bytes; `name_of(item)` names it in errors (default: its path).
-        The next images are decoded and resized on `workers` threads (None: the default for its interpreter, edge.workers) while the interpreter runs."""
+        The next images are decoded and resized on `workers` threads (None: the default for its interpreter,
+        edge.workers) while the interpreter runs."""
         name = name_of or (lambda item: str(path_of(item)))
 
         def load(item: T) -> np.ndarray:
