@@ -111,7 +111,7 @@ def convert(config, run: Run) -> Converted:
         concrete, trackable, _ = _functions(config, run, model.calibration, qat.rebuilt(run, weights))
         return make_converter(concrete, trackable, config.mode, config, model.calibration)
 
-    return model._replace(info=_verify(model.bytes, config), converter=converter)
+    return model._replace(converter=converter)
 
 
 def _fine_tuned_weights(config, run: Run):
@@ -124,10 +124,11 @@ def _fine_tuned_weights(config, run: Run):
 
 
 def _converted_from_weights(config, run: Run, weights) -> Converted:
-    """In a child process: the fine-tuned weights on the quantization-aware graph, converted (without its converter)."""
+    """In a child process: the fine-tuned weights on the quantization-aware graph, converted and verified (its
+    reading of the file comes back with it; the converter, a closure over this process's objects, does not)."""
     from pipeline.quant import qat
 
-    return _convert(config, run, qat.rebuilt(run, weights))._replace(info=None, converter=None)
+    return _convert(config, run, qat.rebuilt(run, weights))._replace(converter=None)
 
 
 def _functions(config, run: Run, calibration: Optional[np.ndarray], tuned=None):
