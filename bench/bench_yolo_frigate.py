@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 from edge import frigate_yolo  # noqa: E402
 from edge.bundle import image_file  # noqa: E402
-from edge.classify import invoke, set_input  # noqa: E402
+from edge.classify import invoke  # noqa: E402
 from edge.detect import get_raw, kept, open_detector  # noqa: E402
 from pipeline.detection.evaluate import evaluate  # noqa: E402
 from pipeline.detection.heldout import recorded_heldout  # noqa: E402
@@ -52,7 +52,7 @@ def same_objects(detector, examples) -> str:
     reader = frigate_yolo.FrigateYolo(runner.interpreter)
     counts = np.zeros(4, int)  # Frigate's matched, Frigate's total, ours matched, ours total
     for example in examples:
-        set_input(runner.interpreter, runner.pixels(example.image, example.id), runner.contract.norm)
+        runner.feed(runner.pixels(example.image, example.id))
         invoke(runner.interpreter, example.id)
         boxes, ids, _ = frigate_yolo.objects(reader.read(runner.interpreter))
         ours = kept(get_raw(runner.interpreter, detector.indices), THRESHOLD)
