@@ -168,10 +168,12 @@ def _calibration(config, tuning: TuningSplit):
     from pipeline.quant.calibration import DEFAULT_CALIBRATION_SAMPLES
 
     asked = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
-    if config.calibration_data is None and not len(tuning.positions) and asked >= tuning.train_count:
+    if config.calibration_data is None and not len(tuning.positions) and asked >= tuning.train_count and not config.clients:
         # Drawn with another seed from the same images, the calibration set would be the same set.
         return Skip(f"the export as asked already calibrates on all {tuning.train_count} training images")
-    return _calibrate_on_rest(config, tuning)
+    # The judged clients' feeds of the same images join them: an unsmoothed resize can hand the model pixels the
+    # contract's never reach, past ranges set on the contract's alone (tests/test_advice_remedy.py).
+    return dataclasses.replace(_calibrate_on_rest(config, tuning), calibration_clients=tuple(config.clients))
 
 
 def _per_channel(config, tuning: TuningSplit):
