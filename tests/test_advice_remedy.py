@@ -55,6 +55,7 @@ def _worst_line(output: str) -> str:
     return next(line for line in output.splitlines() if line.startswith("worst client: "))
 
 
+@pytest.mark.slow  # trains its own model: about 15 s of CPU (bench/results/clients.md)
 def test_the_remedy_parity_names_brings_the_client_within_2_pp(tmp_path):
     train = write_halftone_pngs(tmp_path / "train", per_class=60, seed=0)
     val = write_halftone_pngs(tmp_path / "val", per_class=50, seed=1)

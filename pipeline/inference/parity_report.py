@@ -82,8 +82,8 @@ def client_advice(name: str, row: dict) -> str:
     float_drop, int8_drop = alike["float_drop_pp"], alike["int8_drop_pp"]
     if float_drop <= CLIENT_GAP_PP and int8_drop > CLIENT_GAP_PP:
         # The ladder's calibration rung calibrates on the judged client's feeds too, so ranges set on the contract's
-        # pixels alone no longer clip the client's (halftone-like PNGs, small CNN 16 px: MediaPipe 48 pp under the
-        # contract before, within 1 pp after; tests/test_advice_remedy.py, bench/results/clients.md).
+        # pixels alone no longer clip the client's (halftone-like PNGs, small CNN 16 px: MediaPipe 24-44 pp under
+        # the contract before, within 1.5 pp after; tests/test_advice_remedy.py, bench/results/clients.md).
         return (f"int8 loses {int8_drop:.2f} pp against the float model fed as {name} feeds (which itself "
                 f"{_loses(float_drop)}): {remedy}")
     if float_drop <= CLIENT_GAP_PP:
