@@ -99,3 +99,21 @@ def test_the_calibration_rung_calibrates_on_the_judged_clients_feeds_too():
     assert isinstance(rung.config(ExportConfig(mode=Mode.INT8), split), remedy.Skip)
     judged = rung.config(ExportConfig(mode=Mode.INT8, repair=True, clients=("mediapipe",)), split)
     assert judged.calibration_clients == ("mediapipe",) and judged.calibration_samples == 100
+
+
+def test_the_near_ties_are_given_as_why_only_when_the_int8_model_itself_failed():
+    """The near ties of the float model explain an int8 model that parts from it on the contract's pixels; when only a
+    client failed (the case above before the calibration rung fed it), "train on more images" is not the answer."""
+    from pipeline import gate
+    from pipeline.quant import remedy, tuning_split
+
+    split = tuning_split.TuningSplit(np.zeros(0, np.int64), ["a"], np.zeros((1, 4, 4, 3), np.uint8), np.array([0]), 7, 100)
+    ties = {"images": 24, "noise": 0.06, "near_ties": 2, "expected_agreement": 0.96, "median_margin": 0.7}
+
+    def failures(*lines):
+        attempt = remedy.Attempt("none", "the export as asked", None, {}, list(lines), 14, 14, False, 1.0)
+        return remedy.Outcome(attempt, [attempt], split, None, gate.GATE, ties=ties).failures()
+
+    client = "client_mediapipe: accuracy drop 50.00 pp (12 of 24 images) exceeds --max-drop 1 pp"
+    assert not any(line.startswith("why: ") for line in failures(client))
+    assert any(line.startswith("why: ") for line in failures(client, "int8_cpu: accuracy drop 8.33 pp exceeds --max-drop 1 pp"))
