@@ -53,6 +53,7 @@ class ExportConfig:
     float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
     qat_distil: bool = False  # set by the ladder: QAT learns the float model's answers, not the labels (pipeline/quant/qat.py)
     clients: Tuple[str, ...] = ()  # with repair: clients whose feed of the tuning split the ladder judges too (remedy.py)
+    calibration_clients: Tuple[str, ...] = ()  # set by the ladder: these clients' feeds of the calibration images join them
 
     def validate(self) -> None:
         if not isinstance(self.mode, Mode):

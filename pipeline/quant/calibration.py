@@ -70,6 +70,7 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
         source = {"source": str(path), "balanced": False}
     else:
         images, labels = load_split(run, "train")
+        keep = np.arange(len(images))
         source = {"source": "train split of " + run.data.train_spec, "balanced": True}
         exclude = tuple(getattr(config, "calibration_exclude", ()))  # the remedy ladder's tuning split
         if exclude:
@@ -92,4 +93,25 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
     else:
         index = np.sort(np.random.default_rng(config.seed).permutation(len(images))[:n])
     facts = {**source, "samples": int(n), "requested": int(wanted), "seed": config.seed}
-    return images[index], labels[index], facts, notes
+    images, labels = images[index], labels[index]
+    fed = tuple(getattr(config, "calibration_clients", ()))
+    if fed and config.calibration_data is None:  # a .npy holds pixels, no files for a client to open
+        extra = client_feeds(run, keep[index], fed, image_size)
+        images, labels = np.concatenate([images, extra]), np.concatenate([labels, np.tile(labels, len(fed))])
+        facts["clients"] = list(fed)
+    return images, labels, facts, notes
+
+
+def client_feeds(run, positions: np.ndarray, names: Tuple[str, ...], image_size: int) -> np.ndarray:
+    """The pixels each named client hands a Coral-convention uint8 input (bytes as they are) for the training images at
+    `positions` (of the train split), opened from their stored files as parity ships a held-out image."""
+    from edge.bundle import image_file
+    from pipeline.data.identity import resolve_split
+    from pipeline.inference.client_scores import CLIENTS
+    from pipeline.quant.convention import SCALE, ZERO_POINT
+
+    source, train = resolve_split(run, "train")
+    chosen = train[np.asarray(positions, np.int64)]
+    details = {"shape": np.array([1, image_size, image_size, 3]), "dtype": np.uint8, "quantization": (SCALE, ZERO_POINT["uint8"])}
+    files = [image_file(i, source.examples[j].id, original)[1] for i, (j, original) in enumerate(zip(chosen, source.originals(chosen)))]
+    return np.concatenate([np.concatenate([CLIENTS[name].feed(f, details, run.contract) for f in files]) for name in names])
