@@ -330,6 +330,21 @@ def test_predict_refuses_what_a_detection_run_does_not_take(exported_run, heldou
     assert needle in result.stderr and not out.exists()
 
 
+def test_predict_refuses_them_without_importing_tensorflow(exported_run, heldout_coco, tmp_path):
+    """The refusals above answer before TensorFlow is imported (tests/test_console.py checks other commands'), in one
+    process: each refused, and TensorFlow still not loaded after the last."""
+    out = tmp_path / "results.json"
+    cases = [["predict", str(exported_run), "--data", str(heldout_coco[3][0]), "--out", str(out), *args]
+             for args in (["--top-k", "3"], ["--format", "csv"], ["--batch-size", "8"], ["--model", "edgetpu"])]
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli import main\n"
+            f"for args in {cases!r}:\n    print(CliRunner().invoke(main, args).exit_code)\n"
+            "print('tensorflow' in sys.modules)")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=quiet_env(), cwd=REPO,
+                             timeout=300, check=True).stdout.split()
+    assert printed == ["1", "1", "1", "1", "False"], printed
+    assert not out.exists()
+
+
 def test_predict_names_an_image_it_cannot_read_and_skips_it_when_asked(exported_run, heldout_coco, tmp_path):
     files = heldout_coco[3]
     bad = tmp_path / "broken.png"
