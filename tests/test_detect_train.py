@@ -263,8 +263,15 @@ def heldout_as_coco(folder):
     return heldout, source.labels, [folder / e.id for e in heldout]
 
 
+@pytest.fixture(scope="module")
+def heldout_coco(tmp_path_factory):
+    """`heldout_as_coco` written once for the predict tests, which only read it (1.5 s of CPU a copy)."""
+    folder = tmp_path_factory.mktemp("coco")
+    return (folder, *heldout_as_coco(folder))
+
+
 @pytest.mark.parametrize("model", ["float", "int8"])
-def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_them(exported_run, tmp_path, model):
+def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_them(exported_run, heldout_coco, tmp_path, model):
     """`pipeline predict` on unlabeled held-out images: COCOeval, given the ground truth written as COCO with its
     own ids, scores the file as the same detector's objects read on the device and scored in memory."""
     import contextlib
@@ -276,10 +283,10 @@ def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_th
     from edge.detect import detect_file, open_detector
     from pipeline.detection.evaluate import Detections, evaluate
 
-    heldout, labels, files = heldout_as_coco(tmp_path / "coco")
+    coco, heldout, labels, files = heldout_coco
     before = (exported_run / "manifest.json").read_bytes()
     out = tmp_path / "results.json"
-    result = cli(["predict", str(exported_run), "--data", str(tmp_path / "coco" / "shapes"), "--out", str(out), "--model", model])
+    result = cli(["predict", str(exported_run), "--data", str(coco / "shapes"), "--out", str(out), "--model", model])
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"wrote {out}: {len(files)} predictions (coco results json)" in result.stdout
     rows = json.loads(out.read_text())
@@ -287,7 +294,7 @@ def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_th
     assert (exported_run / "manifest.json").read_bytes() == before  # predict only reads the run
 
     with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(str(tmp_path / "coco" / "annotations.json"))
+        gt = COCO(str(coco / "annotations.json"))
         ids = {img["file_name"]: img["id"] for img in gt.dataset["images"]}
         names = {c["id"]: c["name"] for c in gt.dataset["categories"]}
         assert all(names[r["category_id"]] == r["category"] for r in rows)
@@ -315,17 +322,32 @@ def test_predict_writes_coco_results_that_cocoeval_scores_as_the_device_reads_th
     (["--batch-size", "8"], "--batch-size apply to a classification run's SavedModel"),
     (["--model", "edgetpu"], "has no model_int8_edgetpu; run `pipeline compile RUN` first"),
 ])
-def test_predict_refuses_what_a_detection_run_does_not_take(exported_run, tmp_path, args, needle):
-    _, _, files = heldout_as_coco(tmp_path / "coco")
+def test_predict_refuses_what_a_detection_run_does_not_take(exported_run, heldout_coco, tmp_path, args, needle):
+    files = heldout_coco[3]
     out = tmp_path / "results.json"
     result = cli(["predict", str(exported_run), "--data", str(files[0]), "--out", str(out), *args])
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert needle in result.stderr and not out.exists()
 
 
-def test_predict_names_an_image_it_cannot_read_and_skips_it_when_asked(exported_run, tmp_path):
-    _, _, files = heldout_as_coco(tmp_path / "coco")
-    bad = tmp_path / "coco" / "broken.png"
+def test_predict_refuses_them_without_importing_tensorflow(exported_run, heldout_coco, tmp_path):
+    """The refusals above answer before TensorFlow is imported (tests/test_console.py checks other commands'), in one
+    process: each refused, and TensorFlow still not loaded after the last."""
+    out = tmp_path / "results.json"
+    cases = [["predict", str(exported_run), "--data", str(heldout_coco[3][0]), "--out", str(out), *args]
+             for args in (["--top-k", "3"], ["--format", "csv"], ["--batch-size", "8"], ["--model", "edgetpu"])]
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom pipeline.cli import main\n"
+            f"for args in {cases!r}:\n    print(CliRunner().invoke(main, args).exit_code)\n"
+            "print('tensorflow' in sys.modules)")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=quiet_env(), cwd=REPO,
+                             timeout=300, check=True).stdout.split()
+    assert printed == ["1", "1", "1", "1", "False"], printed
+    assert not out.exists()
+
+
+def test_predict_names_an_image_it_cannot_read_and_skips_it_when_asked(exported_run, heldout_coco, tmp_path):
+    files = heldout_coco[3]
+    bad = tmp_path / "broken.png"
     bad.write_bytes(b"not an image")
     out = tmp_path / "results.json"
     args = ["predict", str(exported_run), "--data", str(files[0]), "--data", str(bad), "--out", str(out)]

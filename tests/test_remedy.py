@@ -345,6 +345,7 @@ def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
     assert np.median(near) < 4 and np.median(near) < np.median(mirrored) / 2, (np.median(near), np.median(mirrored))
 
 
+@pytest.mark.slow  # two QAT trainings of its own (47 s in CI): its file goes early (tests/conftest.py, slow_files_first)
 def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run_copy, black):
     """The failing export (black calibration frames), then the distillation rung and label QAT each alone on the
     same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the

@@ -112,6 +112,7 @@ def test_split_is_the_same_in_later_stages(digits_run):
     assert (first[0] == again[0]).all() and (first[1] == again[1]).all()
 
 
+@pytest.mark.slow  # trains under MirroredStrategy in a process of its own
 def test_mirrored_strategy_two_cpu_devices_with_steps_per_execution(tmp_path):
     run_dir = tmp_path / "mirrored"
     result = cli(["train", "--data", "digits", "--out", str(run_dir), "--cpu-replicas", "2",
@@ -124,6 +125,7 @@ def test_mirrored_strategy_two_cpu_devices_with_steps_per_execution(tmp_path):
     assert (run_dir / "saved_model" / "saved_model.pb").exists()
 
 
+@pytest.mark.slow  # two training processes of its own
 def test_multi_worker_mirrored_two_processes(tmp_path):
     ports = [free_port(), free_port()]
     workers = [f"127.0.0.1:{p}" for p in ports]
@@ -169,6 +171,7 @@ def test_class_folders_with_separate_validation_data(tmp_path):
     assert manifest["data"]["split"]["heldout_examples"] == 15
 
 
+@pytest.mark.slow  # trains, is killed and trains again
 def test_interrupted_run_resumes_and_keeps_history(tmp_path):
     run_dir = tmp_path / "run"
     kill_after_first_epoch(["train", "--data", "digits", "--out", str(run_dir), "--epochs", "3", "--image-size", "16"], 3)

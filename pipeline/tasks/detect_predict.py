@@ -33,9 +33,6 @@ class Predicted(NamedTuple):
 
 def predict(config, run, say, progress):
     """Detect in every input of config.data with the run's exported detector and write config.out (COCO results)."""
-    from edge.detect import detect_files, open_detector
-    from pipeline.data import unlabeled
-    from pipeline.rundir.files import write_json_atomic
     from pipeline.rundir.run import artifact
 
     _check(config)
@@ -45,6 +42,10 @@ def predict(config, run, say, progress):
                           "exported detector)")
     if config.model == "edgetpu":
         run.check_compiled_is_current(key)
+    # After the checks: pipeline.data imports TensorFlow, seconds a refused option need not wait for.
+    from edge.detect import detect_files, open_detector
+    from pipeline.data import unlabeled
+    from pipeline.rundir.files import write_json_atomic
     path = run.artifact(key)  # checks its sha256
     inputs = unlabeled.open_inputs(config.data)
     problems: Dict[int, str] = dict(inputs.problems)
