@@ -7,7 +7,7 @@ The remedy ladder's fine-tuning rungs build a quantization-aware model, its opti
 process's life. Run in a child, none of it stays: the parent receives the result (plain data) and the child ends.
 
 The child is forked from a fork server (`multiprocessing`'s forkserver), a clean process started once that has only
-imported TensorFlow, Keras and the export stage (`PRELOAD`) and runs nothing: a child starts in a fraction of a second
+imported TensorFlow, Keras and the export stage (pipeline/quant/child_server.py) and runs nothing: a child starts in a fraction of a second
 instead of importing TensorFlow for about 10 s, shares the imported pages with the server (a copy is made only of a
 page it writes), and no child is forked from a process that runs TensorFlow's thread pools (unsafe). Where there is
 no fork server (not Linux), the child is spawned. Ctrl-C reaches the whole process group: the fork server and the
@@ -26,16 +26,12 @@ from typing import Any, Callable
 from pipeline.errors import PipelineError
 
 
-# What the fork server imports once for every child: TensorFlow and Keras (about 10 s), and the export stage.
-PRELOAD = ("tensorflow", "tf_keras", "pipeline.tasks.classify_export")
-
-
 def _context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the server imports tf.keras as the export stage does
-    context.set_forkserver_preload(list(PRELOAD))  # read when the server starts (the first call), ignored after
+    context.set_forkserver_preload(["pipeline.quant.child_server"])  # read when the server starts (the first call)
     return context
 
 
