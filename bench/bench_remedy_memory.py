@@ -9,8 +9,10 @@ model: peak memory is the rungs', not the model's accuracy's.
 
 RUN is copied first (the export writes into it). Prints one line per rung: its seconds and the peak resident
 memory while it ran (from the previous row to its own): this process's (VmHWM), and the whole tree's, this process
-and its children alive at once (the fine-tuning rungs run in a child: pipeline/quant/child.py), summed from VmRSS
-sampled every 0.2 s; then the whole export's peak. `/usr/bin/time -v` around
+and its children alive at once (the ladder's rungs run in children: pipeline/quant/child.py), sampled every 0.2 s
+two ways: VmRSS summed (a page two processes share counts twice: TensorFlow's libraries, about 370 MB, and what a
+forked child shares with the process it was forked from) and Pss summed (each shared page split among the
+processes that map it: what the tree holds, the figure for "within a laptop's memory"); then the whole export's. `/usr/bin/time -v` around
 this command gives the process's peak too (the figure bench/results/remedy.md quotes). Linux only.
 """
 from __future__ import annotations
@@ -46,6 +48,14 @@ def _kb(pid: int, field: str) -> int:
         return 0
 
 
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return next((int(line.split()[1]) for line in rollup if line.startswith("Pss:")), 0)
+    except OSError:  # ended meanwhile
+        return 0
+
+
 def _descendants(root: int):
     parents = {}
     for entry in os.listdir("/proc"):
@@ -65,12 +75,13 @@ def _descendants(root: int):
 
 
 class TreeSampler(threading.Thread):
-    """The resident memory of this process and its descendants summed, sampled every 0.2 s: the peak since the last
-    `take()`, and each child's own peak (VmHWM) seen while it ran."""
+    """The resident memory of this process and its descendants summed (VmRSS, and Pss), sampled every 0.2 s: the
+    peaks since the last `take()`, and each child's own peak (VmHWM) seen while it ran."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.peak = 0
+        self.pss_peak = 0
         self.child_peak = {}
         self.lock = threading.Lock()
 
@@ -79,18 +90,20 @@ class TreeSampler(threading.Thread):
         while True:
             children = _descendants(me)
             total = _kb(me, "VmRSS") + sum(_kb(c, "VmRSS") for c in children)
+            pss = _pss_kb(me) + sum(_pss_kb(c) for c in children)
             with self.lock:
                 self.peak = max(self.peak, total)
+                self.pss_peak = max(self.pss_peak, pss)
                 for c in children:
                     self.child_peak[c] = max(self.child_peak.get(c, 0), _kb(c, "VmHWM"))
             time.sleep(0.2)
 
     def take(self):
-        """(the tree's peak MB, the largest child's own peak MB) since the last take."""
+        """(the tree's peak MB as VmRSS summed, as Pss summed, the largest child's own peak MB) since the last take."""
         with self.lock:
-            peak, child = self.peak, max(self.child_peak.values(), default=0)
-            self.peak, self.child_peak = 0, {}
-        return peak / 1024.0, child / 1024.0
+            peak, pss, child = self.peak, self.pss_peak, max(self.child_peak.values(), default=0)
+            self.peak, self.pss_peak, self.child_peak = 0, 0, {}
+        return peak / 1024.0, pss / 1024.0, child / 1024.0
 
 
 def main() -> None:
@@ -121,8 +134,8 @@ def main() -> None:
     tree.start()
 
     def figures() -> str:
-        whole, child = tree.take()
-        return f"{peak_mb():8.0f} MB {whole:8.0f} MB {child:8.0f} MB"
+        whole, pss, child = tree.take()
+        return f"{peak_mb():8.0f} MB {whole:8.0f} MB {pss:8.0f} MB {child:8.0f} MB"
 
     def say(line: str) -> None:
         now = time.monotonic()
@@ -140,7 +153,7 @@ def main() -> None:
         start = time.monotonic()
         figures()
         print(f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; peak MB since the previous row (this process, "
-              "the whole tree, the largest child's own), seconds, row")
+              "the whole tree as VmRSS summed, as Pss summed, the largest child's own), seconds, row")
         result = export.export_model(config, copy)
         print(f"{figures()} {time.monotonic() - last[0]:7.1f} s  | the chosen model's report and files")
         print(result.table.split("\nchosen")[0].splitlines()[0])

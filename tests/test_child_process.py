@@ -1,12 +1,15 @@
-"""A step run in a child process (pipeline/quant/child.py, the fine-tuning rungs): its result or its own error comes
-back; a child that ends without a result is one PipelineError line naming how it ended; Ctrl-C in the parent ends
-the child too. Each child here runs a standard-library function, so no test imports TensorFlow in it (well under 1 s)."""
+"""A step run in a child process (pipeline/quant/child.py, the remedy ladder's rungs): its result or its own error
+comes back; a child that ends without a result is one PipelineError line naming how it ended; Ctrl-C in the parent
+ends the child too; a child starts with TensorFlow already imported (forked from the fork server). Each child here
+runs a standard-library function; the fork server's one import of TensorFlow (about 10 s, once per process) is the
+file's cost, shared with every later child of the same test process (the export and remedy tests')."""
 from __future__ import annotations
 
 import multiprocessing
 import operator
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -19,6 +22,15 @@ def test_the_result_and_the_childs_own_error_come_back():
     assert child.call(operator.add, 2, 3, what="adding") == 5
     with pytest.raises(ValueError, match="invalid literal"):
         child.call(int, "not a number", what="parsing")
+
+
+def _imported(name: str) -> bool:
+    return name in sys.modules
+
+
+def test_a_child_starts_with_tensorflow_already_imported():
+    # A spawned child would import TensorFlow again first (about 10 s a child); a forked one has it from the server.
+    assert child.call(_imported, "tensorflow", what="looking") and child.call(_imported, "tf_keras", what="looking")
 
 
 def _kill_self():  # as the kernel's out-of-memory killer would

@@ -6,9 +6,13 @@ The remedy ladder's fine-tuning rungs build a quantization-aware model, its opti
 (EfficientNetB0 at 96 px: +3 GB; bench/results/remedy.md section 13), and TensorFlow keeps much of it for the
 process's life. Run in a child, none of it stays: the parent receives the result (plain data) and the child ends.
 
-The child is spawned (a fork of a process that runs TensorFlow's thread pools is unsafe). Ctrl-C reaches the whole
-process group: the child ignores it and the parent, which raises as usual (130), ends the child, as it does on
-SIGTERM or any other way out; nothing the child made is written by it. A child that ends without a result (killed,
+The child is forked from a fork server (`multiprocessing`'s forkserver), a clean process started once that has only
+imported TensorFlow, Keras and the export stage (pipeline/quant/child_server.py) and runs nothing: a child starts in a fraction of a second
+instead of importing TensorFlow for about 10 s, shares the imported pages with the server (a copy is made only of a
+page it writes), and no child is forked from a process that runs TensorFlow's thread pools (unsafe). Where there is
+no fork server (not Linux), the child is spawned. Ctrl-C reaches the whole process group: the fork server and the
+child ignore it and the parent, which raises as usual (130), ends the child, as it does on SIGTERM or any other way
+out; nothing the child made is written by it. A child that ends without a result (killed,
 out of memory) is one PipelineError line naming its exit; an error raised in the child is raised again here.
 """
 from __future__ import annotations
@@ -22,9 +26,18 @@ from typing import Any, Callable
 from pipeline.errors import PipelineError
 
 
+def _context():
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the server imports tf.keras as the export stage does
+    context.set_forkserver_preload(["pipeline.quant.child_server"])  # read when the server starts (the first call)
+    return context
+
+
 def call(function: Callable[..., Any], *args: Any, what: str) -> Any:
-    """`function(*args)` in a spawned child process; its return value (picklable), or its error raised here."""
-    context = multiprocessing.get_context("spawn")
+    """`function(*args)` in a child process; its return value (picklable), or its error raised here."""
+    context = _context()
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(send, function, args), daemon=True)
     process.start()

@@ -22,9 +22,10 @@ the repair. A set-aside split
 too small to tell the limit from twice as many disagreements (`weak_judge`: 10% of 240 photos is 24 images) is said
 to be a weak judge, in the table and the manifest; the held-out gate (`pipeline parity`) stays the judge then.
 
-Memory: only the best attempt so far keeps its converter (and the SavedModel or QAT Keras model that holds), the
-others keep their bytes; the SavedModel is loaded once for every rung (pipeline/quant/convert.py); a fine-tuning
-rung fine-tunes in one child process and converts in another (pipeline/quant/child.py), so neither's memory stays.
+Memory: the export stage converts every rung in a child process (a fine-tuning rung fine-tunes in one and converts
+in another; pipeline/quant/child.py), so what a conversion leaves in TensorFlow does not stay in this process; only
+the best attempt so far keeps its converter (one that makes the model again where it is called), the others keep
+their bytes; the SavedModel is loaded here once, for the float reference (pipeline/quant/convert.py).
 
 The tuning split is harder than the held-out images (its views are new crops of training photos, and int8
 parts from float on 2-3% of them where it parts on 0.6-3% of held-out images), so its agreement is judged like

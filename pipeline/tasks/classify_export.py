@@ -19,7 +19,7 @@ from edge import preprocess
 from edge.contract import PixelContract
 from edge.integrity import sidecar_path, sidecar_record
 from pipeline import metadata, tasks
-from pipeline.quant import convention, report as quant_report, verify as quant_verify
+from pipeline.quant import child, convention, report as quant_report, verify as quant_verify
 from pipeline.quant.calibration import calibration_images
 from pipeline.quant.convert import Mode, keras_function, make_converter, serving_function
 from pipeline.quant.convert import convert as convert_bytes
@@ -64,20 +64,32 @@ def export(config, run: Run) -> ExportResult:
     """The model as `config` asks (repaired by the ladder with --remedy), its report for int8, written."""
     outcome = _repair(config, run) if config.repair else None
     model = outcome.chosen.model if outcome else convert(config, run)
-    report = _report(config, run, model) if config.mode is Mode.INT8 and config.layer_errors else None
+    report = None
+    if config.mode is Mode.INT8 and config.layer_errors:
+        # A model made in a child process (the ladder's, QAT's) is reported on in another: the report converts again.
+        report = (child.call(_report, config, run, model, what="the per-layer report") if isinstance(model.converter, Rebuilt)
+                  else _report(config, run, model))
     return _write(config, run, model, report, outcome)
 
 
 def _repair(config, run: Run):
-    """The remedy ladder: the export as asked, then cheaper-first repairs, scored on a tuning split."""
+    """The remedy ladder: the export as asked, then cheaper-first repairs, scored on a tuning split. Every rung
+    converts in a child process (`converted_apart`): what a conversion leaves in TensorFlow returns to the system
+    when the child ends, so rungs do not pile up in this process (bench/results/remedy.md 13c)."""
     from pipeline.quant import remedy
 
     def worst_layers(model: Converted) -> List[dict]:
-        layers = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
-        return sorted(layers, key=lambda layer: -layer["rmse_steps"])[: quant_report.WORST_LAYERS]
+        return child.call(_worst_layers, model.converter, model.calibration[: config.debug_samples],
+                          what="the export's per-layer report")
 
-    return remedy.repair(config, run, convert, config.gate, task=tasks.of_run(run).tuning(),
+    return remedy.repair(config, run, converted_apart, config.gate, task=tasks.of_run(run).tuning(),
                          layer_errors=worst_layers if config.layer_errors else None)
+
+
+def _worst_layers(converter: Callable, calibration: np.ndarray) -> List[dict]:
+    """In a child process: the layers whose int8 error is largest (the remedy table's motivation)."""
+    layers = quant_report.layer_errors(converter, calibration)
+    return sorted(layers, key=lambda layer: -layer["rmse_steps"])[: quant_report.WORST_LAYERS]
 
 
 class Converted(NamedTuple):
@@ -93,25 +105,45 @@ class Converted(NamedTuple):
 
 def convert(config, run: Run) -> Converted:
     """The SavedModel (or its QAT fine-tuned Keras model) converted to `config.mode` and verified. Fine-tuning runs
-    in a child process, and the fine-tuned model's conversion in another (pipeline/quant/child.py): the memory each
-    takes returns to the system when it ends, and the two peaks do not add up (bench/results/remedy.md 13)."""
+    in a child process, and the fine-tuned model's conversion in another (`converted_apart`)."""
     if not config.qat_epochs:
         return _convert(config, run)
-    from pipeline.quant import child
+    return converted_apart(config, run)
 
-    serving_function(run.artifact("saved_model"), run.image_size)  # a manifest that does not describe it fails here
-    what = f"the {config.remedy} rung's fine-tuning" if config.remedy else "QAT fine-tuning"
-    weights = child.call(_fine_tuned_weights, config, run, what=what)
-    model = child.call(_converted_from_weights, config, run, weights, what=f"the conversion after {what}")
 
-    def converter():  # the per-layer report's: the fine-tuned weights on the same graph, rebuilt here when asked
-        from pipeline.quant import qat
+def converted_apart(config, run: Run) -> Converted:
+    """`convert` in child processes (pipeline/quant/child.py): the memory a conversion, and a fine-tuning before it,
+    takes returns to the system when each ends, and their peaks do not add up (bench/results/remedy.md 13b, 13c).
+    Its converter makes the same converter again in whatever process calls it (`Rebuilt`)."""
+    weights = None
+    if config.qat_epochs:
+        serving_function(run.artifact("saved_model"), run.image_size)  # a manifest that does not describe it fails here
+        what = f"the {config.remedy} rung's fine-tuning" if config.remedy else "QAT fine-tuning"
+        weights = child.call(_fine_tuned_weights, config, run, what=what)
+        what = f"the conversion after {what}"
+    else:
+        what = f"the {config.remedy} rung's conversion" if config.remedy else "the conversion"
+    model = child.call(_converted_here, config, run, weights, what=what)
+    return model._replace(converter=Rebuilt(config, run, weights))
 
-        # model.calibration is already as the wrapped function takes it: the one _functions makes again is not used
-        concrete, trackable, _ = _functions(config, run, model.calibration, qat.rebuilt(run, weights))
-        return make_converter(concrete, trackable, config.mode, config, model.calibration)
 
-    return model._replace(converter=converter)
+class Rebuilt:
+    """A converter for the model `config` makes, made again (the fine-tuned `weights` on the same quantization-aware
+    graph, for QAT) in the process that calls it: unlike a converter, it can be sent to a child process."""
+
+    def __init__(self, config, run: Run, weights=None):
+        self.config, self.run, self.weights = config, run, weights
+
+    def __call__(self):
+        config, run = self.config, self.run
+        tuned = None
+        if self.weights is not None:
+            from pipeline.quant import qat
+
+            tuned = qat.rebuilt(run, self.weights)
+        calibration = calibration_images(run, config, run.image_size)[0] if config.mode is Mode.INT8 else None
+        concrete, trackable, calibration = _functions(config, run, calibration, tuned)
+        return make_converter(concrete, trackable, config.mode, config, calibration)
 
 
 def _fine_tuned_weights(config, run: Run):
@@ -123,12 +155,16 @@ def _fine_tuned_weights(config, run: Run):
     return tuned.get_weights()
 
 
-def _converted_from_weights(config, run: Run, weights) -> Converted:
-    """In a child process: the fine-tuned weights on the quantization-aware graph, converted and verified (its
-    reading of the file comes back with it; the converter, a closure over this process's objects, does not)."""
-    from pipeline.quant import qat
+def _converted_here(config, run: Run, weights=None) -> Converted:
+    """In a child process: the model converted and verified (the fine-tuned weights on the quantization-aware graph,
+    for QAT); its reading of the file comes back with it, the converter (a closure over this process's objects)
+    does not."""
+    tuned = None
+    if weights is not None:
+        from pipeline.quant import qat
 
-    return _convert(config, run, qat.rebuilt(run, weights))._replace(converter=None)
+        tuned = qat.rebuilt(run, weights)
+    return _convert(config, run, tuned)._replace(converter=None)
 
 
 def _functions(config, run: Run, calibration: Optional[np.ndarray], tuned=None):
