@@ -66,9 +66,13 @@ def export(config, run: Run) -> ExportResult:
     model = outcome.chosen.model if outcome else convert(config, run)
     report = None
     if config.mode is Mode.INT8 and config.layer_errors:
-        # A model made in a child process (the ladder's, QAT's) is reported on in another: the report converts again.
-        report = (child.call(_report, config, run, model, what="the per-layer report") if isinstance(model.converter, Rebuilt)
-                  else _report(config, run, model))
+        if isinstance(model.converter, Rebuilt):
+            # A model made in a child process (the ladder's, QAT's) is reported on in another, which converts it again;
+            # the float model's size comes from a third, so that the two conversions' memory never adds up in one.
+            float_bytes = child.call(_float_size, run, config, what="the float model's size")
+            report = child.call(_report, config, run, model, float_bytes, what="the per-layer report")
+        else:
+            report = _report(config, run, model)
     return _write(config, run, model, report, outcome)
 
 
@@ -231,9 +235,10 @@ def _keras_model(run: Run):
     return keras.models.load_model(str(run.artifact("keras_model")), compile=False)
 
 
-def _report(config, run: Run, model: Converted) -> dict:
-    """quantization.json: sizes, verification and the per-layer error of the int8 model against float."""
-    float_bytes = _float_size(run, config)
+def _report(config, run: Run, model: Converted, float_bytes: Optional[int] = None) -> dict:
+    """quantization.json: sizes, verification and the per-layer error of the int8 model against float (whose size is
+    `float_bytes`, or found here)."""
+    float_bytes = _float_size(run, config) if float_bytes is None else float_bytes
     debug = quant_report.layer_errors(model.converter, model.calibration[: config.debug_samples])
     return quant_report.build(model.info, len(model.bytes), float_bytes, debug,
                               min(config.debug_samples, len(model.calibration)), model.facts, model.notes)
