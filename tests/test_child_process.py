@@ -9,8 +9,10 @@ import multiprocessing
 import operator
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,23 @@ def _imported(name: str) -> bool:
 def test_a_child_starts_with_tensorflow_already_imported():
     # A spawned child would import TensorFlow again first (about 10 s a child); a forked one has it from the server.
     assert child.call(_imported, "tensorflow", what="looking") and child.call(_imported, "tf_keras", what="looking")
+
+
+def test_a_folder_named_like_ours_where_the_command_runs_is_not_imported_by_the_children(tmp_path):
+    # A user's own folder named `pipeline` where they run the command: neither the fork server nor a child imports it.
+    marker = tmp_path / "decoy-imported"
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    repo = str(Path(__file__).resolve().parents[1])
+    script = (f"import os, sys; sys.path.insert(0, {repo!r})\n"
+              "from pipeline.quant import child\n"
+              "from tests.test_child_process import _imported\n"
+              "os.chdir(sys.argv[1])\n"
+              "print(child.call(_imported, 'tensorflow', what='looking'))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not marker.exists(), "the folder where the command ran was imported in place of the package"
+    assert done.stdout.split() == ["True"]  # the server's own imports came from the package, not the decoy
 
 
 def _kill_self():  # as the kernel's out-of-memory killer would

@@ -21,18 +21,40 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 from typing import Any, Callable
 
 from pipeline.errors import PipelineError
 
 
 def _context():
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
+    if "forkserver" not in multiprocessing.get_all_start_methods() or sys.version_info < (3, 11):
+        return multiprocessing.get_context("spawn")  # a spawned child's module path is this process's (see _start_server)
     context = multiprocessing.get_context("forkserver")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the server imports tf.keras as the export stage does
     context.set_forkserver_preload(["pipeline.quant.child_server"])  # read when the server starts (the first call)
+    _start_server()
     return context
+
+
+def _start_server() -> None:
+    """Start the fork server (once) with this process's module path and without the folder the command runs in.
+
+    The server is a new `python -c`, which puts the current folder first on its path and ignores the path it is sent,
+    so a folder there named like one of our packages (or TensorFlow) would be imported in their place, by the server
+    and so by every child. PYTHONSAFEPATH (Python 3.11+) keeps the current folder out; PYTHONPATH gives it our path."""
+    from multiprocessing import forkserver
+
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ.update(PYTHONPATH=os.pathsep.join(os.path.abspath(entry) for entry in sys.path if entry), PYTHONSAFEPATH="1")
+    try:
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def call(function: Callable[..., Any], *args: Any, what: str) -> Any:
