@@ -7,13 +7,14 @@ The remedy ladder's fine-tuning rungs build a quantization-aware model, its opti
 process's life. Run in a child, none of it stays: the parent receives the result (plain data) and the child ends.
 
 The child is forked from a fork server (`multiprocessing`'s forkserver), a clean process started once that has only
-imported TensorFlow, Keras and the export stage (pipeline/quant/child_server.py) and runs nothing: a child starts in a fraction of a second
-instead of importing TensorFlow for about 10 s, shares the imported pages with the server (a copy is made only of a
-page it writes), and no child is forked from a process that runs TensorFlow's thread pools (unsafe). Where there is
-no fork server (not Linux) or no way to keep the current folder off its path (Python before 3.11), the child is spawned. Ctrl-C reaches the whole process group: the fork server and the
-child ignore it and the parent, which raises as usual (130), ends the child, as it does on SIGTERM or any other way
-out; nothing the child made is written by it. A child that ends without a result (killed,
-out of memory) is one PipelineError line naming its exit; an error raised in the child is raised again here.
+imported TensorFlow, Keras and the export stage (pipeline/quant/child_server.py) and runs nothing: a child starts in
+a fraction of a second instead of importing TensorFlow for about 10 s, shares the imported pages with the server (a
+copy is made only of a page it writes), and no child is forked from a process that runs TensorFlow's thread pools
+(unsafe). Where there is no fork server (not Linux) or no way to keep the current folder off its path (Python before
+3.11), the child is spawned. Ctrl-C reaches the whole process group: the fork server and the child ignore it and the
+parent, which raises as usual (130), ends the child, as it does on SIGTERM or any other way out; nothing the child
+made is written by it. A child that ends without a result (killed, out of memory) is one PipelineError line naming
+its exit; an error raised in the child is raised again here.
 """
 from __future__ import annotations
 

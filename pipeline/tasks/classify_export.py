@@ -140,11 +140,7 @@ class Rebuilt:
 
     def __call__(self):
         config, run = self.config, self.run
-        tuned = None
-        if self.weights is not None:
-            from pipeline.quant import qat
-
-            tuned = qat.rebuilt(run, self.weights)
+        tuned = _tuned(run, self.weights)
         calibration = calibration_images(run, config, run.image_size)[0] if config.mode is Mode.INT8 else None
         concrete, trackable, calibration = _functions(config, run, calibration, tuned)
         return make_converter(concrete, trackable, config.mode, config, calibration)
@@ -163,12 +159,16 @@ def _converted_here(config, run: Run, weights=None) -> Converted:
     """In a child process: the model converted and verified (the fine-tuned weights on the quantization-aware graph,
     for QAT); its reading of the file comes back with it, the converter (a closure over this process's objects)
     does not."""
-    tuned = None
-    if weights is not None:
-        from pipeline.quant import qat
+    return _convert(config, run, _tuned(run, weights))._replace(converter=None)
 
-        tuned = qat.rebuilt(run, weights)
-    return _convert(config, run, tuned)._replace(converter=None)
+
+def _tuned(run: Run, weights):
+    """The fine-tuned `weights` on the run's quantization-aware graph, or None when there are none (no QAT)."""
+    if weights is None:
+        return None
+    from pipeline.quant import qat
+
+    return qat.rebuilt(run, weights)
 
 
 def _functions(config, run: Run, calibration: Optional[np.ndarray], tuned=None):
