@@ -72,7 +72,7 @@ _REPRODUCED_ON_DEVICE = """
 import json, sys
 import numpy as np
 from tflite_runtime.interpreter import Interpreter
-from edge import clients
+from edge.clients import feeds as clients
 interpreter = Interpreter(model_path=sys.argv[1])
 interpreter.allocate_tensors()
 details, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]

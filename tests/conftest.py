@@ -110,7 +110,7 @@ def signals_left_as_found():
 @pytest.fixture
 def ctrl_c_as_at_a_terminal():
     """For a test that sends SIGINT to a process it starts: the process begins with SIGINT at its default even when
-    pytest was started with SIGINT ignored (tests/edge/tests.support.signal_moments.py)."""
+    pytest was started with SIGINT ignored (tests/support/signal_moments.py)."""
     from tests.support.signal_moments import ctrl_c_as_at_a_terminal
 
     with ctrl_c_as_at_a_terminal():

@@ -1,14 +1,14 @@
 """How other programs feed a model: each known client's preprocessing, reproduced from its source.
 
-    from edge import clients
+    from edge.clients import feeds
     details = interpreter.get_input_details()[0]
-    tensor = clients.pycoral_classify("cat.jpg", details)         # what pycoral's classify_image.py feeds
-    tensor = clients.mediapipe_classify("cat.jpg", details)       # what MediaPipe's ImageClassifier feeds
-    boxed = clients.pycoral_detect("street.jpg", details)         # detect_image.py: tensor and the box scale
-    tensor = clients.frigate_detect(frame_rgb, details)           # Frigate's SSD feed of a whole frame (approximate)
-    rows = clients.frigate_ssd_read(interpreter)                   # Frigate's SSD reading of a detector's outputs
-    tensor = clients.edgeflow(path, details, contract)            # edgeflow's own pixel contract
-    placed = clients.DETECTORS["pycoral"](path, details)          # a detector's input and the client's way back:
+    tensor = feeds.pycoral_classify("cat.jpg", details)         # what pycoral's classify_image.py feeds
+    tensor = feeds.mediapipe_classify("cat.jpg", details)       # what MediaPipe's ImageClassifier feeds
+    boxed = feeds.pycoral_detect("street.jpg", details)         # detect_image.py: tensor and the box scale
+    tensor = feeds.frigate_detect(frame_rgb, details)           # Frigate's SSD feed of a whole frame (approximate)
+    rows = feeds.frigate_ssd_read(interpreter)                   # Frigate's SSD reading of a detector's outputs
+    tensor = feeds.edgeflow(path, details, contract)            # edgeflow's own pixel contract
+    placed = feeds.DETECTORS["pycoral"](path, details)          # a detector's input and the client's way back:
     boxes, kept = placed.to_image(op_boxes)                        #   the op's boxes as that client reports them
 
 Every function returns the input tensor (batch 1) that client would set on the interpreter for one image, so

@@ -33,7 +33,7 @@ _INT4 = 17
 _QUANT_RANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767), 2: (-(2 ** 31), 2 ** 31 - 1), 4: (-(2 ** 63), 2 ** 63 - 1), 16: (0, 65535), 17: (-8, 7)}
 _MAX_BUILTIN = 400  # well above the ~210 builtins of TF 2.21; a damaged code is far larger or negative
 _MAX_TENSOR_BYTES = 1 << 32
-# Quantization scales an interpreter survives (measured with tests/tests.support.quant_mutants.py on ai-edge-litert 2.3.0 and
+# Quantization scales an interpreter survives (measured with tests/support/quant_mutants.py on ai-edge-litert 2.3.0 and
 # TF 2.21's interpreter, docs/trust.md): zero and denormal scales end in SIGSEGV on an input, output or
 # activation tensor, so every scale must be a normal float32. A tensor computed at run time gets a higher floor:
 # its scale divides the others' in the kernels' requantization multipliers, which abort when out of range;

@@ -5,7 +5,7 @@
 An int8 model whose scales break these rules does not fail politely: XNNPACK (the CPU interpreters' default
 delegate) refuses to prepare the node and the interpreter then aborts in its clean-up ("double free or
 corruption", SIGABRT), and the reference kernels abort on a requantization multiplier out of range. Measured with
-tests/edge/tests.support.quant_mutants.py on ai-edge-litert 2.3.0. Two kinds of rule:
+tests/support/quant_mutants.py on ai-edge-litert 2.3.0. Two kinds of rule:
 
 - TFLite's int8 quantization specification: operators that move values without arithmetic keep their input's
   scale and zero point; softmax, logistic and tanh have a fixed output scale and zero point.

@@ -63,7 +63,7 @@ _PYCORAL_LETTERBOX = """
 import json, runpy, sys
 sys.path.insert(0, sys.argv[1])
 from pycoral.adapters import common
-from edge import clients
+from edge.clients import feeds as clients
 real, seen = common.set_resized_input, []
 class Captured(Exception):
     pass

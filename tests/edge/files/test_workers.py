@@ -276,7 +276,8 @@ def test_an_error_of_the_post_processing_propagates_and_ends_the_workers():
 
 _SIGTERM_MID_EVALUATE = """
 import os, signal, sys, time
-from edge import contract, runner
+from edge.answers import runner
+from edge.pixels import contract
 
 started = open({started!r}, "a", buffering=1)
 real_load = contract.PixelContract.load_pixels

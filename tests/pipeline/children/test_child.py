@@ -42,7 +42,7 @@ def test_a_folder_named_like_ours_where_the_command_runs_is_not_imported_by_the_
     (tmp_path / "pipeline" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     repo = str(Path(__file__).resolve().parents[3])
     script = (f"import os, sys; sys.path.insert(0, {repo!r})\n"
-              "from pipeline.quant import child\n"
+              "from pipeline.children import child\n"
               "from tests.pipeline.children.test_child import _imported\n"
               "os.chdir(sys.argv[1])\n"
               "print(child.call(_imported, 'tensorflow', what='looking'))\n")

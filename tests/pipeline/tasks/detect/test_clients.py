@@ -57,7 +57,7 @@ _FRIGATE_DRIVER = r"""
 import json, sys
 from PIL import Image
 from tflite_runtime.interpreter import Interpreter
-from edge import clients
+from edge.clients import feeds as clients
 interpreter = Interpreter(model_path=sys.argv[1])
 interpreter.allocate_tensors()
 details = interpreter.get_input_details()[0]
