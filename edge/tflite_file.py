@@ -180,6 +180,42 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
         raise ModelFileError(f"{where} is damaged: cannot parse its flatbuffer ({type(err).__name__}: {err})") from err
 
 
+def builtin_code(code) -> int:
+    """An OperatorCode's builtin operator as the interpreter reads it: the larger of builtin_code and
+    deprecated_builtin_code (the schema's rule for files written before and after codes passed 127).
+
+    The `tflite` package's own BuiltinCode() returns deprecated_builtin_code whenever builtin_code is below 127, so
+    a file that fills in only builtin_code (LiteRT's writers leave the deprecated field out, which reads 0, ADD)
+    would name every such op ADD: the field is read here as stored.
+    """
+    import flatbuffers
+
+    field = code._tab.Offset(10)  # builtin_code: field 3 of OperatorCode
+    stored = code._tab.Get(flatbuffers.number_types.Int32Flags, code._tab.Pos + field) if field else 0
+    return max(stored, code.DeprecatedBuiltinCode())
+
+
+def buffer_extent(buffer, index: int, file_size: int) -> Tuple[int, int]:
+    """(start, size) in the file of a Buffer's bytes: its data vector, or the bytes at offset..offset+size after
+    the flatbuffer, where LiteRT's writers (and TF's converter asked to) store weights. (0, 0) for no data.
+    Raises ModelFileError when they lie outside the file: the weights are missing, and a reader that took the
+    tensor for an activation would judge its op wrongly."""
+    offset = buffer.Offset()
+    if offset > 1:  # the schema's "not used" is 0 or 1
+        size = buffer.Size()
+        if offset + size > file_size:
+            raise ModelFileError(f"buffer {index} spans bytes {offset}..{offset + size}, outside the file ({file_size} "
+                                 "bytes): the weights stored after the flatbuffer are missing (a truncated copy?)")
+        return offset, size
+    size = buffer.DataLength()
+    if not size:
+        return 0, 0
+    start = buffer._tab.Vector(buffer._tab.Offset(4))  # data: field 0 of Buffer
+    if start + size > file_size:
+        raise ModelFileError(f"buffer {index} claims {size} bytes at byte {start}, past the end of the file ({file_size} bytes)")
+    return start, size
+
+
 def _parse(data: bytes) -> ModelInfo:
     tflite = flatbuffer_schema()
     model = tflite.Model.GetRootAsModel(data, 0)
@@ -189,11 +225,11 @@ def _parse(data: bytes) -> ModelInfo:
     opcodes = []
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        builtin = builtin_code(code)
         custom = code.CustomCode()
         name = custom.decode("utf-8", "replace") if builtin_names.get(builtin) == "CUSTOM" and custom else builtin_names.get(builtin, f"BUILTIN_{builtin}")
         opcodes.append((name, code.Version(), builtin_names.get(builtin) == "CUSTOM"))
-    buffer_sizes = [model.Buffers(i).DataLength() for i in range(model.BuffersLength())]
+    buffer_sizes = [buffer_extent(model.Buffers(i), i, len(data))[1] for i in range(model.BuffersLength())]
     graph = model.Subgraphs(0)
     tensors = []
     for i in range(graph.TensorsLength()):
@@ -203,6 +239,9 @@ def _parse(data: bytes) -> ModelInfo:
         q = t.Quantization()
         scales = tuple(float(x) for x in q.ScaleAsNumpy()) if q is not None and q.ScaleLength() else ()
         zeros = tuple(int(x) for x in q.ZeroPointAsNumpy()) if q is not None and q.ZeroPointLength() else ()
+        if t.Sparsity() is not None:  # its buffer holds the nonzero values only: sizes and values would read wrong
+            raise ModelFileError(f"tensor {i} is stored sparse (a sparsity table); expected dense tensors, as the Edge "
+                                 "TPU compiler and this reader take")
         size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
         tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
                                   signature, size > 0, scales, zeros, size, bool(t.IsVariable())))
@@ -307,9 +346,9 @@ def constant_data(source: Union[str, Path, bytes, bytearray], index: int):
     data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
     model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
     tensor = model.Subgraphs(0).Tensors(index)
-    buffer = model.Buffers(tensor.Buffer())
-    if buffer.DataLength() == 0:
+    start, size = buffer_extent(model.Buffers(tensor.Buffer()), tensor.Buffer(), len(data))
+    if size == 0:
         return None
     dtype = np.dtype(_dtype_name(tensor.Type()))
     shape = tuple(int(x) for x in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else ()
-    return np.frombuffer(buffer.DataAsNumpy().tobytes(), dtype=dtype).reshape(shape)
+    return np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize, offset=start).reshape(shape)
