@@ -87,9 +87,18 @@ _CACHE: Dict[str, Dict[int, str]] = {}
 
 
 def _names(kind: str) -> Dict[int, str]:
+    """Number -> name of one of the schema's enums. Codes newer than the `tflite` package's schema (STABLEHLO_CASE,
+    INT2, UINT4) are named from the interpreter's own schema module where ai_edge_litert is installed, so an op reads
+    as the interpreter names it rather than BUILTIN_209."""
     if kind not in _CACHE:
-        tflite = flatbuffer_schema()
-        _CACHE[kind] = _enum_names(getattr(tflite, kind))
+        names = _enum_names(getattr(flatbuffer_schema(), kind))
+        try:
+            from ai_edge_litert import schema_py_generated as newer
+        except ImportError:  # a device with tflite_runtime only: the package's names
+            newer = None
+        if newer is not None and hasattr(newer, kind):
+            names = {**_enum_names(getattr(newer, kind)), **names}
+        _CACHE[kind] = names
     return _CACHE[kind]
 
 
@@ -185,8 +194,9 @@ def builtin_code(code) -> int:
     deprecated_builtin_code (the schema's rule for files written before and after codes passed 127).
 
     The `tflite` package's own BuiltinCode() returns deprecated_builtin_code whenever builtin_code is below 127, so
-    a file that fills in only builtin_code (LiteRT's writers leave the deprecated field out, which reads 0, ADD)
-    would name every such op ADD: the field is read here as stored.
+    a file that fills in only builtin_code would name such ops ADD (the deprecated field left out reads 0): the field
+    is read here as stored. ai-edge-quantizer writes its QUANTIZE and DEQUANTIZE codes that way (Ultralytics 8.4's
+    int8 export runs it after litert-torch).
     """
     import flatbuffers
 
@@ -197,7 +207,8 @@ def builtin_code(code) -> int:
 
 def buffer_extent(buffer, index: int, file_size: int) -> Tuple[int, int]:
     """(start, size) in the file of a Buffer's bytes: its data vector, or the bytes at offset..offset+size after
-    the flatbuffer, where LiteRT's writers (and TF's converter asked to) store weights. (0, 0) for no data.
+    the flatbuffer, where LiteRT's writers (ai-edge-quantizer, TF's converter when asked to) store weights. (0, 0)
+    for no data.
     Raises ModelFileError when they lie outside the file: the weights are missing, and a reader that took the
     tensor for an activation would judge its op wrongly."""
     offset = buffer.Offset()
@@ -240,8 +251,9 @@ def _parse(data: bytes) -> ModelInfo:
         scales = tuple(float(x) for x in q.ScaleAsNumpy()) if q is not None and q.ScaleLength() else ()
         zeros = tuple(int(x) for x in q.ZeroPointAsNumpy()) if q is not None and q.ZeroPointLength() else ()
         if t.Sparsity() is not None:  # its buffer holds the nonzero values only: sizes and values would read wrong
-            raise ModelFileError(f"tensor {i} is stored sparse (a sparsity table); expected dense tensors, as the Edge "
-                                 "TPU compiler and this reader take")
+            raise ModelFileError(f"tensor {i} is stored sparse (a sparsity table: its buffer holds the nonzero values "
+                                 "only); expected dense tensors, which is all this reader reads: convert without "
+                                 "tf.lite.Optimize.EXPERIMENTAL_SPARSITY")
         size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
         tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
                                   signature, size > 0, scales, zeros, size, bool(t.IsVariable())))

@@ -113,7 +113,6 @@ def test_google_models_read_as_the_interpreter_reads_them(name):
 
 
 def _tiny_keras():
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tf_keras as keras
 
     keras.utils.set_random_seed(0)
@@ -226,3 +225,42 @@ def test_ultralytics_litert_int8_file_read_as_the_interpreter_reads_it(ultralyti
                if op.name == "CONV_2D"]
     assert filters and all(t.is_constant and t.dtype == "int8" and len(t.shape) == 4 for t in filters)
     assert_cut_weights_refused(ultralytics_int8, tmp_path)
+
+
+@pytest.mark.host
+def test_sparse_weights_refused_naming_the_tensor(tmp_path):
+    # TF's converter with EXPERIMENTAL_SPARSITY keeps only the nonzero weights (and a DENSIFY op): read as dense, the
+    # sizes and values would be wrong, so the reader refuses the file and says how to convert it.
+    import tensorflow as tf
+    import tf_keras as keras
+
+    inputs = keras.Input((64,))
+    dense = keras.layers.Dense(64)
+    model = keras.Model(inputs, dense(inputs))
+    w, b = dense.get_weights()
+    w[np.abs(w) < np.quantile(np.abs(w), 0.9)] = 0
+    dense.set_weights([w, b])
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    path = tmp_path / "sparse.tflite"
+    path.write_bytes(converter.convert())
+    assert interpreter_ops(path) == ["DENSIFY", "FULLY_CONNECTED"]  # the layout under test
+    with pytest.raises(ModelFileError, match=r"tensor \d+ is stored sparse"):
+        read_model(path)
+    done = cli(["compile", str(path), "--check-only"])
+    assert 0 < done.returncode < 128 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "is stored sparse" in done.stderr and "EXPERIMENTAL_SPARSITY" in done.stderr, done.stderr[-2000:]
+
+
+def test_op_codes_newer_than_the_tflite_package_named_as_the_interpreter_names_them(tmp_path):
+    # STABLEHLO_CASE (209) is in ai_edge_litert's schema and not in the `tflite` package's: named from the former.
+    import flatbuffers
+
+    schema = _schema()
+    model = schema.ModelT.InitFromPackedBuf(bytearray((REFERENCE / "mobilenet_v1_0.25_128_quant.tflite").read_bytes()), 0)
+    model.operatorCodes[0].builtinCode = schema.BuiltinOperator.STABLEHLO_CASE
+    model.operatorCodes[0].deprecatedBuiltinCode = schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    info = read_model(bytes(builder.Output()))
+    assert "STABLEHLO_CASE" in [op.name for op in info.ops]
