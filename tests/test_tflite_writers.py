@@ -5,6 +5,7 @@ module (ai_edge_litert.schema_py_generated) says holds data, inline or stored af
 constant, with the bytes the interpreter loads; and a copy whose weights are cut off refused naming the buffer.
 
 - Google's models and their compiled twins (../shared/reference/coral): writers of 2019-2021.
+- onnx2tf 1.29 (where installed, as `pipeline import` needs it): every file it writes for a small ONNX classifier.
 - TF 2.21's converter: a full-integer int8 model, and a model with its weights stored after the flatbuffer
   (`_experimental_use_buffer_offset`, the layout LiteRT writes).
 - The op-code layout ai-edge-quantizer writes (builtin_code only, deprecated_builtin_code left at 0), on every op of a
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -264,3 +266,49 @@ def test_op_codes_newer_than_the_tflite_package_named_as_the_interpreter_names_t
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     info = read_model(bytes(builder.Output()))
     assert "STABLEHLO_CASE" in [op.name for op in info.ops]
+
+
+# --- onnx2tf ------------------------------------------------------------------------------------------------------
+
+ONNX2TF_WRITE = """
+import sys
+import numpy as np
+import onnx2tf
+
+onnx_path, out, calibration = sys.argv[1], sys.argv[2], sys.argv[3]
+# Calibration images of the model's own input (NHWC, 0..1) and the sample file onnx2tf checks its transposes with,
+# both from here: onnx2tf would download its sample file otherwise.
+rng = np.random.default_rng(0)
+np.save(calibration, rng.uniform(0, 1, (8, 32, 32, 3)).astype(np.float32))
+np.save("calibration_image_sample_data_20x128x128x3_float32.npy", rng.uniform(0, 1, (20, 128, 128, 3)).astype(np.float32))
+onnx2tf.convert(input_onnx_file_path=onnx_path, output_folder_path=out, output_integer_quantized_tflite=True,
+                custom_input_op_name_np_data_path=[["input", calibration, [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]]],
+                not_use_onnxsim=True, non_verbose=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def onnx2tf_files(tmp_path_factory) -> list:
+    import importlib.util
+
+    missing = [m for m in ("onnx", "onnxruntime", "onnx2tf") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"onnx2tf's files need {', '.join(missing)} in this environment (pip install -e '.[import]' and "
+                    "pip install --no-deps onnx2tf==1.29.24)")
+    root = tmp_path_factory.mktemp("onnx2tf")
+    done = subprocess.run([sys.executable, "-c", ONNX2TF_WRITE, str(REPO / "tests" / "fixtures" / "tiny_classifier.onnx"),
+                           str(root / "out"), str(root / "calibration.npy")], capture_output=True, text=True,
+                          env=quiet_env(), cwd=root, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return sorted((root / "out").glob("*.tflite"))
+
+
+@pytest.mark.host
+def test_onnx2tf_files_read_as_the_interpreter_reads_them(onnx2tf_files):
+    names = [p.name for p in onnx2tf_files]
+    for kind in ("_float32.tflite", "_full_integer_quant.tflite"):  # the float file, and the one for the compiler
+        assert any(name.endswith(kind) for name in names), names
+    for path in onnx2tf_files:
+        assert_read_as_the_interpreter_reads(path)
+    full_integer = next(p for p in onnx2tf_files if p.name.endswith("_full_integer_quant.tflite"))
+    no_constant_blamed(full_integer)
