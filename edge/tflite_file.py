@@ -126,22 +126,27 @@ _ENUM_FIELDS = {
 
 
 def _options(op, index: int, op_name: str) -> Dict[str, Any]:
-    """The op's builtin options table as a dict, by reflection over the generated class.
+    """The op's builtin options as a dict: its builtin_options table, and builtin_options_2 where the op has one (the
+    ops numbered past 127 that LiteRT writes, StableHLO's among them), by reflection over the generated classes.
 
     Options that cannot be read raise ModelFileError naming the op: a caller that got {} or a
     partial dict would assume the defaults (stride 1, no activation) and judge the op wrongly.
     """
+    values = _options_table(op, index, op_name, op.BuiltinOptionsType(), op.BuiltinOptions, "BuiltinOptions")
+    return {**values, **_options_table(op, index, op_name, op.BuiltinOptions2Type(), op.BuiltinOptions2, "BuiltinOptions2")}
+
+
+def _options_table(op, index: int, op_name: str, kind: int, get_table, union: str) -> Dict[str, Any]:
     tflite = flatbuffer_schema()
-    kind = op.BuiltinOptionsType()
     if not kind:
         return {}
     where = f"op {index} {op_name}"
-    class_name = _names("BuiltinOptions").get(kind)
+    class_name = _names(union).get(kind)
     cls = getattr(tflite, class_name, None) if class_name else None
     if cls is None:
         raise ModelFileError(f"{where}: its options are of type {class_name or kind}, which the `tflite` package's "
                              "schema does not know (a newer converter?); expected options this reader can read")
-    table = op.BuiltinOptions()
+    table = get_table()
     if table is None:
         raise ModelFileError(f"{where}: it declares {class_name} but the options table is missing")
     obj = cls()
@@ -241,6 +246,8 @@ def _parse(data: bytes) -> ModelInfo:
         name = custom.decode("utf-8", "replace") if builtin_names.get(builtin) == "CUSTOM" and custom else builtin_names.get(builtin, f"BUILTIN_{builtin}")
         opcodes.append((name, code.Version(), builtin_names.get(builtin) == "CUSTOM"))
     buffer_sizes = [buffer_extent(model.Buffers(i), i, len(data))[1] for i in range(model.BuffersLength())]
+    if buffer_sizes:
+        buffer_sizes[0] = 0  # buffer 0 is the schema's empty sentinel: the interpreter reads no data from it
     graph = model.Subgraphs(0)
     tensors = []
     for i in range(graph.TensorsLength()):
@@ -254,7 +261,9 @@ def _parse(data: bytes) -> ModelInfo:
             raise ModelFileError(f"tensor {i} is stored sparse (a sparsity table: its buffer holds the nonzero values "
                                  "only); expected dense tensors, which is all this reader reads: convert without "
                                  "tf.lite.Optimize.EXPERIMENTAL_SPARSITY")
-        size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
+        if t.Buffer() and t.Buffer() >= len(buffer_sizes):  # the interpreter refuses it too
+            raise ModelFileError(f"tensor {i} names buffer {t.Buffer()}, the model has {len(buffer_sizes)}")
+        size = buffer_sizes[t.Buffer()] if t.Buffer() < len(buffer_sizes) else 0
         tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
                                   signature, size > 0, scales, zeros, size, bool(t.IsVariable())))
     ops = []
@@ -358,6 +367,8 @@ def constant_data(source: Union[str, Path, bytes, bytearray], index: int):
     data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
     model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
     tensor = model.Subgraphs(0).Tensors(index)
+    if tensor.Buffer() == 0 or tensor.Buffer() >= model.BuffersLength():  # no data, as read_model reads it
+        return None
     start, size = buffer_extent(model.Buffers(tensor.Buffer()), tensor.Buffer(), len(data))
     if size == 0:
         return None

@@ -50,8 +50,8 @@ def schema_constants(path: Path) -> set:
     model = schema.ModelT.InitFromPackedBuf(bytearray(path.read_bytes()), 0)
     buffers = model.buffers or []  # pycoral's model_invoking_error.tflite has none: every tensor is computed
 
-    def has_data(index):
-        b = buffers[index] if index < len(buffers) else None
+    def has_data(index):  # buffer 0 is the schema's empty sentinel, whatever it holds
+        b = buffers[index] if 0 < index < len(buffers) else None
         return b is not None and ((b.data is not None and len(b.data) > 0) or (b.offset > 1 and b.size > 0))
     return {i for i, t in enumerate(model.subgraphs[0].tensors) if has_data(t.buffer)}
 
@@ -312,3 +312,20 @@ def test_onnx2tf_files_read_as_the_interpreter_reads_them(onnx2tf_files):
         assert_read_as_the_interpreter_reads(path)
     full_integer = next(p for p in onnx2tf_files if p.name.endswith("_full_integer_quant.tflite"))
     no_constant_blamed(full_integer)
+
+
+def test_a_tensor_naming_a_missing_buffer_is_refused_as_the_interpreter_refuses_it(tmp_path):
+    import flatbuffers
+    from ai_edge_litert.interpreter import Interpreter
+
+    model = _schema().ModelT.InitFromPackedBuf(bytearray((REFERENCE / "mobilenet_v1_0.25_128_quant.tflite").read_bytes()), 0)
+    weights = next(i for i, t in enumerate(model.subgraphs[0].tensors) if len(t.shape) == 4 and t.buffer)
+    model.subgraphs[0].tensors[weights].buffer = len(model.buffers) + 3
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path = tmp_path / "missing_buffer.tflite"
+    path.write_bytes(bytes(builder.Output()))
+    with pytest.raises(ValueError, match="out of range buffer"):
+        Interpreter(model_path=str(path))
+    with pytest.raises(ModelFileError, match=rf"tensor {weights} names buffer {len(model.buffers) + 3}, the model has"):
+        read_model(path)
