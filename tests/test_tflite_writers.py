@@ -216,15 +216,18 @@ def ultralytics_int8(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.host
 def test_ultralytics_litert_int8_file_read_as_the_interpreter_reads_it(ultralytics_int8, tmp_path):
-    assert external_buffers(ultralytics_int8) > 0  # the layout under test: weights after the flatbuffer
+    # The layout under test: weights after the flatbuffer, and op codes (QUANTIZE, DEQUANTIZE) in builtin_code alone.
+    assert external_buffers(ultralytics_int8) > 0
+    codes = _schema().ModelT.InitFromPackedBuf(bytearray(ultralytics_int8.read_bytes()), 0).operatorCodes
+    assert any(c.builtinCode and not c.deprecatedBuiltinCode for c in codes)
     assert_read_as_the_interpreter_reads(ultralytics_int8)
     no_constant_blamed(ultralytics_int8)
     done = cli(["compile", str(ultralytics_int8), "--check-only", "--json"])
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])["ops"]
     assert [r["op"] for r in rows] == interpreter_ops(ultralytics_int8)
-    filters = [read_model(ultralytics_int8).tensor(op.inputs[1]) for op in read_model(ultralytics_int8).ops
-               if op.name == "CONV_2D"]
+    info = read_model(ultralytics_int8)
+    filters = [info.tensor(op.inputs[1]) for op in info.ops if op.name == "CONV_2D"]
     assert filters and all(t.is_constant and t.dtype == "int8" and len(t.shape) == 4 for t in filters)
     assert_cut_weights_refused(ultralytics_int8, tmp_path)
 
