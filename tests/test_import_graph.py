@@ -100,7 +100,7 @@ def test_the_walk_finds_the_imports_it_is_about():
     graph = _graph("pipeline", "edge", "models")
     assert "pipeline.parity" in graph["pipeline.end_to_end"]  # imported inside run()
     assert "pipeline.inference.bundle" in graph["pipeline.cli"]  # imported inside parity_command()
-    assert "pipeline.inference.disagreements" in graph["pipeline.tasks.classify_parity"]  # from pipeline.inference import disagreements
+    assert "pipeline.tasks.classify.disagreements" in graph["pipeline.tasks.classify.parity"]  # from pipeline.inference import disagreements
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
