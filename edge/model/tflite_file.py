@@ -87,9 +87,18 @@ _CACHE: Dict[str, Dict[int, str]] = {}
 
 
 def _names(kind: str) -> Dict[int, str]:
+    """Number -> name of one of the schema's enums. Codes newer than the `tflite` package's schema (STABLEHLO_CASE,
+    INT2, UINT4) are named from the interpreter's own schema module where ai_edge_litert is installed, so an op reads
+    as the interpreter names it rather than BUILTIN_209."""
     if kind not in _CACHE:
-        tflite = flatbuffer_schema()
-        _CACHE[kind] = _enum_names(getattr(tflite, kind))
+        names = _enum_names(getattr(flatbuffer_schema(), kind))
+        try:
+            from ai_edge_litert import schema_py_generated as newer
+        except ImportError:  # a device with tflite_runtime only: the package's names
+            newer = None
+        if newer is not None and hasattr(newer, kind):
+            names = {**_enum_names(getattr(newer, kind)), **names}
+        _CACHE[kind] = names
     return _CACHE[kind]
 
 
@@ -117,22 +126,27 @@ _ENUM_FIELDS = {
 
 
 def _options(op, index: int, op_name: str) -> Dict[str, Any]:
-    """The op's builtin options table as a dict, by reflection over the generated class.
+    """The op's builtin options as a dict: its builtin_options table, and builtin_options_2 where the op has one (the
+    ops numbered past 127 that LiteRT writes, StableHLO's among them), by reflection over the generated classes.
 
     Options that cannot be read raise ModelFileError naming the op: a caller that got {} or a
     partial dict would assume the defaults (stride 1, no activation) and judge the op wrongly.
     """
+    values = _options_table(op, index, op_name, op.BuiltinOptionsType(), op.BuiltinOptions, "BuiltinOptions")
+    return {**values, **_options_table(op, index, op_name, op.BuiltinOptions2Type(), op.BuiltinOptions2, "BuiltinOptions2")}
+
+
+def _options_table(op, index: int, op_name: str, kind: int, get_table, union: str) -> Dict[str, Any]:
     tflite = flatbuffer_schema()
-    kind = op.BuiltinOptionsType()
     if not kind:
         return {}
     where = f"op {index} {op_name}"
-    class_name = _names("BuiltinOptions").get(kind)
+    class_name = _names(union).get(kind)
     cls = getattr(tflite, class_name, None) if class_name else None
     if cls is None:
         raise ModelFileError(f"{where}: its options are of type {class_name or kind}, which the `tflite` package's "
                              "schema does not know (a newer converter?); expected options this reader can read")
-    table = op.BuiltinOptions()
+    table = get_table()
     if table is None:
         raise ModelFileError(f"{where}: it declares {class_name} but the options table is missing")
     obj = cls()
@@ -180,6 +194,44 @@ def read_model(source: Union[str, Path, bytes, bytearray]) -> ModelInfo:
         raise ModelFileError(f"{where} is damaged: cannot parse its flatbuffer ({type(err).__name__}: {err})") from err
 
 
+def builtin_code(code) -> int:
+    """An OperatorCode's builtin operator as the interpreter reads it: the larger of builtin_code and
+    deprecated_builtin_code (the schema's rule for files written before and after codes passed 127).
+
+    The `tflite` package's own BuiltinCode() returns deprecated_builtin_code whenever builtin_code is below 127, so
+    a file that fills in only builtin_code would name such ops ADD (the deprecated field left out reads 0): the field
+    is read here as stored. ai-edge-quantizer writes its QUANTIZE and DEQUANTIZE codes that way (Ultralytics 8.4's
+    int8 export runs it after litert-torch).
+    """
+    import flatbuffers
+
+    field = code._tab.Offset(10)  # builtin_code: field 3 of OperatorCode
+    stored = code._tab.Get(flatbuffers.number_types.Int32Flags, code._tab.Pos + field) if field else 0
+    return max(stored, code.DeprecatedBuiltinCode())
+
+
+def buffer_extent(buffer, index: int, file_size: int) -> Tuple[int, int]:
+    """(start, size) in the file of a Buffer's bytes: its data vector, or the bytes at offset..offset+size after
+    the flatbuffer, where LiteRT's writers (ai-edge-quantizer, TF's converter when asked to) store weights. (0, 0)
+    for no data.
+    Raises ModelFileError when they lie outside the file: the weights are missing, and a reader that took the
+    tensor for an activation would judge its op wrongly."""
+    offset = buffer.Offset()
+    if offset > 1:  # the schema's "not used" is 0 or 1
+        size = buffer.Size()
+        if offset + size > file_size:
+            raise ModelFileError(f"buffer {index} spans bytes {offset}..{offset + size}, outside the file ({file_size} "
+                                 "bytes): the weights stored after the flatbuffer are missing (a truncated copy?)")
+        return offset, size
+    size = buffer.DataLength()
+    if not size:
+        return 0, 0
+    start = buffer._tab.Vector(buffer._tab.Offset(4))  # data: field 0 of Buffer
+    if start + size > file_size:
+        raise ModelFileError(f"buffer {index} claims {size} bytes at byte {start}, past the end of the file ({file_size} bytes)")
+    return start, size
+
+
 def _parse(data: bytes) -> ModelInfo:
     tflite = flatbuffer_schema()
     model = tflite.Model.GetRootAsModel(data, 0)
@@ -189,11 +241,13 @@ def _parse(data: bytes) -> ModelInfo:
     opcodes = []
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        builtin = builtin_code(code)
         custom = code.CustomCode()
         name = custom.decode("utf-8", "replace") if builtin_names.get(builtin) == "CUSTOM" and custom else builtin_names.get(builtin, f"BUILTIN_{builtin}")
         opcodes.append((name, code.Version(), builtin_names.get(builtin) == "CUSTOM"))
-    buffer_sizes = [model.Buffers(i).DataLength() for i in range(model.BuffersLength())]
+    buffer_sizes = [buffer_extent(model.Buffers(i), i, len(data))[1] for i in range(model.BuffersLength())]
+    if buffer_sizes:
+        buffer_sizes[0] = 0  # buffer 0 is the schema's empty sentinel: the interpreter reads no data from it
     graph = model.Subgraphs(0)
     tensors = []
     for i in range(graph.TensorsLength()):
@@ -203,7 +257,13 @@ def _parse(data: bytes) -> ModelInfo:
         q = t.Quantization()
         scales = tuple(float(x) for x in q.ScaleAsNumpy()) if q is not None and q.ScaleLength() else ()
         zeros = tuple(int(x) for x in q.ZeroPointAsNumpy()) if q is not None and q.ZeroPointLength() else ()
-        size = buffer_sizes[t.Buffer()] if 0 <= t.Buffer() < len(buffer_sizes) else 0
+        if t.Sparsity() is not None:  # its buffer holds the nonzero values only: sizes and values would read wrong
+            raise ModelFileError(f"tensor {i} is stored sparse (a sparsity table: its buffer holds the nonzero values "
+                                 "only); expected dense tensors, which is all this reader reads: convert without "
+                                 "tf.lite.Optimize.EXPERIMENTAL_SPARSITY")
+        if t.Buffer() and t.Buffer() >= len(buffer_sizes):  # the interpreter refuses it too
+            raise ModelFileError(f"tensor {i} names buffer {t.Buffer()}, the model has {len(buffer_sizes)}")
+        size = buffer_sizes[t.Buffer()] if t.Buffer() < len(buffer_sizes) else 0
         tensors.append(TensorInfo(i, (t.Name() or b"").decode("utf-8", "replace"), _dtype_name(t.Type()), shape,
                                   signature, size > 0, scales, zeros, size, bool(t.IsVariable())))
     ops = []
@@ -307,9 +367,11 @@ def constant_data(source: Union[str, Path, bytes, bytearray], index: int):
     data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
     model = flatbuffer_schema().Model.GetRootAsModel(data, 0)
     tensor = model.Subgraphs(0).Tensors(index)
-    buffer = model.Buffers(tensor.Buffer())
-    if buffer.DataLength() == 0:
+    if tensor.Buffer() == 0 or tensor.Buffer() >= model.BuffersLength():  # no data, as read_model reads it
+        return None
+    start, size = buffer_extent(model.Buffers(tensor.Buffer()), tensor.Buffer(), len(data))
+    if size == 0:
         return None
     dtype = np.dtype(_dtype_name(tensor.Type()))
     shape = tuple(int(x) for x in tensor.ShapeAsNumpy()) if tensor.ShapeLength() else ()
-    return np.frombuffer(buffer.DataAsNumpy().tobytes(), dtype=dtype).reshape(shape)
+    return np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize, offset=start).reshape(shape)
