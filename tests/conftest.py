@@ -67,7 +67,7 @@ def slow_files_first(items) -> None:
     in order), so the two workers of `-n 2 --dist loadfile` start the long files early and finish together."""
     from collections import Counter
 
-    slow = Counter(item.path for item in items if "slow" in item.keywords)
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[item.path])
 
 
@@ -76,7 +76,8 @@ def pytest_collection_modifyitems(config, items):
     cache = {}
     for item in items:
         for marker, (absent, reason) in _SKIPS.items():
-            if marker in item.keywords:
+            # the marker itself, not item.keywords: keywords hold the test's folder names too (tests/pipeline/edgetpu/)
+            if item.get_closest_marker(marker):
                 if marker not in cache:
                     found = absent()  # True or a reason of its own (a non-empty string) when the test cannot run
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
