@@ -35,7 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from pipeline import gate, tasks
+from pipeline import gate
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
 from pipeline.remedy.judge import split_notes, spread_note, tuning_failures
@@ -65,14 +65,13 @@ def _no_keras_model(run, rung: str) -> str:
     return keras_model_missing(run, f"the {rung} rung")
 
 
-def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, task: Optional[TuningTask] = None,
+def repair(config, run, convert: Callable, limits: gate.GateLimits = gate.GATE, *, task: TuningTask,
            ladder: Optional[Sequence[Rung]] = None, layer_errors: Optional[Callable] = None, say: Callable = lambda line: None) -> Outcome:
     """The export as asked, then each rung until one passes the gate on the tuning split with its Edge TPU mapping
     kept. `convert(config, run)` is the export stage's (a task's own: anything with `.bytes` and `.contract`);
     `layer_errors(model)` names the layers that motivated it. Each client in `config.clients` (where the task can
     feed them) is judged too: the candidate fed the views as that client feeds them, against float fed the same.
-    `task`: the run's own task's (`Task.tuning`) when not given."""
-    task = tasks.of_run(run).tuning() if task is None else task
+    `task` is the run's task's view of the split (`Task.tuning`)."""
     limits = task.limits(limits).validate(task.metrics)
     clients, clients_note = tuple(config.clients), None
     if clients and task.clients is None:

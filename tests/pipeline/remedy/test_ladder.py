@@ -87,11 +87,12 @@ def test_a_small_set_aside_split_is_said_to_be_a_weak_judge(run_copy, monkeypatc
     from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
     said = []
     monkeypatch.setattr(judge, "WEAK_JUDGE", -1.0)  # one conversion, whatever this run's own split holds
-    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(),
-                            say=said.append)
+    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert,
+                            task=CLASSIFICATION_TASK, ladder=(), say=said.append)
     n = len(outcome.tuning.images)
     note = f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement 0.98"
     assert said[0].startswith(note) and outcome.notes == (said[0],)
@@ -113,6 +114,7 @@ def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(ru
     from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
     manifest = manifest_of(run_copy)
     split = manifest["data"]["split"]
@@ -130,7 +132,8 @@ def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(ru
     assert not {source.examples[i].digest for i in train[first.positions]} & {source.examples[i].digest for i in heldout}
     assert len(set(first.truth.tolist())) == len(run.labels)  # class-balanced: every class is in it
     said = []
-    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), run, classify_export.convert, ladder=(), say=said.append)
+    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=(),
+                            say=said.append)
     assert said[0] == f"note: {tuning_split.DRAWN_NOTE}" and outcome.record()["tuning_split"]["source"] == "train split"
     assert "training images x 16 views" in table(outcome)
 
@@ -140,6 +143,7 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
     first) because no real rung of the ladder makes the converter leave an op in float: it converts integer-only."""
     from pipeline import export
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
     from pipeline.remedy import ladder
     from pipeline.remedy.outcome import Dropped
     from pipeline.rundir.run import Run
@@ -153,7 +157,8 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
 
     monkeypatch.setattr(ladder, "_mapping", lowering)
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
-    outcome = ladder.repair(config, Run.open(run_copy), classify_export.convert, ladder=ladder.LADDER[:1])
+    outcome = ladder.repair(config, Run.open(run_copy), classify_export.convert, task=CLASSIFICATION_TASK,
+                            ladder=ladder.LADDER[:1])
     baseline, calibrated = outcome.attempts
     assert calibrated.mapping_lowered and not calibrated.failures  # it would pass the gate, but lowers the mapping
     assert not calibrated.passed and not outcome.passed
@@ -309,12 +314,13 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
     rungs = {r.name: r for r in ladder.LADDER}
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
     run = Run.open(run_copy)
-    distilled = ladder.repair(config, run, classify_export.convert, ladder=[rungs["distil-2"]])
-    labelled = ladder.repair(config, run, classify_export.convert, ladder=[rungs["qat-2"]])
+    distilled = ladder.repair(config, run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=[rungs["distil-2"]])
+    labelled = ladder.repair(config, run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=[rungs["qat-2"]])
     asked, distil = distilled.attempts
     qat = labelled.attempts[1]
     assert not asked.passed, table(distilled)
