@@ -8,8 +8,8 @@ float edits alone and together), converted in memory by the export stage's own `
 on the tuning split scored as the ladder scores it (seeded views of a quarter of the training images), with more
 views too, and on the held-out images parity reports on (read here only to show how well the tuning split
 predicts them; the ladder never sees them). A run that set its tuning split aside before training scores it once
-(views apply only to older runs). Each set's noise is `remedy.near_ties`'s: the margin shift int8 makes on 95% of
-its images, with the float answers under it in brackets (the near ties, about half of which it flips).
+(views apply only to older runs). Each set's noise is pipeline/remedy/near_ties.py's: the margin shift int8 makes on
+95% of its images, with the float answers under it in brackets (the near ties, about half of which it flips).
 `--rungs distil-N` / `qat-N` also makes rows with N epochs that the ladder lacks; `--qat NAME=VALUE` sets a
 constant of pipeline/quant/qat.py (the learning rate, the distillation loss) for every row. Also the float edits'
 own effect on the float model (largest score change against the unedited float model). Prints a markdown table;
@@ -45,7 +45,11 @@ def main() -> None:
     from pipeline.quant.calibration import calibration_images
     from pipeline.tasks.classify.export import convert
     from pipeline.tasks.classify.parity import _heldout_pixels
-    from pipeline.remedy import ladder as remedy, tuning_split
+    from pipeline.remedy import ladder, tuning_split
+    from pipeline.remedy.near_ties import near_ties
+    from pipeline.remedy.rungs import Skip
+    from pipeline.remedy.rungs.fine_tuning import fine_tuning
+    from pipeline.tasks.classify import tuning as classify_tuning
     from pipeline.rundir.run import Run
 
     from pipeline.quant import qat
@@ -65,19 +69,19 @@ def main() -> None:
     heldout_images, heldout_labels = _heldout_pixels(run, heldout_examples(run, None))
     sets = {name: (s.images, s.truth) for name, s in splits.items()}
     sets["held-out"] = (heldout_images, heldout_labels)
-    reference = {name: remedy._savedmodel_outputs(run, tuning._replace(images=images)) for name, (images, _) in sets.items()}
+    reference = {name: classify_tuning.reference(run, tuning._replace(images=images)) for name, (images, _) in sets.items()}
 
     rows = [("none", config)]
-    for rung in remedy.LADDER:
+    for rung in ladder.LADDER:
         candidate = rung.config(config, tuning)
-        if not isinstance(candidate, remedy.Skip):
+        if not isinstance(candidate, Skip):
             rows.append((rung.name, candidate))
     rows.append(("equalize-8", dataclasses.replace(config, float_edits=("equalize",))))  # on the user's calibration set
     rows.append(("bias-8", dataclasses.replace(config, float_edits=("bias",))))
     for name in args.rungs or ():
         kind, _, epochs = name.partition("-")
         if kind in ("distil", "qat") and epochs.isdigit() and name not in dict(rows):
-            rows.append((name, remedy._qat(int(epochs), distil=kind == "distil")(config, tuning)))
+            rows.append((name, fine_tuning(int(epochs), distil=kind == "distil")(config, tuning)))
     if args.rungs:
         rows = [r for r in rows if r[0] in args.rungs]
 
@@ -98,10 +102,10 @@ def main() -> None:
         seconds = time.monotonic() - start
         agree, top1, noise = [], [], []
         for n, (images, labels) in sets.items():
-            out = remedy._tflite_outputs(model.bytes, tuning._replace(images=images), model.contract)
+            out = classify_tuning.candidate(model.bytes, tuning._replace(images=images), model.contract)
             agree.append(f"{(out.argmax(1) == reference[n].argmax(1)).mean():.4f} ({(out.argmax(1) != reference[n].argmax(1)).sum()} off)")
             top1.append(f"{(out.argmax(1) == labels).mean():.4f}")
-            ties = remedy.near_ties(reference[n], out)  # the int8 noise, which predicts agreement through the near ties
+            ties = near_ties(reference[n], out)  # the int8 noise, which predicts agreement through the near ties
             noise.append(f"{ties['noise']:.3f} ({ties['near_ties']})")
         print(f"| {name} | {seconds:.1f} | " + " | ".join(agree + top1 + noise) + " |", flush=True)
 

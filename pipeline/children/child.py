@@ -7,14 +7,15 @@ The remedy ladder's fine-tuning rungs build a quantization-aware model, its opti
 process's life. Run in a child, none of it stays: the parent receives the result (plain data) and the child ends.
 
 The child is forked from a fork server (`multiprocessing`'s forkserver), a clean process started once that has only
-imported TensorFlow, Keras and the export stage (pipeline/children/server.py) and runs nothing: a child starts in
-a fraction of a second instead of importing TensorFlow for about 10 s, shares the imported pages with the server (a
-copy is made only of a page it writes), and no child is forked from a process that runs TensorFlow's thread pools
-(unsafe). Where there is no fork server (not Linux) or no way to keep the current folder off its path (Python before
-3.11), the child is spawned. Ctrl-C reaches the whole process group: the fork server and the child ignore it and the
-parent, which raises as usual (130), ends the child, as it does on SIGTERM or any other way out; nothing the child
-made is written by it. A child that ends without a result (killed, out of memory) is one PipelineError line naming
-its exit; an error raised in the child is raised again here.
+imported TensorFlow and Keras (pipeline/children/server.py) and the modules registered with `preload` (a task's
+export, whose steps its children run), and runs nothing: a child starts in a fraction of a second instead of
+importing TensorFlow for about 10 s, shares the imported pages with the server (a copy is made only of a page it
+writes), and no child is forked from a process that runs TensorFlow's thread pools (unsafe). Where there is no fork
+server (not Linux) or no way to keep the current folder off its path (Python before 3.11), the child is spawned.
+Ctrl-C reaches the whole process group: the fork server and the child ignore it and the parent, which raises as
+usual (130), ends the child, as it does on SIGTERM or any other way out; nothing the child made is written by it. A
+child that ends without a result (killed, out of memory) is one PipelineError line naming its exit; an error raised
+in the child is raised again here.
 """
 from __future__ import annotations
 
@@ -23,9 +24,18 @@ import os
 import pickle
 import signal
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, List
 
 from pipeline.errors import PipelineError
+
+_PRELOAD: List[str] = ["pipeline.children.server"]  # what the fork server imports when it starts, in order
+
+
+def preload(module: str) -> None:
+    """Have the fork server import `module` (a module whose functions run in children) once, when it starts, so that
+    no child imports it again. A task's module calls this as it is imported, before its first `call`."""
+    if module not in _PRELOAD:
+        _PRELOAD.append(module)
 
 
 def _context():
@@ -33,7 +43,7 @@ def _context():
         return multiprocessing.get_context("spawn")  # a spawned child's module path is this process's (see _start_server)
     context = multiprocessing.get_context("forkserver")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the server imports tf.keras as the export stage does
-    context.set_forkserver_preload(["pipeline.children.server"])  # read when the server starts (the first call)
+    context.set_forkserver_preload(list(_PRELOAD))  # read when the server starts (the first call)
     _start_server()
     return context
 

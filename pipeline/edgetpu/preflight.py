@@ -21,7 +21,7 @@ QUANTIZE, decided here:
   the CPU without ending the Edge TPU segment. A DEQUANTIZE anywhere else ends it.
 
 A detector's post-processing tail, decided here: `TFLite_Detection_PostProcess` as the last op writing every
-output, with the DEQUANTIZE ops feeding it (pipeline.quant.verify.postprocess_tail), is what every Edge TPU
+output, with the DEQUANTIZE ops feeding it (postprocess_tail.py), is what every Edge TPU
 detector ends in. The compiler has no such op and leaves it on the CPU (its log: CUSTOM "Operation is working
 on an unsupported data type"), after the one Edge TPU segment: it splits nothing. Those ops are predicted on
 the CPU as the `tail`, not as a fallback, and the share on the Edge TPU counts the other ops.
@@ -39,7 +39,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 from edge.model.tflite_file import ModelInfo, OpInfo, dynamic_tensors, ops_over_version, read_model
 from pipeline.edgetpu import rules
 from pipeline.edgetpu.checks import Problem, check_op, static_advice, version_advice
-from pipeline.quant.verify import postprocess_tail
+from pipeline.edgetpu.postprocess_tail import postprocess_tail
 
 
 class OpPrediction(NamedTuple):

@@ -12,15 +12,15 @@ operation, and it runs on the CPU after everything the Edge TPU runs, so it spli
 """
 from __future__ import annotations
 
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Tuple
 
 from pipeline.edgetpu import rules as edgetpu_rules
+from pipeline.edgetpu.postprocess_tail import POSTPROCESS_OP, postprocess_tail  # noqa: F401  (the one float op allowed)
 from pipeline.errors import PipelineError
 
 # Integer-only means these tensor types and no others. int32 carries biases and shape/axis operands;
 # int16 is refused too: the Edge TPU has no 16-bit path, and 16x8 quantization is not what we asked for.
 INTEGER_DTYPES = ("int8", "uint8", "int32")
-POSTPROCESS_OP = "TFLite_Detection_PostProcess"  # the one float op allowed, at the end (see the docstring)
 
 
 class VerificationError(PipelineError):
@@ -30,26 +30,6 @@ class VerificationError(PipelineError):
 def _tensor_label(info, index: int) -> str:
     tensor = info.tensors[index]
     return f"tensor {index} {tensor.name!r} ({tensor.dtype.lower()})"
-
-
-def postprocess_tail(info) -> Set[int]:
-    """Indices of the ops that form a detector's float tail: the post-processing op when it is the last op and
-    writes every model output, and the DEQUANTIZE ops whose only reader it is. Empty for any other model."""
-    if not info.ops:
-        return set()
-    last = info.ops[-1]
-    if last.name != POSTPROCESS_OP or not last.is_custom or sorted(last.outputs) != sorted(info.outputs):
-        return set()
-    readers: Dict[int, Set[int]] = {}
-    for op in info.ops:
-        for t in op.inputs:
-            readers.setdefault(t, set()).add(op.index)
-    tail = {last.index}
-    for op in info.ops[:-1]:
-        if (op.name == "DEQUANTIZE" and op.outputs and all(readers.get(t) == {last.index} for t in op.outputs)
-                and op.outputs[0] not in info.outputs):
-            tail.add(op.index)
-    return tail
 
 
 def integer_only_problems(info, requantize_ok: bool = False) -> List[str]:

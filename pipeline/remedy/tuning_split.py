@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import collections.abc
 import io
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
 from pipeline.quant.calibration import balanced_sample
+from pipeline.quant.views import View, random_view
 
 TUNING_SHARE = 0.25  # of the training split held back from calibration to choose a remedy on
 TUNING_MIN = 20  # fewer tuning images than this cannot tell 98% agreement from 95%
@@ -164,32 +165,6 @@ def drawn_split(run, seed: int) -> TuningSplit:
     images, truth, recipes = _scored(run, originals, chosen, TUNING_VIEWS, np.random.default_rng(tuning_seed))
     return TuningSplit(positions, [e.id for e in chosen], images, truth, tuning_seed, len(examples),
                        originals=tuple(originals), recipes=recipes)
-
-
-class View(NamedTuple):
-    """How one scored tuning image was made from its original, so a client can be fed the same picture."""
-
-    original: int  # position in TuningSplit.originals
-    box: Optional[Tuple[float, float, float, float]] = None  # (left, top, right, bottom) as shares of each side; None: whole
-    flip: bool = False
-    gain: float = 1.0  # exposure: pixel values times this, clipped to 0..255
-
-
-def random_view(large: np.ndarray, size: int, rng: np.random.Generator, original: int = 0) -> Tuple[np.ndarray, View]:
-    """A seeded crop (75-100% of each side), flip and exposure (x0.85-1.15) of `large` (the tuning split decodes
-    its images at twice the size) resized to `size`, and its recipe."""
-    from PIL import Image
-
-    h, w = large.shape[:2]
-    ch, cw = int(h * rng.uniform(0.75, 1.0)), int(w * rng.uniform(0.75, 1.0))
-    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-    crop = Image.fromarray(large[y:y + ch, x:x + cw]).resize((size, size), Image.BILINEAR)
-    flip = bool(rng.random() < 0.5)
-    if flip:
-        crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-    gain = float(rng.uniform(0.85, 1.15))
-    view = View(original, (x / w, y / h, (x + cw) / w, (y + ch) / h), flip, gain)
-    return np.clip(np.asarray(crop, np.float32) * gain, 0, 255).astype(np.uint8), view
 
 
 def client_picture(tuning: TuningSplit, index: int, opened=None):

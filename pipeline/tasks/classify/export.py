@@ -27,6 +27,7 @@ from pipeline.quant.convert import convert as convert_bytes
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import Run, artifact
 
+child.preload(__name__)  # its steps run in children: the fork server imports it once (pipeline/children/child.py)
 
 REPORT_KEY = "quantization_report"
 

@@ -161,7 +161,7 @@ class Classify(Task):
             raise ConfigError(f"--head {config.head} is a detector's head; expected --task detect, or no --head")
 
     def tuning(self):
-        from pipeline.remedy.ladder import CLASSIFICATION_TASK
+        from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
         return CLASSIFICATION_TASK
 

@@ -37,19 +37,25 @@ def test_a_child_starts_with_tensorflow_already_imported():
 
 def test_a_folder_named_like_ours_where_the_command_runs_is_not_imported_by_the_children(tmp_path):
     # A user's own folder named `pipeline` where they run the command: neither the fork server nor a child imports it.
+    # The fresh process starts its own fork server, so a module registered with `preload` is imported there too: its
+    # children have it, though the parent never imported it.
     marker = tmp_path / "decoy-imported"
     (tmp_path / "pipeline").mkdir()
     (tmp_path / "pipeline" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     repo = str(Path(__file__).resolve().parents[3])
+    registered = "pipeline.remedy.near_ties"  # imported by none of the server's, the test's or the child's modules
     script = (f"import os, sys; sys.path.insert(0, {repo!r})\n"
               "from pipeline.children import child\n"
               "from tests.pipeline.children.test_child import _imported\n"
+              f"child.preload({registered!r})\n"
               "os.chdir(sys.argv[1])\n"
-              "print(child.call(_imported, 'tensorflow', what='looking'))\n")
+              "print(child.call(_imported, 'tensorflow', what='looking'))\n"
+              f"print(child.call(_imported, {registered!r}, what='looking'), {registered!r} in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not marker.exists(), "the folder where the command ran was imported in place of the package"
-    assert done.stdout.split() == ["True"]  # the server's own imports came from the package, not the decoy
+    assert done.stdout.split()[0] == "True"  # the server's own imports came from the package, not the decoy
+    assert done.stdout.split()[1:] == ["True", "False"]  # the registered module: in the children, not the parent
 
 
 def _kill_self():  # as the kernel's out-of-memory killer would

@@ -83,21 +83,23 @@ def test_the_tuning_split_is_set_aside_before_training_and_recorded_by_identity(
 
 def test_a_small_set_aside_split_is_said_to_be_a_weak_judge(run_copy, monkeypatch):
     from pipeline.export import ExportConfig, Mode
-    from pipeline.remedy import ladder as remedy
+    from pipeline.remedy import judge, ladder
+    from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
     said = []
-    monkeypatch.setattr(remedy, "WEAK_JUDGE", -1.0)  # one conversion, whatever this run's own split holds
-    outcome = remedy.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert, ladder=(),
-                            say=said.append)
+    monkeypatch.setattr(judge, "WEAK_JUDGE", -1.0)  # one conversion, whatever this run's own split holds
+    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), Run.open(run_copy), classify_export.convert,
+                            task=CLASSIFICATION_TASK, ladder=(), say=said.append)
     n = len(outcome.tuning.images)
     note = f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement 0.98"
     assert said[0].startswith(note) and outcome.notes == (said[0],)
-    assert said[0] in remedy.table(outcome) and outcome.record()["notes"] == [said[0]]
+    assert said[0] in table(outcome) and outcome.record()["notes"] == [said[0]]
     # How weak: 24 images (10% of 240 photos) pass a model at 96% agreement most of the time; 960 rarely.
-    assert remedy.weak_judge(24, 0.98) > 0.9 and remedy.weak_judge(960, 0.98) < 0.05
-    assert remedy.weak_judge(24, 0.98) > remedy.weak_judge(141, 0.98) > remedy.weak_judge(384, 0.98)
+    assert judge.weak_judge(24, 0.98) > 0.9 and judge.weak_judge(960, 0.98) < 0.05
+    assert judge.weak_judge(24, 0.98) > judge.weak_judge(141, 0.98) > judge.weak_judge(384, 0.98)
 
 
 def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(run_copy):
@@ -108,9 +110,11 @@ def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(ru
     from pipeline import data
     from pipeline.data.identity import resolve_split
     from pipeline.export import ExportConfig, Mode
-    from pipeline.remedy import ladder as remedy, tuning_split
+    from pipeline.remedy import ladder, tuning_split
+    from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
     manifest = manifest_of(run_copy)
     split = manifest["data"]["split"]
@@ -128,9 +132,10 @@ def test_a_run_trained_before_the_tuning_split_is_judged_on_views_with_a_note(ru
     assert not {source.examples[i].digest for i in train[first.positions]} & {source.examples[i].digest for i in heldout}
     assert len(set(first.truth.tolist())) == len(run.labels)  # class-balanced: every class is in it
     said = []
-    outcome = remedy.repair(ExportConfig(mode=Mode.INT8), run, classify_export.convert, ladder=(), say=said.append)
+    outcome = ladder.repair(ExportConfig(mode=Mode.INT8), run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=(),
+                            say=said.append)
     assert said[0] == f"note: {tuning_split.DRAWN_NOTE}" and outcome.record()["tuning_split"]["source"] == "train split"
-    assert "training images x 16 views" in remedy.table(outcome)
+    assert "training images x 16 views" in table(outcome)
 
 
 def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black, monkeypatch):
@@ -138,26 +143,29 @@ def test_a_rung_that_lowers_the_edgetpu_mapping_is_never_chosen(run_copy, black,
     first) because no real rung of the ladder makes the converter leave an op in float: it converts integer-only."""
     from pipeline import export
     from pipeline.tasks.classify import export as classify_export
-    from pipeline.remedy import ladder as remedy
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
+    from pipeline.remedy import ladder
+    from pipeline.remedy.outcome import Dropped
     from pipeline.rundir.run import Run
 
-    real, calls = remedy._mapping, []
+    real, calls = ladder._mapping, []
 
     def lowering(model):
         on, total = real(model)
         calls.append(on)
         return (on - 1 if len(calls) > 1 else on), total
 
-    monkeypatch.setattr(remedy, "_mapping", lowering)
+    monkeypatch.setattr(ladder, "_mapping", lowering)
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
-    outcome = remedy.repair(config, Run.open(run_copy), classify_export.convert, ladder=remedy.LADDER[:1])
+    outcome = ladder.repair(config, Run.open(run_copy), classify_export.convert, task=CLASSIFICATION_TASK,
+                            ladder=ladder.LADDER[:1])
     baseline, calibrated = outcome.attempts
     assert calibrated.mapping_lowered and not calibrated.failures  # it would pass the gate, but lowers the mapping
     assert not calibrated.passed and not outcome.passed
     assert outcome.chosen is baseline
     assert "no remedy passed" in outcome.failures()[0]
     # An attempt that can no longer be chosen keeps its bytes and facts, not its converter (and the model it holds).
-    assert isinstance(calibrated.model, remedy.Dropped) and calibrated.model.facts["remedy"] == "calibration"
+    assert isinstance(calibrated.model, Dropped) and calibrated.model.facts["remedy"] == "calibration"
     assert baseline.model.converter is not None
 
 
@@ -165,10 +173,10 @@ def test_nothing_passes_exits_1_and_keeps_the_best_attempt(run_copy, black, monk
     from click.testing import CliRunner
 
     from pipeline import cli
-    from pipeline.remedy import ladder as remedy
+    from pipeline.remedy import ladder
 
     # Only the rungs a per-channel export skips (equalization, per-channel): nothing else is tried.
-    monkeypatch.setattr(remedy, "LADDER", tuple(r for r in remedy.LADDER if r.name in ("equalize", "per-channel")))
+    monkeypatch.setattr(ladder, "LADDER", tuple(r for r in ladder.LADDER if r.name in ("equalize", "per-channel")))
     before = manifest_of(run_copy)
     assert "model_int8" not in before["artifacts"]
     result = CliRunner().invoke(cli.main, ["export", str(run_copy), "--int8", "--remedy", "--calibration-data", str(black)])
@@ -217,48 +225,18 @@ def test_photo_folders_with_a_separate_heldout_folder_give_a_disjoint_tuning_spl
     assert len(tuning.ids) == tuning_split.TUNING_MIN and tuning.images.shape == (views, SIZE, SIZE, 3) and len(tuning.truth) == views
 
 
-def test_chance_of_at_least_is_the_binomial_tail():
-    from fractions import Fraction
-    from math import comb
-
-    from pipeline.remedy.ladder import chance_of_at_least
-
-    for n, k, rate in ((20, 3, 0.02), (50, 0, 0.1), (50, 7, 0.1), (30, 30, 0.5)):
-        r = Fraction(rate)
-        exact = sum(comb(n, i) * r ** i * (1 - r) ** (n - i) for i in range(k, n + 1))
-        assert abs(chance_of_at_least(k, n, rate) - float(exact)) < 1e-9
-
-
-def test_the_tuning_split_fails_agreement_only_beyond_chance_and_drop_as_the_gate_does():
-    from pipeline import gate
-    from pipeline.remedy.ladder import tuning_failures
-
-    def scores(correct, agree, n=960):
-        return {"top1": gate.Score.counted(correct, n), gate.AGREEMENT: gate.Score.counted(agree, n),
-                "macro_f1": gate.Score.counted(correct, n)}
-
-    reference = scores(900, 960)
-    # 22 of 960 off (2.3%, under 0.98): a model at exactly 2% shows that often (p 0.29), so it is no failure.
-    assert tuning_failures(scores(900, 938), reference, gate.GATE, gate.CLASSIFICATION) == []
-    # 30 off: p 0.013, a failure that says so.
-    (line,) = tuning_failures(scores(900, 930), reference, gate.GATE, gate.CLASSIFICATION)
-    assert "beyond chance" in line and "930 of 960" in line
-    # The drop is judged as the gate judges it: 2 pp lost fails whatever the agreement.
-    (line,) = tuning_failures(scores(881, 960), reference, gate.GATE, gate.CLASSIFICATION)
-    assert "drop" in line
-
-
 def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     """Equalization applies only to per-tensor weights; both edits take their statistics from every training image
     outside the tuning split, not from the few a user may have asked for."""
     from pipeline.export import ExportConfig, Mode
-    from pipeline.remedy import ladder as remedy, tuning_split
+    from pipeline.remedy import ladder, tuning_split
+    from pipeline.remedy.rungs import Skip
 
     tuning = tuning_split.TuningSplit(np.array([3, 9]), ["a", "b"], np.zeros((2, 4, 4, 3), np.uint8), np.array([0, 1]), 7, 100)
-    rungs = {r.name: r for r in remedy.LADDER}
+    rungs = {r.name: r for r in ladder.LADDER}
     asked = ExportConfig(mode=Mode.INT8, per_tensor=True, calibration_samples=8)
     skipped = rungs["equalize"].config(ExportConfig(mode=Mode.INT8), tuning)
-    assert isinstance(skipped, remedy.Skip) and "per-channel" in skipped.why
+    assert isinstance(skipped, Skip) and "per-channel" in skipped.why
     for name, edits in (("equalize", ("equalize",)), ("bias", ("bias",)), ("ranges", ("ranges",))):
         config = rungs[name].config(asked, tuning)
         assert config.float_edits == edits and config.per_tensor
@@ -268,7 +246,7 @@ def test_the_float_edit_rungs_build_on_the_larger_calibration_set():
     set_aside = tuning._replace(positions=np.zeros(0, np.int64), set_aside=True)
     assert "already calibrates on all 100" in rungs["calibration"].config(ExportConfig(mode=Mode.INT8), set_aside).why
     assert rungs["calibration"].config(asked, set_aside).calibration_samples == 100
-    names = [r.name for r in remedy.LADDER]
+    names = [r.name for r in ladder.LADDER]
     assert names.index("calibration") < names.index("equalize") < names.index("per-channel") < names.index("qat-2")
     assert names.index("calibration") < names.index("ranges") and names.index("distil-2") < names.index("qat-2")
 
@@ -295,25 +273,6 @@ def test_gated_clients_are_judged_on_the_tuning_split_as_they_feed_it(run_copy, 
     assert "mediapipe 0." in result.table
     html = (run_copy / "report.html").read_text()
     assert "mediapipe: top1 / agreement" in html and html.count('class="remedy-attempt"') == len(attempts)
-
-
-def test_tuning_failures_judge_each_gated_client_like_the_int8_model():
-    from pipeline import gate
-    from pipeline.remedy.ladder import tuning_failures
-
-    def scores(correct, agree, n=960):
-        return {"top1": gate.Score.counted(correct, n), gate.AGREEMENT: gate.Score.counted(agree, n),
-                "macro_f1": gate.Score.counted(correct, n)}
-
-    reference = scores(900, 960)
-    # Each client against the float model fed as that client feeds it: its own reference, not the contract's.
-    fed_float = scores(880, 960)
-    assert tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
-                           {"pycoral": (scores(879, 950), fed_float)}) == []
-    lines = tuning_failures(scores(900, 950), reference, gate.GATE, gate.CLASSIFICATION,
-                            {"pycoral": (scores(879, 950), fed_float), "mediapipe": (scores(860, 920), fed_float)})
-    assert len(lines) == 2 and all(line.startswith("client_mediapipe: ") for line in lines), lines
-    assert "drop" in lines[0] and "beyond chance" in lines[1]
 
 
 def test_a_client_is_fed_the_same_picture_as_each_tuning_view(tmp_path):
@@ -351,18 +310,20 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     same tuning split: distillation parts from the float model less (this weak 16 px model leaves many near ties, the
     case it is for), calibrated and distilled on the training split, which never held the tuning images, judged like any rung."""
     from pipeline import export
-    from pipeline.remedy import ladder as remedy
+    from pipeline.remedy import ladder
+    from pipeline.remedy.table import table
     from pipeline.rundir.run import Run
     from pipeline.tasks.classify import export as classify_export
+    from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK
 
-    rungs = {r.name: r for r in remedy.LADDER}
+    rungs = {r.name: r for r in ladder.LADDER}
     config = export.ExportConfig(mode=export.Mode.INT8, calibration_data=black, repair=True)
     run = Run.open(run_copy)
-    distilled = remedy.repair(config, run, classify_export.convert, ladder=[rungs["distil-2"]])
-    labelled = remedy.repair(config, run, classify_export.convert, ladder=[rungs["qat-2"]])
+    distilled = ladder.repair(config, run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=[rungs["distil-2"]])
+    labelled = ladder.repair(config, run, classify_export.convert, task=CLASSIFICATION_TASK, ladder=[rungs["qat-2"]])
     asked, distil = distilled.attempts
     qat = labelled.attempts[1]
-    assert not asked.passed, remedy.table(distilled)
+    assert not asked.passed, table(distilled)
     agreement = {a.remedy: a.scores["agreement"].exact for a in (asked, distil, qat)}
     assert agreement["distil-2"] > agreement["none"] and agreement["distil-2"] > agreement["qat-2"], agreement
     assert distil.passed == (not distil.failures and not distil.mapping_lowered)  # judged as every rung is
@@ -370,21 +331,3 @@ def test_the_distillation_rung_agrees_with_float_more_than_qat_on_the_labels(run
     assert facts["qat"] == {"epochs": 2, "learns": "the float model's scores"} and facts["remedy"] == "distil-2"
     # The tuning split was set aside before training: calibration and distillation's images (the training split) hold none of it.
     assert distilled.tuning.set_aside and "excluded" not in facts["calibration"] and facts["per_channel"]
-
-
-def test_near_ties_count_the_answers_int8_noise_can_flip_and_what_they_cost():
-    """Float answers with margins 0.02 (near ties) and 0.6; an int8 model that moves every margin by +-0.05:
-    the near ties are counted, and half of them are expected to flip."""
-    from pipeline.remedy import ladder as remedy
-
-    n = 200
-    margins = np.where(np.arange(n) < 40, 0.02, 0.6)
-    reference = np.stack([(1 + margins) / 2, (1 - margins) / 2, np.zeros(n)], axis=1)
-    shift = np.where(np.arange(n) % 2 == 0, 0.05, -0.05)
-    outputs = reference + np.stack([shift / 2, -shift / 2, np.zeros(n)], axis=1)
-    ties = remedy.near_ties(reference, outputs)
-    assert ties["images"] == n and ties["near_ties"] == 40 and ties["noise"] == pytest.approx(0.05)
-    assert ties["expected_agreement"] == pytest.approx(1 - 0.5 * 40 / n)
-    line = remedy.ties_line(ties, 0.98)
-    assert "40 of 200" in line and "90.0%" in line
-    assert "train on more images (or longer, while held-out accuracy still rises)" in line
