@@ -89,7 +89,7 @@ def one_image_bundle(bundle: Path, work: Path) -> Path:
     """A bundle holding the first image of `bundle` alone, written by the bundle writer the pipeline uses."""
     from edge.documents.bundle import read_bundle, write_bundle
     from edge.pixels.contract import PixelContract
-    from edge.documents.schema import MANIFEST_NAME
+    from edge.files.documents import MANIFEST_NAME
 
     read = read_bundle(bundle)
     first = read.images[0]

@@ -48,14 +48,14 @@ def _is_shared(module: str) -> bool:
 
 
 def _unit(module: str) -> str:
-    """The package a module counts in for 'no two packages import each other': pipeline/<package>/ as a whole, a task's
-    folder as a whole, and each module directly in pipeline/ on its own."""
+    """The package a module counts in for 'no two packages import each other': pipeline/<package>/ and edge/<group>/
+    as a whole, a task's folder as a whole, and each module directly in pipeline/ or edge/ on its own."""
     parts = module.split(".")
-    if parts[0] != "pipeline" or len(parts) == 1:
+    if parts[0] not in ("pipeline", "edge") or len(parts) == 1:
         return parts[0]
-    if parts[1] == "tasks" and len(parts) > 3:
+    if parts[:2] == ["pipeline", "tasks"] and len(parts) > 3:
         return ".".join(parts[:3])
-    if (REPO / "pipeline" / parts[1]).is_dir():
+    if (REPO / parts[0] / parts[1]).is_dir():
         return ".".join(parts[:2])
     return module
 

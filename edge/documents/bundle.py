@@ -29,7 +29,7 @@ from edge.files.atomic import write_json_atomic, write_text_atomic
 from edge.files.bounded import MAX_IMAGE_BYTES, read_regular
 from edge.files.confined import OutsideFolder, inside
 from edge.pixels.contract import PixelContract
-from edge.documents.schema import MANIFEST_NAME, load
+from edge.files.documents import MANIFEST_NAME, load
 from edge.errors import InputError
 from edge.pixels.image_files import IMAGE_SUFFIXES
 from edge.model.integrity import MANIFEST_SCHEMA_VERSION

@@ -13,7 +13,7 @@ import platform
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from edge.documents.schema import load
+from edge.files.documents import load
 from edge.errors import InputError
 
 SCHEMA_VERSION = 1

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import numpy as np
 
 from edge.files.atomic import write_bytes_atomic
-from edge.documents.schema import load
+from edge.files.documents import load
 from edge.errors import InputError
 
 SCHEMA_VERSION = 1

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional, Type
 
-from edge.documents.schema import MANIFEST_NAME
+from edge.files.documents import MANIFEST_NAME
 from edge.errors import InputError
 
 

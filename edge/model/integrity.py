@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Union
 
-from edge.documents.schema import MANIFEST_NAME, load
+from edge.files.documents import MANIFEST_NAME, load
 from edge.errors import IntegrityError
 # The sidecar's names, where the stages and tests have always found them.
 from edge.model.sidecar import hex_digest, read_sidecar, sha256_bytes, sidecar_path, sidecar_record, write_sidecar

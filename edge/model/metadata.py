@@ -25,7 +25,7 @@ import zipfile
 from typing import List, NamedTuple, Optional, Tuple
 
 from edge.files.bounded import loads_json
-from edge.documents.schema import check_version
+from edge.files.documents import check_version
 from edge.errors import ModelCheckError
 from edge.model.check import FILE_IDENTIFIER, _Reader, _Table
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from edge.files.atomic import write_json_atomic
-from edge.documents.schema import load
+from edge.files.documents import load
 from edge.errors import IntegrityError
 
 SCHEMA_VERSION = 1

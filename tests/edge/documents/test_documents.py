@@ -11,7 +11,7 @@ import pytest
 from edge.documents import bundle, latency, predictions
 from edge.model import sidecar
 from edge.pixels.contract import PixelContract
-from edge.documents.schema import check_version, load
+from edge.files.documents import check_version, load
 from edge.errors import InputError, IntegrityError
 from edge.model.integrity import find_records, verify
 from edge.pixels.preprocess import normalization

@@ -17,7 +17,7 @@ import pytest
 
 from edge import InputError, ModelCheckError
 from edge.files.bounded import MAX_JSON_DEPTH, loads_json
-from edge.documents.schema import load
+from edge.files.documents import load
 from edge.model.labels import read_labels
 from edge.model.metadata import MAX_PACKED_BYTES, associated_file
 from edge.pixels.preprocess import load_image
