@@ -56,7 +56,10 @@ def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.nda
         if not batched:
             shutil.rmtree(folder)
     if not batched:
-        _convert(path, folder, overwrite, sample_images, 1)
+        # A copy: onnx2tf writes its shape inference back into the file it converts, and the user's file is theirs.
+        copy = scratch / "batch1.onnx"
+        shutil.copyfile(path, copy)
+        _convert(copy, folder, overwrite, sample_images, 1)
     loaded = read_saved_model(folder, fmt="onnx", reader=_reader())
     # The converted model takes NHWC; the original's own input (the reference's) is what the file says.
     return loaded._replace(input=model_input, converted_layout="nhwc")
