@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from pipeline.errors import ConfigError, DataError
 from pipeline.importing import contract as contract_mod
-from pipeline.importing.records import check_labels, model_record  # noqa: F401  (shared with every task's import)
+from pipeline.importing.records import check_labels, model_record
 from pipeline.importing.task_import import TaskImport
 from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_fraction, tuning_record
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import io
 import posixpath
 from pathlib import Path
-from typing import List, NamedTuple, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from edge.pixels.preprocess import load_image
 from pipeline import data as data_mod
-from pipeline.data.shards import PrepareResult, join_path  # noqa: F401  (what every task's prepare uses)
+from pipeline.data.shards import PrepareResult, join_path
 from pipeline.errors import ConfigError, DataError
 
 LABELS_NAME = data_mod.LABELS_NAME
