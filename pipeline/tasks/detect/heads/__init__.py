@@ -19,6 +19,7 @@ HEADS = NAMES  # the older name, which pipeline/training/config.py reads until t
 DEFAULT = SsdHead.name  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
 # Runs from before the choice of head record none: they are SSD's.
 UNRECORDED = SsdHead.name
+SSD = SsdHead.name  # what pipeline/tasks/classify/task.py's check reads until the task declares --head itself
 
 
 def get(name: str) -> Head:
@@ -37,5 +38,3 @@ def of_run(run) -> Head:
 def importing() -> Head:
     """The head `pipeline import --task detect` brings a detector into."""
     return next(head for head in _BY_NAME.values() if head.imports)
-
-SSD = DEFAULT  # what pipeline/tasks/classify/task.py's check reads until the task declares --head itself
