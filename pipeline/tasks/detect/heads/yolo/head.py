@@ -84,4 +84,4 @@ class YoloHead(Head):
     def import_steps(self):
         from pipeline.tasks.detect.heads.yolo.importer import YoloImport
 
-        return YoloImport()
+        return YoloImport(self.name)

@@ -20,7 +20,6 @@ from pipeline.errors import ConfigError
 from pipeline.importing import contract as contract_mod
 from pipeline.tasks.detect.heads.head import ImportSteps
 from pipeline.tasks.detect.heads.yolo import import_wrap, onnx_tail
-from pipeline.tasks.detect.heads.yolo.head import YoloHead
 from pipeline.tasks.detect.heads.yolo.import_wrap import LOGIT_LIMIT
 from pipeline.tasks.detect.heads.yolo.onnx_tail import BOX_CHANNELS, REG_MAX, STRIDES
 
@@ -28,7 +27,8 @@ ULTRALYTICS_RANGE = (0.0, 1.0)  # what Ultralytics' predictor feeds its models: 
 
 
 class YoloImport(ImportSteps):
-    name = YoloHead.name
+    def __init__(self, head: str):
+        self.name = head  # the head's name, which an imported run records as its trained runs do
 
     def read(self, fmt: str, path: Path, scratch: Path, config, sample_pixels: Callable[[], np.ndarray]):
         from pipeline.importing import onnx_file
