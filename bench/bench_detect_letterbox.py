@@ -64,7 +64,7 @@ def scores(run_dir: Path) -> dict:
     from pipeline.tasks.detect.data.heldout import recorded_heldout
     from pipeline.tasks.detect.heads.ssd.infer import predict
     from pipeline.rundir.run import Run
-    from pipeline.tasks.detect.export import recorded_anchor_spec
+    from pipeline.tasks.detect.heads.ssd.head import recorded_anchor_spec
 
     run = Run.open(run_dir)
     model = keras.models.load_model(str(run.artifact("keras_model")), compile=False)

@@ -1,5 +1,6 @@
-"""Object detection on the device, TensorFlow-free: run a detector that ends in TFLite's post-processing op and
-read its four outputs, in pycoral's manner (free functions over an interpreter, NamedTuple results).
+"""Object detection on the device, TensorFlow-free: run a detector and read its answers as its head's reader does
+(edge/answers/heads/: the post-processing op's four outputs, or an anchor-free head's two decoded on the host), in
+pycoral's manner (free functions over an interpreter, NamedTuple results).
 
     from edge.answers.detect import open_detector, detect_file
     detector = open_detector("model_int8.tflite")                       # checks, interpreter, contract, labels
@@ -8,9 +9,9 @@ read its four outputs, in pycoral's manner (free functions over an interpreter, 
     for path, done, error in detect_files(detector, paths):    # many, decoded and read on worker threads:
         ...                                                     # done (objects, (width, height)), or error
 
-The outputs are read as pycoral reads them: by the signature's names when the model has one (output_0 count,
+The op's outputs are read as pycoral reads them: by the signature's names when the model has one (output_0 count,
 output_1 scores, output_2 class ids, output_3 boxes), else by position (boxes, class ids, scores, count), each
-checked against the op's shapes. Boxes come normalized to the input (ymin, xmin, ymax, xmax). The pixel contract
+checked against the op's shapes (edge/answers/heads/ssd.py). Boxes come normalized to the input (ymin, xmin, ymax, xmax). The pixel contract
 stretches the whole image to the input (edge.pixels.contract's crop "stretch"), so a normalized box times the image's
 width and height is the box in the image's own pixels.
 """
@@ -23,7 +24,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Op
 
 import numpy as np
 
-from edge.answers.heads import yolo as yolo_decode
+from edge.answers import heads
+from edge.answers.heads.raw import Raw
 from edge.files.atomic import write_bytes_atomic
 from edge.answers.classify import invoke
 from edge.errors import InputError, ModelCheckError
@@ -32,7 +34,6 @@ from edge.model.labels import choose_labels, parse_labels
 from edge.pixels.preprocess import decode_error
 from edge.answers.runner import Kind, Runner, Say, quiet
 
-SIGNATURE_NAMES = ("output_3", "output_2", "output_1", "output_0")  # boxes, class ids, scores, count
 DEFAULT_THRESHOLD = 0.4  # pycoral's detect_image.py and Frigate's default
 
 
@@ -52,43 +53,14 @@ class Object(NamedTuple):
     box: Box
 
 
-class Raw(NamedTuple):
-    """The post-processing op's outputs for one image, as the model wrote them."""
-
-    boxes: np.ndarray  # [N, 4] ymin, xmin, ymax, xmax normalized to the input
-    classes: np.ndarray  # [N] class ids (float, whole numbers)
-    scores: np.ndarray  # [N], highest first
-    count: int  # how many of the N positions hold an object
+def output_indices(interpreter: Any) -> Any:
+    """Where the model's outputs are, as its head's reader finds them (edge/answers/heads/): the op's four (boxes, class
+    ids, scores, count) by the signature's names, else by position, checked by shape; an anchor-free head's two, its
+    Layout, which get_raw decodes."""
+    return heads.layout(interpreter)
 
 
-def output_indices(interpreter: Any) -> Tuple[int, int, int, int]:
-    """Tensor indices of (boxes, class ids, scores, count): by the signature's names, else by position; checked by shape.
-    An anchor-free head's two outputs (edge/answers/heads/yolo.py) give its Layout instead, which get_raw decodes."""
-    layout = yolo_decode.find_layout(interpreter)
-    if layout is not None:
-        return layout  # type: ignore[return-value]
-    indices = None
-    signatures = getattr(interpreter, "_get_full_signature_list", lambda: None)() or {}
-    if len(signatures) == 1:
-        outputs = next(iter(signatures.values())).get("outputs", {})
-        if all(name in outputs for name in SIGNATURE_NAMES):
-            indices = tuple(int(outputs[name]) for name in SIGNATURE_NAMES)
-    details = interpreter.get_output_details()
-    if indices is None:
-        if len(details) != 4:
-            raise ModelCheckError(f"the model has {len(details)} output(s); expected the detection post-processing op's 4 "
-                                  "(boxes, class ids, scores, count)")
-        indices = tuple(int(d["index"]) for d in details)
-    shapes = {int(d["index"]): [int(x) for x in d["shape"]] for d in details}
-    boxes, classes, scores, count = (shapes.get(i) for i in indices)
-    n = boxes[1] if boxes and len(boxes) == 3 else None
-    if n is None or boxes != [1, n, 4] or classes != [1, n] or scores != [1, n] or count != [1]:
-        raise ModelCheckError(f"the model's outputs have shapes {boxes}, {classes}, {scores}, {count}; expected a detector's "
-                              "[1, N, 4] boxes, [1, N] class ids, [1, N] scores and [1] count")
-    return indices  # type: ignore[return-value]
-
-
-def get_raw(interpreter: Any, indices: Optional[Tuple[int, int, int, int]] = None) -> Raw:
+def get_raw(interpreter: Any, indices: Optional[Any] = None) -> Raw:
     """The four outputs after invoke (copies: the next invoke overwrites the interpreter's buffers)."""
     indices = output_indices(interpreter) if indices is None else indices
     return raw_of(read_outputs(interpreter, indices), indices)
@@ -98,26 +70,12 @@ def read_outputs(interpreter: Any, indices: Any) -> Any:
     """Right after an invoke, the little that must be read before the next one (copies): the op's outputs as a Raw, or
     an anchor-free head's two tensors as stored, which `raw_of` decodes later (a worker can: its decode and NMS in numpy
     need no interpreter)."""
-    if isinstance(indices, yolo_decode.Layout):
-        return interpreter.get_tensor(indices.boxes)[0], interpreter.get_tensor(indices.logits)[0]  # get_tensor copies
-    return _op_outputs(interpreter, indices)
+    return indices.read(interpreter)
 
 
 def raw_of(outputs: Any, indices: Any) -> Raw:
     """The Raw of what `read_outputs` read: an anchor-free head's decoded on the host here, the op's as they are."""
-    if isinstance(indices, yolo_decode.Layout):
-        boxes, classes, scores = yolo_decode.decode(outputs[0], outputs[1], indices)
-        return Raw(boxes, classes.astype(np.float32), scores, len(scores))
-    return outputs
-
-
-def _op_outputs(interpreter: Any, indices: Tuple[int, int, int, int]) -> Raw:
-    b, c, s, n = indices
-    count = int(np.asarray(interpreter.get_tensor(n)).reshape(-1)[0])
-    boxes = np.array(interpreter.get_tensor(b)[0], np.float32)
-    count = max(0, min(count, len(boxes)))
-    return Raw(boxes[:count], np.array(interpreter.get_tensor(c)[0][:count]),
-               np.array(interpreter.get_tensor(s)[0][:count], np.float32), count)
+    return indices.raw(outputs)
 
 
 class Kept(NamedTuple):
@@ -166,7 +124,7 @@ def image_size(source: Union[str, Path, bytes, np.ndarray], name: Optional[str] 
 
 class Detector(NamedTuple):
     runner: Runner  # the opened model: interpreter, pixel contract, labels, sha256
-    indices: Tuple[int, int, int, int]  # tensor indices of boxes, class ids, scores, count
+    indices: Any  # where its outputs are: its head's layout (edge/answers/heads/), read_outputs and raw_of read by it
 
 
 def open_detector(model: Union[str, Path], *, edgetpu: Optional[bool] = None, threads: Optional[int] = None,

@@ -60,7 +60,7 @@ def trained_once(root: Path, keras: bool = True) -> SimpleNamespace:
     float and int8 TFLite files."""
     from pipeline.tasks.detect.heads.ssd.postprocess import Settings
     from pipeline.rundir.run import Run
-    from pipeline.tasks.detect.export import recorded_anchor_spec
+    from pipeline.tasks.detect.heads.ssd.head import recorded_anchor_spec
 
     built = detector_once(root)
     run = Run.open(built.exported)

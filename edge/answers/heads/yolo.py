@@ -17,6 +17,8 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from edge.answers.heads.raw import Raw
+
 STRIDES = (8, 16, 32)
 REG_MAX = 16
 BOX_CHANNELS = 4 * REG_MAX
@@ -41,6 +43,16 @@ class Layout(NamedTuple):
     width: int
     centres: np.ndarray  # [N, 2] anchor points (x, y) in input pixels
     strides: np.ndarray  # [N, 1]
+
+    def read(self, interpreter: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """Right after an invoke, the two tensors as stored (get_tensor copies), which `raw` decodes later (a worker
+        can: the decode and NMS in numpy need no interpreter)."""
+        return interpreter.get_tensor(self.boxes)[0], interpreter.get_tensor(self.logits)[0]
+
+    def raw(self, outputs: Tuple[np.ndarray, np.ndarray]) -> Raw:
+        """What `read` read, decoded on the host into the op's kind of answer."""
+        boxes, classes, scores = decode(outputs[0], outputs[1], self)
+        return Raw(boxes, classes.astype(np.float32), scores, len(scores))
 
 
 def anchor_points(height: int, width: int, strides: Sequence[int] = STRIDES) -> Tuple[np.ndarray, np.ndarray]:

@@ -10,26 +10,19 @@ from __future__ import annotations
 import io
 import posixpath
 from pathlib import Path
-from typing import List, NamedTuple, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from edge.pixels.preprocess import load_image
 from pipeline import data as data_mod
+from pipeline.data.shards import PrepareResult, join_path
 from pipeline.errors import ConfigError, DataError
 
 LABELS_NAME = data_mod.LABELS_NAME
 SHARD_SUFFIX = ".tfrec"
 _JPEG_MAGIC = b"\xff\xd8\xff"
-
-
-class PrepareResult(NamedTuple):
-    shards: List[str]  # paths (local or gs://) of the shards written
-    labels_path: str
-    count: int  # records written, checked by reading them back
-    reencoded: int  # images that were not JPEG and were re-encoded
-    pattern: str = ""  # the --data glob that trains on the shards
 
 
 def write(config, folder: str, out: str) -> PrepareResult:
@@ -106,10 +99,6 @@ def _check_written(path: str, ids: List[str]) -> None:
            for raw in tf.data.TFRecordDataset(path)]
     if got != ids:
         raise DataError(f"{path} reads back {len(got)} records, expected {len(ids)} (the write did not complete)")
-
-
-def join_path(out: str, name: str) -> str:
-    return posixpath.join(out, name) if out.startswith("gs://") else str(Path(out) / name)
 
 
 def _glob(out: str, pattern: str) -> Tuple[str, ...]:

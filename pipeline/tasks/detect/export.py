@@ -1,10 +1,10 @@
-"""`pipeline export` of a detection run: the trained detector ending in TFLite_Detection_PostProcess
-(pipeline/tasks/detect/heads/ssd/postprocess.py), float32 or full-integer int8, written into the run with its sidecar.
+"""`pipeline export` of a detection run: the trained detector converted by its head's export (heads/<head>/: the conversion,
+the outputs and their checks, the metadata), float32 or full-integer int8, written into the run with its sidecar.
 
-What it needs comes from the run: the Keras model, the anchor spec and input size under `detection`, the
-labels; int8 calibrates on training-split images (or --calibration-data), stretched to the input as
+What it needs comes from the run: the Keras model, the head and input size under `detection`, the labels; int8
+calibrates on training-split images (or --calibration-data), stretched to the input as
 training fed them. With `--remedy`, an int8 model that fails the detection gate (mAP@.5 drop) on a tuning split
-of the training images goes through the remedy ladder (pipeline/remedy/ladder.py, scored by detect_tuning.py),
+of the training images goes through the remedy ladder (pipeline/remedy/ladder.py, scored by tuning.py),
 and the kept model, the ladder's record and the model's metadata say which rung made it.
 """
 from __future__ import annotations
@@ -14,13 +14,14 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
 from pipeline.errors import ConfigError
 from pipeline.quant.calibration import read_calibration_npy
 from pipeline.tasks import Exported
+from pipeline.tasks.detect import heads
 
 DEFAULT_CALIBRATION_SAMPLES = 300
 
@@ -50,9 +51,7 @@ def export(config, run) -> Exported:
         path = t.write(key, model.bytes, size_bytes=len(model.bytes), **model.facts)
         side = t.write_file(sidecar_path(path), json_bytes(sidecar_record(path.name, model.bytes, run.labels, image_size=run.image_size,
                                                                           input=model.input, preprocessing=model.contract.as_record())))
-    what = "full-integer int8 up to TFLite_Detection_PostProcess (Edge TPU)" if int8 else "float32, ending in TFLite_Detection_PostProcess"
-    if model.facts.get("head") == "yolo":
-        what = ("full-integer int8 (Edge TPU)" if int8 else "float32") + ", box distributions and class logits (Frigate's yolo-generic layout)"
+    what = heads.of_run(run).conversion(run).describes(int8)
     table = f"{path.name}: {len(model.bytes):,} bytes ({what})"
     if outcome:
         from pipeline.remedy import ladder as remedy
@@ -71,17 +70,15 @@ def _repair(config, run):
 
 def convert(config, run) -> Converted:
     """The run's Keras detector (with the ladder's float edits, if any) converted to `config.mode` by its head's
-    converter (the SSD head ends in the post-processing op), verified, with metadata and the edgeflow record."""
-    import tf_keras as keras
-
+    converter, verified, with metadata and the edgeflow record."""
     from pipeline import metadata
     from pipeline.quant import convention, verify
     from pipeline.rundir.run import artifact
 
     int8 = _mode(config)
-    head = _head_conversion(run)
+    head = heads.of_run(run).conversion(run)
     size, labels = run.image_size, run.labels
-    detector = _detector(run, keras)
+    detector = heads.of_run(run).float_model(run)
     calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
@@ -104,40 +101,6 @@ def convert(config, run) -> Converted:
     info = verify.verify_static(data)
     facts["input"] = verify.quantization_of(info, info.inputs[0]) if int8 else expected
     return Converted(data, facts, facts["input"], contract, notes)
-
-
-def _detector(run, keras):
-    """The run's float detector: the trained Keras model, or an imported one's wrapped SavedModel (pipeline/importing)."""
-    if run.origin:
-        from pipeline.tasks.detect.heads.yolo import import_wrap as yolo_wrap
-
-        return yolo_wrap.load(run.artifact("saved_model"))
-    return keras.models.load_model(str(run.artifact("keras_model")), compile=False)
-
-
-class HeadConversion(NamedTuple):
-    """What differs between the detector heads' exports."""
-
-    what: str  # the model's name in its metadata: "<model> <what> int8 (<run>)"
-    facts: Dict[str, object]  # the head's own facts, first in what the manifest records
-    convert: Callable[..., bytes]  # (keras model, size, labels, int8=, calibration=, name=, record=) -> the .tflite
-
-
-def _head_conversion(run) -> HeadConversion:
-    from pipeline.tasks.detect import heads
-
-    if heads.of_run(run) == heads.YOLO:
-        from pipeline.tasks.detect.heads.yolo import run_export as yolo_run_export
-
-        return HeadConversion(*yolo_run_export.conversion())
-    from pipeline.tasks.detect.heads.ssd.postprocess import Settings, convert as convert_detector
-
-    spec, settings = recorded_anchor_spec(run), Settings()
-
-    def ssd(detector, size, labels, **options) -> bytes:
-        return convert_detector(detector, spec, size, labels, settings, **options)
-
-    return HeadConversion("detector", {"postprocess": settings._asdict()}, ssd)
 
 
 def _mode(config) -> bool:
@@ -195,13 +158,3 @@ def _training_images(run, size: int, wanted: int, seed: int, exclude: Tuple[int,
         with Image.open(io.BytesIO(examples[i].image)) as im:
             images.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
     return np.stack(images)
-
-
-def recorded_anchor_spec(run):
-    """The anchor spec a detection run trained with (its manifest's `detection` record)."""
-    from pipeline.tasks.detect.heads.ssd.anchors import AnchorSpec
-
-    anchors = run.detection.get("anchors")
-    if not isinstance(anchors, dict):
-        raise ConfigError(f"{run.dir}'s manifest records no anchor spec under 'detection'; expected a run from pipeline train --task detect")
-    return AnchorSpec(**{k: tuple(v) for k, v in anchors.items()})

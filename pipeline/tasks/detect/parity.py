@@ -2,12 +2,12 @@
 (when exported) and the int8 model on the same held-out images through the same pixel contract, each scored by
 COCOeval (pipeline/tasks/detect/scores.py: mAP@.5, mAP@[.5:.95], AP per class), their agreement with the float
 model, the precision-recall curve at IoU 0.5 per model and the held-out images where int8 (or the device) and
-float disagree, drawn for the report (detect_drawn.py); the gate limits the int8 model's mAP@.5 drop and holds
-every model above a no-skill floor (detect_scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
+float disagree, drawn for the report (drawn.py); the gate limits the int8 model's mAP@.5 drop and holds
+every model above a no-skill floor (scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
 
-The float SavedModel's boxes go through what TFLite_Detection_PostProcess does (decode against the anchors, one
-class per box, class-agnostic non-maximum suppression, the op's thresholds), so the comparison is of the
-models, not of two post-processing recipes. Agreement: the share of the float model's detections scoring at
+The float model's boxes go through what the exported file's decoding does (the run's head's `reference`: for the SSD
+head what TFLite_Detection_PostProcess does, for the anchor-free head the device's host decoding), so the comparison
+is of the models, not of two post-processing recipes. Agreement: the share of the float model's detections scoring at
 least 0.4 (the clients' threshold) that the other model matches with IoU >= 0.5 and the same class.
 
 Each known detector client (pipeline/inference/client_scores.py DETECT_CLIENTS: edgeflow's contract, pycoral's
@@ -151,41 +151,8 @@ class DetectComparison(Comparison):
 
 
 def float_reference(run, pixels: Sequence[np.ndarray]) -> list:
-    """The float detector's detections that parity and the remedy ladder judge by: a trained run's Keras model, or
-    an imported detector as given, with its own decoding (pipeline/importing)."""
-    if run.origin:
-        from pipeline.importing import reference
-
-        return reference.detections(run.dir, run.origin, pixels)
-    return _savedmodel(run, pixels)
-
-
-def _savedmodel(run, pixels: Sequence[np.ndarray]) -> list:
-    """The float Keras model's detections, post-processed as TFLite_Detection_PostProcess does."""
-    import tensorflow as tf
-    import tf_keras as keras
-
-    from pipeline.tasks.detect.heads.ssd.anchors import anchors, decode
-    from pipeline.tasks.detect.evaluate import Detections
-    from pipeline.tasks.detect.heads.ssd.postprocess import Settings
-    from pipeline.tasks.detect.export import recorded_anchor_spec
-
+    """The float detector's detections that parity and the remedy ladder judge by: the run's head reads its float model
+    (a trained run's Keras model, or an imported detector as given) as the exported file is read (heads/<head>/)."""
     from pipeline.tasks.detect import heads
 
-    if heads.of_run(run) == heads.YOLO:
-        from pipeline.tasks.detect.heads.yolo.infer import float_detections
-
-        return float_detections(keras.models.load_model(str(run.artifact("keras_model")), compile=False), pixels)
-    settings = Settings()
-    spec = recorded_anchor_spec(run)
-    anchor_t = tf.constant(anchors(run.image_size, spec))
-    model = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
-    found = []
-    for image in pixels:
-        out = model(tf.cast(image[None], tf.float32), training=False)
-        boxes = tf.clip_by_value(decode(out["box_codes"], anchor_t)[0], 0.0, 1.0)
-        scores = tf.sigmoid(out["class_logits"])[0, :, 1:]
-        best, classes = tf.reduce_max(scores, -1), tf.argmax(scores, -1, output_type=tf.int32)
-        keep = tf.image.non_max_suppression(boxes, best, settings.max_detections, settings.iou_threshold, settings.score_threshold)
-        found.append(Detections(tf.gather(boxes, keep).numpy(), tf.gather(classes, keep).numpy(), tf.gather(best, keep).numpy()))
-    return found
+    return heads.of_run(run).reference(run, pixels)

@@ -1,8 +1,8 @@
-"""Object detection: boxes and classes per image, an SSD-shaped detector (pipeline/tasks/detect/heads/ssd/model.py) over anchors,
-the focal + box loss (pipeline/tasks/detect/trainer.py), and COCO's own evaluator on the held-out split.
+"""Object detection: boxes and classes per image, a detector of the chosen head (pipeline/tasks/detect/heads/: its model,
+loss, export and decoding) on a backbone's feature levels (backbone.py), and COCO's own evaluator on the held-out split.
 
-The manifest's `detection` entry is what export needs to rebuild the anchors and the post-processing:
-the anchor spec, the box coder's scale factors, the input size and resize, the NMS settings.
+The manifest's `detection` entry is what export needs to rebuild the head's decoding: the head's own entries, the
+input's resize and the most boxes an image may hold.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 
 import hashlib
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import List, Sequence
 
 import numpy as np
@@ -23,7 +23,7 @@ from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
 
 # The detector's defaults, chosen on `shapes` (bench/results/detect.md).
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
-DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what pipeline/tasks/detect/heads/ssd/model.py's backbones take
+DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what pipeline/tasks/detect/backbone.py's backbones take
 RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
 # Training fits this share of its images by letterbox (top-left, zeros right and below), as pycoral's
 # detect_image.py feeds a picture that is not square; held-out scoring and the pixel contract stretch.
@@ -31,12 +31,6 @@ LETTERBOX_SHARE = 0.25
 # Training crops keep each side >= this share of the image: deeper crops enlarge every object, and the held-out
 # small ones were then the ones missed (shapes: mAP@.5 0.891 at 0.6, 0.936 at 0.85; bench/results/detect.md).
 MIN_CROP = 0.85
-
-
-def anchor_spec():
-    from pipeline.tasks.detect.heads.ssd.anchors import AnchorSpec
-
-    return AnchorSpec()
 
 
 class Detect(Task):
@@ -48,7 +42,7 @@ class Detect(Task):
     train_defaults = TRAIN_DEFAULTS["detect"]
 
     def check(self, config) -> None:
-        from pipeline.tasks.detect.heads.ssd.model import BACKBONES
+        from pipeline.tasks.detect.backbone import BACKBONES
         from pipeline.tasks.detect.data.specs import check_images
 
         if config.model not in BACKBONES:
@@ -65,7 +59,7 @@ class Detect(Task):
         if config.client_fits:
             raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
         check_images(config.images, [config.data, config.val_data])
-        stride = max(_strides(config))
+        stride = max(_head(config).strides())
         if config.size % stride:
             raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
                               "coarsest feature stride)")
@@ -102,23 +96,10 @@ class Detect(Task):
     def build(self, config, num_classes: int):
         import models
         from models import pretrained
-        from pipeline.tasks.detect.heads.ssd.model import build_detector
-        from pipeline.tasks.detect.trainer import training_model
 
-        spec = anchor_spec()
         imagenet = config.weights == models.IMAGENET
-        if _is_yolo(config):
-            from pipeline.tasks.detect.heads.yolo.model import build_yolo_detector
-            from pipeline.tasks.detect.heads.yolo import trainer as yolo_trainer
-
-            with pretrained.keras_downloads() as fetched:
-                detector = build_yolo_detector(config.model, config.size, num_classes, imagenet=imagenet, **dict(config.model_options))
-            return models.Built(yolo_trainer.training_model(detector), None,
-                                pretrained.record(config.weights, fetched) if imagenet else None)
         with pretrained.keras_downloads() as fetched:
-            detector = build_detector(config.model, config.size, num_classes, spec.per_location, strides=spec.strides,
-                                      imagenet=imagenet, **dict(config.model_options))
-        model = training_model(detector)
+            model = _head(config).build(config, num_classes, imagenet)
         return models.Built(model, None, pretrained.record(config.weights, fetched) if imagenet else None)
 
     def compile_options(self):
@@ -146,19 +127,13 @@ class Detect(Task):
 
     def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
         from pipeline.tasks.detect.evaluate import evaluate
-        from pipeline.tasks.detect.heads.ssd.infer import Nms, predict
+        from pipeline.tasks.detect.infer import Nms
         from pipeline.tasks.detect.samples import heldout_document
 
         examples = _heldout(plan)
         labels = plan.train_source.labels
         nms = Nms()
-        if _is_yolo(config):
-            from pipeline.tasks.detect.heads.yolo import infer as yolo_infer
-
-            predictions = yolo_infer.predict(model, examples, config.size, resize=RESIZE, nms=nms, batch_size=config.batch_size)
-        else:
-            predictions = predict(model, examples, _anchors(config.size), config.size, resize=RESIZE, nms=nms,
-                                  batch_size=config.batch_size)
+        predictions = _head(config).predict(model, examples, config, RESIZE, nms)
         scores = evaluate(examples, predictions, labels)
         final = history[-1] if history else {}
         metrics = {"map": scores.map, "map50": scores.map50, "loss": final.get("val_loss"), "images": len(examples),
@@ -174,34 +149,22 @@ class Detect(Task):
 
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
-        from pipeline.tasks.detect.heads.ssd.anchors import SCALE_FACTORS, anchors
 
-        spec = anchor_spec()
+        head = _head(config)
         train, val = plan.train_source, plan.val_source
-        if _is_yolo(config):
-            from pipeline.tasks.detect.heads.yolo import record as yolo_record
-
-            return yolo_record.record(config, plan, model, weights, self.record(replace(config, head="ssd"), plan, model, weights))
         return {
             "model": {
                 "name": config.model,
-                "architecture": "ssd",
+                "architecture": head.name,
                 "image_size": config.size,
                 "num_classes": len(train.labels),
                 "options": dict(config.model_options),
                 "parameters": int(model.count_params()),
                 "weights": weights,
                 "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
-                "outputs": {"box_codes": "[B, A, 4] center-size codes (ty, tx, th, tw) against the anchors",
-                            "class_logits": "[B, A, C + 1] logits, column 0 the background (untrained)"},
+                "outputs": head.outputs(),
             },
-            "detection": {
-                "anchors": {k: list(v) for k, v in spec._asdict().items()},  # AnchorSpec(**{k: tuple(v)}) rebuilds it
-                "anchor_count": int(len(anchors(config.size, spec))),
-                "scale_factors": list(SCALE_FACTORS),  # y, x, h, w: TFLite_Detection_PostProcess's attributes
-                "resize": RESIZE,
-                "max_boxes": config.max_boxes,
-            },
+            "detection": head.detection(config, {"resize": RESIZE, "max_boxes": config.max_boxes}),
             # The device stretches the whole image to the input by the pixel contract, as training does (with
             # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
             "preprocessing": TRAINING_CONTRACT.as_record(),
@@ -222,14 +185,14 @@ class Detect(Task):
         return plain(model)
 
     def export(self, config, run):
-        from pipeline.tasks.detect import export as detect_export
+        from pipeline.tasks.detect import export
 
-        return detect_export.export(config, run)
+        return export.export(config, run)
 
     def tuning(self):
-        from pipeline.tasks.detect import tuning as detect_tuning
+        from pipeline.tasks.detect import tuning
 
-        return detect_tuning.task()
+        return tuning.task()
 
     def comparison(self):
         from pipeline.tasks.detect.parity import DetectComparison
@@ -237,9 +200,9 @@ class Detect(Task):
         return DetectComparison()
 
     def predict(self, config, run, say, progress):
-        from pipeline.tasks.detect import predict as detect_predict
+        from pipeline.tasks.detect import predict
 
-        return detect_predict.predict(config, run, say, progress)
+        return predict.predict(config, run, say, progress)
 
     def end_summary(self, run, result):
         from pipeline.inference import summary
@@ -264,7 +227,7 @@ class Detect(Task):
     def prepare(self, config, source: str, out: str):
         from pipeline.tasks.detect.data.specs import check_images, open_detection
         from pipeline.tasks.detect.data.tfrecords import write_tfrecords
-        from pipeline.tasks.classify.shards import PrepareResult, join_path
+        from pipeline.data.shards import PrepareResult, join_path
 
         import tensorflow as tf
 
@@ -279,39 +242,22 @@ class Detect(Task):
         return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
 
 
-def _is_yolo(config) -> bool:
-    from pipeline.tasks.detect.heads import YOLO
+def _head(config):
+    """The head `config` trains (pipeline/tasks/detect/heads/); a config that names none trains the default."""
+    from pipeline.tasks.detect import heads
 
-    return getattr(config, "head", None) == YOLO
-
-
-def _strides(config):
-    from pipeline.tasks.detect.heads.yolo.model import STRIDES
-
-    return STRIDES if _is_yolo(config) else anchor_spec().strides
+    return heads.get(getattr(config, "head", None) or heads.DEFAULT)
 
 
 def _with_targets(config, ds):
-    """What the head's training step takes: SSD's anchor targets, or YOLO's padded ground truth itself."""
-    from pipeline.tasks.detect.data import augment
-
-    if _is_yolo(config):
-        from pipeline.tasks.detect.heads.yolo.trainer import with_truth
-
-        return with_truth(ds)
-    return augment.with_targets(ds, _anchors(config.size))
+    """What the head's training step takes (its targets, or the padded ground truth itself)."""
+    return _head(config).with_targets(config, ds)
 
 
 def _as_model_input(images, targets):
     import tensorflow as tf
 
     return tf.cast(images, tf.float32), targets
-
-
-def _anchors(size: int) -> np.ndarray:
-    from pipeline.tasks.detect.heads.ssd.anchors import anchors
-
-    return anchors(size, anchor_spec())
 
 
 def _examples(source, split: str, holdout) -> list:

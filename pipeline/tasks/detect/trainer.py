@@ -1,10 +1,10 @@
-"""The detector as `model.fit` trains it: a functional Keras model whose train_step and test_step compute
-the focal + box loss (loss.py), so detection goes through the same machinery as classification
-(strategies, steps_per_execution, callbacks, BackupAndRestore, BatchNorm estimates).
+"""A detector as `model.fit` trains it: a functional Keras model whose train_step and test_step compute its head's
+loss, so detection goes through the same machinery as classification (strategies, steps_per_execution, callbacks,
+BackupAndRestore, BatchNorm estimates). Each head's subclass computes its loss terms (heads/<head>/trainer.py).
 
-The loss is normalized by the positive anchors of the whole global batch, summed across replicas: each
-replica's share is its own sum over that one count, and the optimizer's cross-replica sum of gradients
-is then the gradient of the global loss, whatever the number of replicas.
+The loss is normalized by a count over the whole global batch, summed across replicas: each replica's share is its
+own sum over that one count, and the optimizer's cross-replica sum of gradients is then the gradient of the global
+loss, whatever the number of replicas.
 """
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import tensorflow as tf
 import tf_keras as keras
 
-from pipeline.tasks.detect.heads.ssd.loss import detection_loss
-
 
 class DetectorTraining(keras.Model):
-    """Built as `DetectorTraining(inputs, outputs)` over the detector's layers; data is (images, targets)
-    with targets {"box_targets": [B, A, 4], "class_targets": [B, A]} (augment.with_targets)."""
+    """Built as `<Head>Training(inputs, outputs)` over the detector's layers; data is (images, targets), the targets
+    what the head's `with_targets` gives."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -31,17 +29,8 @@ class DetectorTraining(keras.Model):
         return self.trackers
 
     def _loss_terms(self, data, training: bool):
-        images, targets = data
-        out = self(images, training=training)
-        context = tf.distribute.get_replica_context()
-        positives = tf.reduce_sum(tf.cast(targets["class_targets"] > 0, tf.float32))
-        replicas = 1
-        if context is not None:
-            positives = context.all_reduce(tf.distribute.ReduceOp.SUM, positives)
-            replicas = context.num_replicas_in_sync
-        losses = detection_loss(targets["box_targets"], targets["class_targets"], out["box_codes"], out["class_logits"],
-                                normalizer=tf.maximum(positives, 1.0))
-        return losses, replicas
+        """(the loss terms, the total first; the replicas in sync) of one batch: the head's own."""
+        raise NotImplementedError
 
     def _tracked(self, losses, replicas):
         # Each replica holds its share of the global loss; the trackers' cross-replica mean times the
@@ -61,11 +50,6 @@ class DetectorTraining(keras.Model):
     def test_step(self, data):
         losses, replicas = self._loss_terms(data, training=False)
         return self._tracked(losses, replicas)
-
-
-def training_model(detector: keras.Model) -> DetectorTraining:
-    """`detector`'s layers, trained by `fit` with the detection loss; outputs stay named."""
-    return DetectorTraining(detector.inputs, named_outputs(detector), name=detector.name)
 
 
 def plain(model: keras.Model) -> keras.Model:

@@ -12,7 +12,6 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from pipeline.tasks.detect.heads.ssd.anchors import assign
 from pipeline.tasks.detect.data.examples import DetExample
 
 MAX_BOXES = 32  # boxes per image after padding; an image with more is refused (DataError in padded())
@@ -142,14 +141,3 @@ def dataset(examples: Sequence[DetExample], image_size: int, training: bool = Fa
         # Shuffled and repeated before the draws are numbered: every epoch augments differently.
         ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
     return fitted(ds, image_size, training, seed, resize, min_crop)
-
-
-def with_targets(ds: tf.data.Dataset, anchor_boxes: np.ndarray) -> tf.data.Dataset:
-    """(image, {box_targets [A, 4], class_targets [A]}) for training, assigned on the input side."""
-    anchor_t = tf.constant(anchor_boxes)
-
-    def targets(item):
-        box_targets, class_targets = assign(anchor_t, item["boxes"], item["classes"], item["mask"])
-        return item["image"], {"box_targets": box_targets, "class_targets": class_targets}
-
-    return ds.map(targets, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -1,15 +1,40 @@
-"""The detector heads `pipeline train --task detect --head` offers, and which one a run was trained with.
+"""The detector heads `pipeline train --task detect --head` offers, registered here and nowhere else, and which one a run
+was trained with.
 
-    ssd   anchors, the centre-size coder and TFLite's post-processing op in the model (pipeline/tasks/detect/heads/ssd/model.py)
-    yolo  anchor-free, YOLOv8's: two outputs decoded on the host, Frigate's yolo-generic layout (pipeline/tasks/detect/heads/yolo/model.py)
+    ssd   anchors, the centre-size coder and TFLite's post-processing op in the model (heads/ssd/)
+    yolo  anchor-free, YOLOv8's: two outputs decoded on the host, Frigate's yolo-generic layout (heads/yolo/)
+
+A new head is a folder here with a `Head` subclass (heads/head.py) in its head.py, and one entry in _BY_NAME below.
 """
 from __future__ import annotations
 
-SSD, YOLO = "ssd", "yolo"
-HEADS = (SSD, YOLO)
-DEFAULT = SSD  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
+from pipeline.errors import ConfigError
+from pipeline.tasks.detect.heads.head import Head, named
+from pipeline.tasks.detect.heads.ssd.head import SsdHead
+from pipeline.tasks.detect.heads.yolo.head import YoloHead
+
+_BY_NAME = named([SsdHead(), YoloHead()])
+NAMES = tuple(_BY_NAME)
+HEADS = NAMES  # the older name, which pipeline/training/config.py reads until the task declares --head itself
+DEFAULT = SsdHead.name  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
+# Runs from before the choice of head record none: they are SSD's.
+UNRECORDED = SsdHead.name
+SSD = SsdHead.name  # what pipeline/tasks/classify/task.py's check reads until the task declares --head itself
 
 
-def of_run(run) -> str:
-    """The head a detection run was trained with (runs from before the choice are SSD's)."""
-    return (run.detection or {}).get("head", SSD)
+def get(name: str) -> Head:
+    """The head named `name`."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ConfigError(f"--head {name}; expected one of {', '.join(NAMES)}") from None
+
+
+def of_run(run) -> Head:
+    """The head a detection run was trained with."""
+    return get((run.detection or {}).get("head", UNRECORDED))
+
+
+def importing() -> Head:
+    """The head `pipeline import --task detect` brings a detector into."""
+    return next(head for head in _BY_NAME.values() if head.imports)

@@ -10,7 +10,8 @@ pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 tf = pytest.importorskip("tensorflow")
 
-from edge.answers.detect import SIGNATURE_NAMES, open_detector, detect_file  # noqa: E402
+from edge.answers.detect import open_detector, detect_file  # noqa: E402
+from edge.answers.heads.ssd import SIGNATURE_NAMES  # noqa: E402
 from edge.model.interpreter import open_model  # noqa: E402
 from edge.model.metadata import read_metadata  # noqa: E402
 from edge.model.tflite_file import read_model  # noqa: E402

@@ -138,7 +138,8 @@ def test_bias_correction_edits_the_detector_and_it_still_converts_fully_mapped(t
     from pipeline.remedy import float_edits
     from pipeline.quant.flatten import flatten
     from pipeline.rundir.run import Run
-    from pipeline.tasks.detect.export import recorded_anchor_spec, training_examples
+    from pipeline.tasks.detect.export import training_examples
+    from pipeline.tasks.detect.heads.ssd.head import recorded_anchor_spec
 
     run = Run.open(trained_run)
     detector = keras.models.load_model(str(run.artifact("keras_model")), compile=False)

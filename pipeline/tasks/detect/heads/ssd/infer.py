@@ -1,26 +1,21 @@
-"""The trained detector's answers on images: box codes decoded against the anchors, then per-class
-non-maximum suppression, as TFLite's detection post-processing does it; boxes in each image's own
-normalized coordinates."""
+"""The SSD detector's answers on images, two ways:
+
+- `predict`: the held-out evaluation after training, box codes decoded against the anchors, then per-class non-maximum
+  suppression (pipeline/tasks/detect/infer.py); boxes in each image's own normalized coordinates;
+- `float_detections`: the float Keras model on contract pixels, post-processed as TFLite_Detection_PostProcess does
+  (decode against the anchors, one class per box, class-agnostic NMS, the op's thresholds), for parity's reference row,
+  so the comparison is of the models, not of two post-processing recipes."""
 from __future__ import annotations
 
-from typing import List, NamedTuple, Sequence
+from typing import List, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from pipeline.tasks.detect.heads.ssd.anchors import decode
-from pipeline.tasks.detect.data.augment import dataset
-from pipeline.tasks.detect.evaluate import Detections
 from pipeline.tasks.detect.data.examples import DetExample
-
-
-class Nms(NamedTuple):
-    score_threshold: float = 0.05  # COCO evaluation keeps low scores: they add recall at no precision cost
-    iou_threshold: float = 0.5
-    max_detections: int = 100
-
-    def as_dict(self) -> dict:
-        return self._asdict()
+from pipeline.tasks.detect.evaluate import Detections
+from pipeline.tasks.detect.heads.ssd.anchors import anchors, decode
+from pipeline.tasks.detect.infer import Nms, predict_with
 
 
 def predict(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, image_size: int, resize: str = "stretch",
@@ -35,31 +30,18 @@ def predict(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, ima
     return predict_with(boxes_and_scores, examples, image_size, resize, nms, batch_size)
 
 
-def predict_with(boxes_and_scores, examples: Sequence[DetExample], image_size: int, resize: str = "stretch",
-                 nms: Nms = Nms(), batch_size: int = 32) -> List[Detections]:
-    """`predict` for any head: `boxes_and_scores(float images)` -> (corner boxes [B, A, 4] normalized to the input,
-    per-class scores [B, A, C]), then per-class NMS."""
-    ds = dataset(examples, image_size, training=False, resize=resize).batch(batch_size)
+def float_detections(model, spec, image_size: int, pixels: Sequence[np.ndarray]) -> List[Detections]:
+    """The float Keras model's detections on contract pixels, post-processed as TFLite_Detection_PostProcess does."""
+    from pipeline.tasks.detect.heads.ssd.postprocess import Settings
 
-    @tf.function
-    def infer(images):
-        boxes, scores = boxes_and_scores(tf.cast(images, tf.float32))
-        return tf.image.combined_non_max_suppression(
-            boxes[:, :, None, :], scores, max_output_size_per_class=nms.max_detections, max_total_size=nms.max_detections,
-            iou_threshold=nms.iou_threshold, score_threshold=nms.score_threshold, clip_boxes=True)
-
-    results = []
-    for item in ds:
-        found = infer(item["image"])
-        for b, s, c, n in zip(*(t.numpy() for t in found)):
-            results.append(Detections(b[:n], c[:n].astype(np.int32), s[:n]))
-    if resize == "letterbox":
-        results = [_unletterboxed(r, e) for r, e in zip(results, examples)]
-    return results
-
-
-def _unletterboxed(d: Detections, e: DetExample) -> Detections:
-    """Letterboxed boxes (image in the top-left corner) back to the image's own normalized coordinates."""
-    scale = max(e.height, e.width)
-    share = np.array([e.height / scale, e.width / scale] * 2, np.float32)
-    return Detections(np.clip(d.boxes / share, 0, 1), d.classes, d.scores)
+    settings = Settings()
+    anchor_t = tf.constant(anchors(image_size, spec))
+    found = []
+    for image in pixels:
+        out = model(tf.cast(image[None], tf.float32), training=False)
+        boxes = tf.clip_by_value(decode(out["box_codes"], anchor_t)[0], 0.0, 1.0)
+        scores = tf.sigmoid(out["class_logits"])[0, :, 1:]
+        best, classes = tf.reduce_max(scores, -1), tf.argmax(scores, -1, output_type=tf.int32)
+        keep = tf.image.non_max_suppression(boxes, best, settings.max_detections, settings.iou_threshold, settings.score_threshold)
+        found.append(Detections(tf.gather(boxes, keep).numpy(), tf.gather(classes, keep).numpy(), tf.gather(best, keep).numpy()))
+    return found

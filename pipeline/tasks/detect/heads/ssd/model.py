@@ -10,15 +10,13 @@ takes (after a sigmoid: `with_scores`). Every op is a convolution, a reshape, a 
 from __future__ import annotations
 
 import math
-from typing import Dict, Sequence, Tuple
+from typing import Sequence
 
 import tf_keras as keras
 
-from models import registry
+from pipeline.tasks.detect import backbone as backbones
+from pipeline.tasks.detect.backbone import conv
 
-BACKBONES = ("small_cnn", "mobilenet_v2")
-# MobileNetV2's layer whose output has each stride (Keras' layer names, any alpha).
-_MOBILENET_V2_LEVELS: Dict[int, str] = {8: "block_6_expand_relu", 16: "block_13_expand_relu", 32: "out_relu"}
 PRIOR = 0.01  # initial object probability of every anchor: keeps the focal loss stable at the start
 
 
@@ -26,17 +24,9 @@ def build_detector(backbone: str, image_size: int, num_classes: int, anchors_per
                    strides: Sequence[int] = (8, 16), head_width: int = 64, imagenet: bool = False,
                    **options) -> keras.Model:
     """Outputs {"box_codes": [B, A, 4], "class_logits": [B, A, num_classes + 1]}, float32."""
-    if backbone not in BACKBONES:
-        raise ValueError(f"detector backbone {backbone!r}; expected one of {', '.join(BACKBONES)}")
-    for stride in strides:
-        if image_size % stride:
-            raise ValueError(f"image size {image_size} is not a multiple of the feature stride {stride}")
+    backbones.check(backbone, image_size, strides)
     inputs = keras.Input((image_size, image_size, 3), name="image")
-    pixels = registry.preprocess(inputs)
-    if backbone == "small_cnn":
-        features = _small_cnn_levels(pixels, strides, **options)
-    else:
-        features = _mobilenet_v2_levels(pixels, strides, imagenet, **options)
+    features = backbones.levels(inputs, backbone, strides, imagenet, **options)
     boxes, logits = [], []
     for stride, feature in zip(strides, features):
         b, c = _head(feature, stride, image_size, num_classes, anchors_per_location, head_width)
@@ -55,43 +45,9 @@ def with_scores(detector: keras.Model) -> keras.Model:
     return keras.Model(detector.input, {"box_codes": named["box_codes"], "class_scores": scores}, name=detector.name + "_scores")
 
 
-def _conv(x, filters: int, name: str, stride: int = 1):
-    x = keras.layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False, name=name)(x)
-    x = keras.layers.BatchNormalization(name=f"{name}_bn")(x)
-    return keras.layers.ReLU(name=f"{name}_relu")(x)
-
-
-def _small_cnn_levels(x, strides: Sequence[int], width: int = 16) -> Tuple:
-    """The registry's small CNN (3x3 convolutions and separate max pooling), deepened to stride 32 with
-    BatchNorm, its channels doubling per halving up to 8 x width; the levels at `strides` are kept."""
-    levels = {}
-    stride, filters = 1, width
-    x = _conv(x, filters, "conv0")
-    while stride < max(strides):
-        x = keras.layers.MaxPooling2D(2, name=f"pool{stride * 2}")(x)
-        stride *= 2
-        filters = min(filters * 2, width * 8)
-        x = _conv(x, filters, f"conv{stride}")
-        if stride >= 8:
-            x = _conv(x, filters, f"conv{stride}b")
-        levels[stride] = x
-    return tuple(levels[s] for s in strides)
-
-
-def _mobilenet_v2_levels(x, strides: Sequence[int], imagenet: bool, alpha: float = 1.0) -> Tuple:
-    unknown = [s for s in strides if s not in _MOBILENET_V2_LEVELS]
-    if unknown:
-        raise ValueError(f"MobileNetV2 has no feature level at stride {unknown[0]}; expected strides among {sorted(_MOBILENET_V2_LEVELS)}")
-    base = keras.applications.MobileNetV2(input_shape=tuple(x.shape[1:]), alpha=alpha, include_top=False,
-                                          weights=registry.keras_weights(imagenet))
-    extractor = keras.Model(base.input, [base.get_layer(_MOBILENET_V2_LEVELS[s]).output for s in strides], name="backbone")
-    out = extractor(x)
-    return tuple(out) if isinstance(out, list) else (out,)
-
-
 def _head(feature, stride: int, image_size: int, num_classes: int, k: int, width: int):
     grid = image_size // stride
-    tower = _conv(feature, width, f"head{stride}")
+    tower = conv(feature, width, f"head{stride}")
     box = keras.layers.Conv2D(k * 4, 3, padding="same", name=f"box{stride}")(tower)
     bias = -math.log((1 - PRIOR) / PRIOR)
     cls = keras.layers.Conv2D(k * (num_classes + 1), 3, padding="same", name=f"class{stride}",

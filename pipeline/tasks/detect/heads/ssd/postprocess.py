@@ -39,7 +39,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like the models
 
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterable, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -48,6 +48,7 @@ from pipeline.tasks.detect.heads.ssd.anchors import SCALE_FACTORS, AnchorSpec, a
 from pipeline.errors import DataError, PipelineError
 from pipeline.quant import convention
 from pipeline.quant.convert import convert as convert_bytes
+from pipeline.tasks.detect.converter import converter as make_converter
 from pipeline.quant.verify import POSTPROCESS_OP, verify_int8, verify_static
 
 # Signature output names -> what pycoral's detect.get_objects reads under each.
@@ -135,19 +136,8 @@ def convert(detector, spec: AnchorSpec, image_size: int, labels: Sequence[str], 
     if not labels:
         raise DataError("no class names; expected one label per class")
     concrete, trackable = serving_function(detector, spec, image_size, len(labels), settings)
-    if int8:
-        images = _calibration_array(calibration, image_size)
-        concrete, x = convention.wrap(concrete, images)
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = lambda: ([image[None]] for image in x)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.uint8
-        # The outputs stay float32: the op writes float boxes, ids, scores and count.
-    else:
-        if calibration is not None:
-            raise DataError("calibration images are for the int8 model; the float twin takes none")
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
+    # The outputs stay float32 in the int8 model: the op writes float boxes, ids, scores and count.
+    converter = make_converter(concrete, trackable, image_size, int8=int8, calibration=calibration)
     converter.allow_custom_ops = True  # the post-processing op is a custom op that every TFLite runtime has built in
     model = reorder_outputs(convert_bytes(converter))
     info = verify_int8(model, "uint8") if int8 else verify_static(model)
@@ -184,20 +174,6 @@ def reorder_outputs(model: bytes) -> bytes:
 
 def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
-def _calibration_array(calibration: Optional[Iterable[np.ndarray]], image_size: int) -> np.ndarray:
-    if calibration is None:
-        raise DataError("the int8 detector needs calibration images; expected uint8 [S, S, 3] images at the input size")
-    images: List[np.ndarray] = [np.asarray(image) for image in calibration]
-    expected = (image_size, image_size, 3)
-    for i, image in enumerate(images):
-        if image.dtype != np.uint8 or image.shape != expected:
-            raise DataError(f"calibration image {i} is {image.dtype} {list(image.shape)}, expected uint8 "
-                            f"[{image_size}, {image_size}, 3] (raw pixels at the detector's input size)")
-    if not images:
-        raise DataError("calibration holds no images; expected at least 1")
-    return np.stack(images)
 
 
 def _check_outputs(info, n: int) -> None:

@@ -26,6 +26,7 @@ from pipeline.tasks.detect.heads.yolo.model import LOGIT_LIMIT, REG_MAX, anchor_
 from pipeline.errors import DataError
 from pipeline.quant import convention
 from pipeline.quant.convert import convert as convert_bytes
+from pipeline.tasks.detect.converter import converter as make_converter
 from pipeline.quant.verify import (VerificationError, edgetpu_version_problems, integer_only_problems, quantization_of,
                                    shape_problems)
 
@@ -60,21 +61,9 @@ def convert(detector, image_size: int, labels: Sequence[str], *, int8: bool, cal
         raise DataError(f"{len(labels)} classes: a client tells the two outputs apart by shape, and the class logits would "
                         f"have the box distributions' {4 * REG_MAX} channels; expected another number of classes")
     concrete = serving_function(detector, image_size, int8)
+    converter = make_converter(concrete, detector, image_size, int8=int8, calibration=calibration)
     if int8:
-        from pipeline.tasks.detect.heads.ssd.postprocess import _calibration_array  # the SSD export's check of calibration images
-
-        images = _calibration_array(calibration, image_size)
-        concrete, x = convention.wrap(concrete, images)
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], detector)
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = lambda: ([image[None]] for image in x)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.uint8
         converter.inference_output_type = tf.int8
-    else:
-        if calibration is not None:
-            raise DataError("calibration images are for the int8 model; the float twin takes none")
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], detector)
     model = convert_bytes(converter)
     info = verify(model, image_size, len(labels), int8)
     mean, std = (convention.MEAN, convention.STD) if int8 else (0.0, 1.0)

@@ -16,7 +16,7 @@ import tensorflow as tf
 from pipeline.tasks.detect.heads.yolo.model import REG_MAX, anchor_points
 from pipeline.tasks.detect.evaluate import Detections
 from pipeline.tasks.detect.data.examples import DetExample
-from pipeline.tasks.detect.heads.ssd.infer import Nms, predict_with
+from pipeline.tasks.detect.infer import Nms, predict_with
 from pipeline.tasks.detect.heads.yolo.loss import decode_boxes
 
 

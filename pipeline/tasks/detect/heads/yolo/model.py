@@ -22,8 +22,8 @@ from typing import Sequence, Tuple
 import numpy as np
 import tf_keras as keras
 
-from models import registry
-from pipeline.tasks.detect.heads.ssd.model import BACKBONES, _conv, _mobilenet_v2_levels, _small_cnn_levels
+from pipeline.tasks.detect import backbone as backbones
+from pipeline.tasks.detect.backbone import conv
 
 STRIDES = (8, 16, 32)
 REG_MAX = 16  # bins per side: distances 0..15 strides
@@ -50,16 +50,9 @@ def anchor_count(image_size: int, strides: Sequence[int] = STRIDES) -> int:
 def build_yolo_detector(backbone: str, image_size: int, num_classes: int, head_width: int = 64, imagenet: bool = False,
                         **options) -> keras.Model:
     """Outputs {"box_dist": [B, N, 4 * REG_MAX], "class_logits": [B, N, num_classes]}, float32."""
-    if backbone not in BACKBONES:
-        raise ValueError(f"detector backbone {backbone!r}; expected one of {', '.join(BACKBONES)}")
-    if image_size % max(STRIDES):
-        raise ValueError(f"image size {image_size} is not a multiple of the coarsest feature stride {max(STRIDES)}")
+    backbones.check(backbone, image_size, [max(STRIDES)], "the coarsest feature stride")
     inputs = keras.Input((image_size, image_size, 3), name="image")
-    pixels = registry.preprocess(inputs)
-    if backbone == "small_cnn":
-        features = _small_cnn_levels(pixels, STRIDES, **options)
-    else:
-        features = _mobilenet_v2_levels(pixels, STRIDES, imagenet, **options)
+    features = backbones.levels(inputs, backbone, STRIDES, imagenet, **options)
     boxes, logits = [], []
     for stride, feature in zip(STRIDES, features):
         b, c = _level_head(feature, stride, image_size, num_classes, head_width)
@@ -80,13 +73,13 @@ def build_yolo_detector(backbone: str, image_size: int, num_classes: int, head_w
 def _level_head(feature, stride: int, image_size: int, num_classes: int, width: int):
     """YOLOv8's decoupled head at one level: a box branch and a class branch, each a 3x3 convolution then a 1x1."""
     grid = image_size // stride
-    box = _conv(feature, width, f"yolo_box{stride}_a")
-    box = _conv(box, width, f"yolo_box{stride}_b")
+    box = conv(feature, width, f"yolo_box{stride}_a")
+    box = conv(box, width, f"yolo_box{stride}_b")
     # Bias 1 for every bin: flat distributions at the start, as YOLOv8 starts.
     box = keras.layers.Conv2D(4 * REG_MAX, 1, name=f"yolo_box{stride}",
                               bias_initializer=keras.initializers.Constant(1.0))(box)
-    cls = _conv(feature, width, f"yolo_class{stride}_a")
-    cls = _conv(cls, width, f"yolo_class{stride}_b")
+    cls = conv(feature, width, f"yolo_class{stride}_a")
+    cls = conv(cls, width, f"yolo_class{stride}_b")
     # Every score starts low (sigmoid(-3.5) = 0.03) where tanh still passes a quarter of the gradient; the prior
     # SSD starts at (0.01, logit -4.6) lies beyond the bound.
     bias = LOGIT_LIMIT * math.atanh(START_LOGIT / LOGIT_LIMIT)

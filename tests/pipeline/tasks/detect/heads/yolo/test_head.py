@@ -91,7 +91,7 @@ def test_loss_falls_under_the_detection_trainer():
     assert set(history) == {"loss", "class_loss", "box_loss", "dfl_loss"}
     assert history["loss"][-1] < 0.7 * history["loss"][0], history["loss"]
     # The held-out evaluation's decode (per-class NMS, as the SSD head's): one Detections per image, boxes in the image.
-    from pipeline.tasks.detect.heads.ssd.infer import Nms
+    from pipeline.tasks.detect.infer import Nms
     from pipeline.tasks.detect.heads.yolo.infer import predict
 
     found = predict(model, source.examples[:8], 64, nms=Nms(0.0, 0.5, 10), batch_size=4)

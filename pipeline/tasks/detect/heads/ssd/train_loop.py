@@ -1,4 +1,4 @@
-"""A plain training loop for the detector, for test fixtures that need a trained detector in seconds without
+"""A plain training loop for the SSD detector, for test fixtures that need a trained detector in seconds without
 a run directory (`pipeline train --task detect` trains through pipeline/training/fit.py instead)."""
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from pipeline.tasks.detect.data.augment import dataset, with_targets
+from pipeline.tasks.detect.data.augment import dataset
+from pipeline.tasks.detect.heads.ssd.targets import with_targets
 from pipeline.tasks.detect.data.examples import DetExample
 from pipeline.tasks.detect.evaluate import Detections
+from pipeline.tasks.detect import infer as nms_infer
 from pipeline.tasks.detect.heads.ssd import infer
 from pipeline.tasks.detect.heads.ssd.loss import detection_loss
 
@@ -38,5 +40,5 @@ def predict(model, examples: Sequence[DetExample], anchor_boxes: np.ndarray, ima
             score_threshold: float = 0.05, max_detections: int = 100, iou_threshold: float = 0.5,
             batch_size: int = 32) -> List[Detections]:
     """The stage's prediction (pipeline/tasks/detect/heads/ssd/infer.py) with the NMS settings as keywords."""
-    return infer.predict(model, examples, anchor_boxes, image_size, resize, infer.Nms(score_threshold, iou_threshold, max_detections),
+    return infer.predict(model, examples, anchor_boxes, image_size, resize, nms_infer.Nms(score_threshold, iou_threshold, max_detections),
                          batch_size)
