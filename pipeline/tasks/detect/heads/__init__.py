@@ -7,6 +7,7 @@ from __future__ import annotations
 
 SSD, YOLO = "ssd", "yolo"
 HEADS = (SSD, YOLO)
+NAMES = HEADS  # the name the task's options read (pipeline/tasks/detect/options.py)
 DEFAULT = SSD  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
 
 
