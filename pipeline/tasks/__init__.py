@@ -165,6 +165,14 @@ def register(name: str, package: str) -> None:
     _LOADED.pop(name, None)
 
 
+def unregister(name: str) -> None:
+    """Forget a task register() added (one found in pipeline/tasks/ stays)."""
+    if name in NAMES:
+        raise ConfigError(f"task {name!r} is a folder of pipeline/tasks/; expected a registered one")
+    _PACKAGES.pop(name, None)
+    _LOADED.pop(name, None)
+
+
 def names() -> Tuple[str, ...]:
     """Every known task: those found in pipeline/tasks/, then the registered ones."""
     return tuple(_PACKAGES)
