@@ -20,7 +20,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.gate import GATE, GateLimits
+from pipeline.gate import FAILED, GATE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.run import Run, artifact
 from pipeline.tasks import options as task_options
@@ -120,7 +120,7 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
     if config.require_full_mapping and unmapped:
-        failed = "" if result.passed else f"; the parity gate failed too: {'; '.join(result.failures)}"
+        failed = "" if result.passed else f"; the {FAILED} too: {'; '.join(result.failures)}"
         raise PipelineError(f"--require-full-mapping: {unmapped}{failed}")
     return result
 

@@ -68,10 +68,12 @@ def _scramble_int8_weights(run_dir):
 
 
 def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
+    from pipeline import gate
+
     _scramble_int8_weights(run_copy)
     result = _pipeline("parity", run_copy)
     assert result.exit_code == 1
-    assert "parity gate failed" in result.output
+    assert gate.FAILED in result.output
     assert "int8_cpu: accuracy drop" in result.output and "exceeds --max-drop 1 pp" in result.output
     assert "is under --min-agreement 0.98" in result.output
     report = json.loads((run_copy / "parity" / "report.json").read_text())

@@ -21,7 +21,7 @@ from pipeline.gate import GATED, REFERENCE
 from pipeline.tasks.classify import class_metrics, disagreements, scores
 from pipeline.tasks.classify.clients import CLIENTS, score_clients
 from pipeline.tasks.classify.report import markdown, plot, summary_table
-from pipeline.rundir.files import json_bytes
+from pipeline.rundir.files import json_bytes, versioned
 from pipeline.rundir.run import Run, artifact
 from pipeline.tasks.comparison import Comparison, Held
 from pipeline.tasks.classify import chance
@@ -107,7 +107,7 @@ class ClassifyComparison(Comparison):
 
     def report(self, config, run: Run, held: Held, entries, clients, device, verdict, answers) -> dict:
         return {
-            "schema_version": artifact("parity_report").schema,
+            **versioned(artifact("parity_report").schema),
             "heldout": {"images": int(len(held.truth)), "source": held.source,
                         "pixels": "original files through the pixel contract (edge.pixels.preprocess)"},
             "labels": run.labels,

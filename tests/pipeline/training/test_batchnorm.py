@@ -138,10 +138,12 @@ def test_train_says_when_held_out_accuracy_stayed_at_chance(stuck_run):
 def test_parity_refuses_a_model_at_chance_naming_the_majority_rate(stuck_run, tmp_path):
     import shutil
 
+    from pipeline import gate
+
     run = Path(shutil.copytree(stuck_run[0], tmp_path / "run"))
     result = _pipeline("parity", run)
     assert result.exit_code == 1, result.output
-    assert "parity gate failed" in result.output
+    assert gate.FAILED in result.output
     assert "float_savedmodel: top-1" in result.output
     assert "is no better than always answering the most frequent held-out class, 0.5000 (6 of 12 images, " \
            "always answering 'square')" in result.output
