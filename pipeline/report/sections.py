@@ -42,9 +42,12 @@ def gather(run: Run) -> Dict[str, Any]:
         "parity": _guarded(parity_section, run),
         "latency": _guarded(latency_section, run),
     }
-    # The task's own sections (Task.report_sections: a detector's "detection"; a classifier's parity tables in "parity").
-    sections.update({key: _guarded(section, run) for key, section in tasks.of_run(run).report_sections().items()})
-    return {**sections, "glance": glance(sections)}
+    # The task's own sections (Task.report_sections): one of the above worded by the task (a classifier's parity
+    # tables), or one of its own, which its package's templates/<key>.html.j2 shows after training's.
+    own = tasks.of_run(run).report_sections()
+    templates = [f"{key}.html.j2" for key in own if key not in sections]
+    sections.update({key: _guarded(section, run) for key, section in own.items()})
+    return {**sections, "glance": glance(sections), "task_templates": templates}
 
 
 def glance(sections: Dict[str, dict]) -> List[dict]:
@@ -61,7 +64,9 @@ def glance(sections: Dict[str, dict]) -> List[dict]:
         tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
                       "tone": "good" if parity["gate"]["passed"] else "bad"})
     elif any(_usable(section) and "glance" in section for section in sections.values()):
-        tiles += next(section["glance"] for section in sections.values() if _usable(section) and "glance" in section)
+        # A task's own section names its headline numbers before parity: (label, value) pairs.
+        shown = next(section["glance"] for section in sections.values() if _usable(section) and "glance" in section)
+        tiles += [{"label": label, "value": _fixed(value)} for label, value in shown]
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):

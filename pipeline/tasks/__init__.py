@@ -65,7 +65,13 @@ class Task:
 
     name: str
     default_data: str  # what `pipeline run` trains on when no --data is given
-    train_defaults: Dict[str, Any] = {}  # TrainConfig fields (and "schedule" fields) when not given
+
+    @property
+    def train_defaults(self) -> Dict[str, Any]:
+        """TrainConfig fields (and "schedule" fields) when not given: TRAIN_DEFAULTS of the task's options.py."""
+        from pipeline.tasks.train_defaults import of_task
+
+        return of_task(self.name)
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""

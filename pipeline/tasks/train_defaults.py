@@ -1,12 +1,17 @@
-"""Each task's own defaults for `pipeline train` options it does not share with TrainConfig's (written once here,
-TensorFlow-free, so `pipeline train --help` shows them without importing the tasks): TrainConfig fields, and
-"schedule" for the learning-rate schedule's fields."""
+"""Each task's own defaults for `pipeline train` options it does not share with TrainConfig's: TrainConfig fields,
+and "schedule" for the learning-rate schedule's fields. A task writes them once, as TRAIN_DEFAULTS in its options.py
+(TensorFlow-free, so `pipeline train --help` shows them without importing the tasks)."""
 from __future__ import annotations
 
 from typing import Any, Dict
 
-TRAIN_DEFAULTS: Dict[str, Dict[str, Any]] = {
-    "classify": {},  # TrainConfig's own defaults are the classifier's
-    "detect": {"batch_size": 16, "epochs": 12,
-               "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}},
-}
+from pipeline import tasks
+
+
+def of_task(name: str) -> Dict[str, Any]:
+    """Task `name`'s train defaults ({}: TrainConfig's own are its)."""
+    module = tasks.part(name, "options")
+    return dict(getattr(module, "TRAIN_DEFAULTS", {})) if module is not None else {}
+
+
+TRAIN_DEFAULTS: Dict[str, Dict[str, Any]] = {name: of_task(name) for name in tasks.NAMES}  # the tasks found here

@@ -5,17 +5,21 @@ from pipeline.errors import ConfigError
 from pipeline.tasks.detect import heads
 from pipeline.tasks.options import Option
 
+# `pipeline train`'s defaults of a detector. Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the
+# updates of 32 for the same images, and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
+TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 12,
+                  "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}}
 _NOT_A_DETECTOR = "{flag} {value} is a detector's head; expected --task detect, or no {flag}"
 
 OPTIONS = {
     "train": (
         Option("--head", "head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo "
                "(anchor-free, YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)",
-               heads.NAMES, default=heads.DEFAULT, elsewhere=_NOT_A_DETECTOR),
+               heads.NAMES, default=heads.DEFAULT, show_default=True, elsewhere=_NOT_A_DETECTOR),
         # every image's boxes are padded to it (a static shape)
         Option("--max-boxes", "max_boxes", "detect: most objects one image may hold (default 32; COCO 2017's crowded "
                "images hold up to ~90). Every image's boxes are padded to it, a static [batch, N, 4] shape, so each "
-               "step's memory and time grow with N", int, default=32),
+               "step's memory and time grow with N", int, default=32, show_default=True),
     ),
     "run": (Option("--head", "head", "detect: the detector's head (see `pipeline train --help`)", heads.NAMES,
                    elsewhere=_NOT_A_DETECTOR),),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pipeline.errors import ConfigError
 from pipeline.tasks.options import Option
 
+TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 2}  # a tiny model on 77 pictures
 OPTIONS = {"parity": (Option("--count-tolerance", "tolerance", "count: how far an answer may be from the true count and "
                              "still be right (default 0.5)", float, default=0.5),)}
 

@@ -27,7 +27,6 @@ class Source:
 class Count(Task):
     name = "count"
     default_data = data.SPEC
-    train_defaults = {"batch_size": 16, "epochs": 2}
 
     def default_image_size(self, model: str) -> int:
         return data.SIZE
