@@ -56,6 +56,8 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from pipeline import gate
+# Until classification's tuning moves to its package (the remedy helper's part): its metrics and scores.
+from pipeline.tasks.classify.scores import METRICS as _METRICS, gate_scores as _gate_scores
 from pipeline.errors import PipelineError
 from pipeline.inference.client_scores import gate_name
 from pipeline.remedy.tuning_split import ClientPictures, TuningSplit, drawn_note, tuning_split
@@ -134,10 +136,10 @@ def _classification_scores(outputs: np.ndarray, reference: np.ndarray, tuning: T
     top1, ref_top1 = outputs.argmax(1), reference.argmax(1)
     entry = {"images": len(labels), "correct": int((top1 == labels).sum()), "agree": int((top1 == ref_top1).sum()),
              **class_metrics.compared(top1, ref_top1, labels, len(classes))}
-    return gate.classification_scores(entry)
+    return _gate_scores(entry)
 
 
-CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores,
+CLASSIFICATION_TASK = TuningTask(_METRICS, tuning_split, _savedmodel_outputs, _tflite_outputs, _classification_scores,
                                  clients=_client_pixels)
 
 
@@ -281,7 +283,7 @@ class Outcome(NamedTuple):
     tuning: TuningSplit
     motivation: Optional[List[Dict[str, object]]]  # the worst layers of the export as asked, when it failed
     limits: gate.GateLimits  # as the task's gate applies them
-    metrics: Mapping[str, gate.Metric] = gate.CLASSIFICATION  # the task's, for the table's column names
+    metrics: Mapping[str, gate.Metric] = _METRICS  # the task's, for the table's column names
     skipped: Tuple[Tuple[str, str], ...] = ()  # (rung, why) for the rungs reached that do not apply
     reference: Optional[Dict[str, gate.Score]] = None  # the float reference's own scores on the tuning split
     clients: Tuple[str, ...] = ()  # the clients gated like the int8 model on the tuning split

@@ -69,9 +69,7 @@ class Task:
     @property
     def train_defaults(self) -> Dict[str, Any]:
         """TrainConfig fields (and "schedule" fields) when not given: TRAIN_DEFAULTS of the task's options.py."""
-        from pipeline.tasks.train_defaults import of_task
-
-        return of_task(self.name)
+        return train_defaults(self.name)
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""
@@ -195,6 +193,13 @@ def part(name: str, module: str):
     """Task `name`'s module `module` (its options, its clients), or None when the task has none."""
     full = f"{package(name)}.{module}"
     return importlib.import_module(full) if importlib.util.find_spec(full) is not None else None
+
+
+def train_defaults(name: str) -> Dict[str, Any]:
+    """Task `name`'s own defaults for `pipeline train` (TRAIN_DEFAULTS of its options.py, TensorFlow-free so that
+    --help shows them without importing the task); {}: TrainConfig's own are its."""
+    module = part(name, "options")
+    return dict(getattr(module, "TRAIN_DEFAULTS", {})) if module is not None else {}
 
 
 def get(name: str) -> Task:

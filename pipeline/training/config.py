@@ -226,8 +226,6 @@ def shown_default(name: str) -> Optional[str]:
     """`--help`'s default for a TrainConfig field (or "schedule.FIELD"), from the one place it is written: the field's
     default, with each task's own where its train_defaults differ ("10 (detect: 12)"); None when there is nothing to
     show (no default value, or a flag's on/off)."""
-    from pipeline.tasks.train_defaults import of_task
-
     schedule = name.startswith("schedule.")
     key = name[len("schedule."):] if schedule else name
     owner = WarmupSchedule if schedule else TrainConfig
@@ -236,7 +234,7 @@ def shown_default(name: str) -> Optional[str]:
         return None
     others = []
     for task in tasks.names():
-        given = of_task(task)
+        given = tasks.train_defaults(task)
         value = (given.get("schedule") or {}).get(key) if schedule else given.get(key)
         if value is not None and value != default:
             others.append(f"{task}: {value:g}" if isinstance(value, float) else f"{task}: {value}")
@@ -307,9 +305,7 @@ def _task_defaults(task: Optional[str]) -> Dict:
         return {}
     if task not in tasks.names():
         raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.names())}")
-    from pipeline.tasks.train_defaults import of_task
-
-    return of_task(task)  # TensorFlow-free: the task's options.py
+    return tasks.train_defaults(task)  # TensorFlow-free: the task's options.py
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
