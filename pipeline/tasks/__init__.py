@@ -69,7 +69,7 @@ class Task:
     @property
     def train_defaults(self) -> Dict[str, Any]:
         """TrainConfig fields (and "schedule" fields) when not given: TRAIN_DEFAULTS of the task's options.py."""
-        return train_defaults(self.name)
+        return train_defaults_of(self.name)
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""
@@ -195,7 +195,7 @@ def part(name: str, module: str):
     return importlib.import_module(full) if importlib.util.find_spec(full) is not None else None
 
 
-def train_defaults(name: str) -> Dict[str, Any]:
+def train_defaults_of(name: str) -> Dict[str, Any]:
     """Task `name`'s own defaults for `pipeline train` (TRAIN_DEFAULTS of its options.py, TensorFlow-free so that
     --help shows them without importing the task); {}: TrainConfig's own are its."""
     module = part(name, "options")

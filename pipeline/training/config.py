@@ -234,7 +234,7 @@ def shown_default(name: str) -> Optional[str]:
         return None
     others = []
     for task in tasks.names():
-        given = tasks.train_defaults(task)
+        given = tasks.train_defaults_of(task)
         value = (given.get("schedule") or {}).get(key) if schedule else given.get(key)
         if value is not None and value != default:
             others.append(f"{task}: {value:g}" if isinstance(value, float) else f"{task}: {value}")
@@ -305,7 +305,7 @@ def _task_defaults(task: Optional[str]) -> Dict:
         return {}
     if task not in tasks.names():
         raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.names())}")
-    return tasks.train_defaults(task)  # TensorFlow-free: the task's options.py
+    return tasks.train_defaults_of(task)  # TensorFlow-free: the task's options.py
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
