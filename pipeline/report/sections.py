@@ -13,11 +13,9 @@ from __future__ import annotations
 import base64
 import json
 import numbers
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from pipeline import tasks
-from pipeline.gate import GATED
 from pipeline.report import latency, plots
 from pipeline.rundir.run import Run
 
@@ -53,20 +51,15 @@ def gather(run: Run) -> Dict[str, Any]:
 def glance(sections: Dict[str, dict]) -> List[dict]:
     """The answers people look for first, from the sections that ran: (label, value, tone) tiles."""
     tiles = []
-    parity, quant, tpu = sections["parity"], sections["quantization"], sections["edgetpu"]
-    if _usable(parity):
-        models = parity["models"]
-        tiles.append({"label": f"top-1, {parity['reference']}", "value": _fixed(models[parity["reference"]]["top1"])})
-        for name in GATED:
-            if name in models:
-                tiles.append({"label": f"top-1, {name}", "value": _fixed(models[name]["top1"])})
-                tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
-        tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
-                      "tone": "good" if parity["gate"]["passed"] else "bad"})
-    elif any(_usable(section) and "glance" in section for section in sections.values()):
-        # A task's own section names its headline numbers before parity: (label, value) pairs.
-        shown = next(section["glance"] for section in sections.values() if _usable(section) and "glance" in section)
-        tiles += [{"label": label, "value": _fixed(value)} for label, value in shown]
+    quant, tpu = sections["quantization"], sections["edgetpu"]
+    # The task's headline numbers, from the first section that names them (`glance`: (label, value) pairs): a
+    # classifier's parity, a detector's held-out mAP; and the gate's verdict when that section holds it.
+    headline = next((section for section in sections.values() if _usable(section) and "glance" in section), None)
+    if headline is not None:
+        tiles += [{"label": label, "value": _fixed(value)} for label, value in headline["glance"]]
+        if "gate" in headline:
+            tiles.append({"label": "parity gate", "value": "passed" if headline["gate"]["passed"] else "FAILED",
+                          "tone": "good" if headline["gate"]["passed"] else "bad"})
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
+from pipeline.gate import GATED
 from pipeline.inference.parity_report import worst_client
 from pipeline.report import plots
 from pipeline.report.sections import _data_uri, _not_run, _numbers_in
@@ -38,8 +39,11 @@ def parity_section(run: Run) -> dict:
                   "deltas": {m: models[m]["per_class_delta_pp"][c] for m in models if m != report["reference"]}}
                  for c, name in enumerate(labels)]
     compared = [m for m in models if m != report["reference"]]
+    glance = [(f"top-1, {report['reference']}", models[report["reference"]]["top1"])]
+    for name in (n for n in GATED if n in models):
+        glance += [(f"top-1, {name}", models[name]["top1"]), (f"agreement, {name}", models[name]["agreement"])]
     return {
-        "ran": True, "error": None,
+        "ran": True, "error": None, "glance": glance,
         "heldout": report["heldout"], "reference": report["reference"], "k": k, "labels": labels,
         "models": models, "extra": extra, "gate": report["gate"], "device": report.get("device"),
         # What the gate's --max-drop limited (a report from before --gate-metric limited top-1).

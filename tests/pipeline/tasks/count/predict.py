@@ -5,8 +5,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-
 from pipeline.errors import ConfigError
 from tests.pipeline.tasks.count import data
 

@@ -8,7 +8,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from typing import List
 
-from pipeline.tasks import Evaluation, Exported, Plan, Task
+from pipeline.tasks import Evaluation, Plan, Task
 from tests.pipeline.tasks.count import data
 
 IMAGES = 96  # made from the seed: the last 20% held out
