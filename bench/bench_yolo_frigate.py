@@ -22,7 +22,7 @@ from edge.answers.classify import invoke  # noqa: E402
 from edge.answers.detect import get_raw, kept, open_detector  # noqa: E402
 from pipeline.tasks.detect.evaluate import evaluate  # noqa: E402
 from pipeline.tasks.detect.data.heldout import recorded_heldout  # noqa: E402
-from pipeline.inference.client_scores import detect_clients  # noqa: E402
+from pipeline.tasks.detect.clients import detect_clients  # noqa: E402
 from pipeline.rundir.run import Run  # noqa: E402
 from pipeline.tasks.detect.scores import iou  # noqa: E402
 

@@ -18,7 +18,8 @@ import click
 from edge.errors import EdgeError, exits_cleanly
 from pipeline import console, gate, tasks
 from pipeline.errors import PipelineError
-from pipeline.gate import GATE, GATE_METRICS
+from pipeline.gate import GATE
+from pipeline.tasks import options as task_options
 from pipeline.training.config import FLAGS, TrainConfig, plain_type, shown_default
 from pipeline.training.schedule import WarmupSchedule
 
@@ -36,13 +37,36 @@ def main(verbose):
 # One command per stage. Keep them thin: options -> config -> stage.run.
 
 
+def _click_option(option: task_options.Option):
+    """A task's option (pipeline/tasks/<task>/options.py) as click offers it: not given is None, whatever its default."""
+    kind = click.Choice(option.type) if isinstance(option.type, tuple) else option.type
+    shown = f"  [default: {option.default}]" if option.show_default else ""
+    return click.option(option.flag, option.key, type=kind, help=option.help + shown)
+
+
+def _with_task_options(command_name: str):
+    """Decorate a command with every task's options of `command_name`; they come in as keyword arguments."""
+    def decorate(command):
+        for option in reversed(task_options.declared(command_name)):
+            command = _click_option(option)(command)
+        return command
+    return decorate
+
+
+def _given(values: dict, command_name: str) -> dict:
+    """The task options of `command_name` among a command's arguments that were given."""
+    keys = {o.key for o in task_options.declared(command_name)}
+    return {k: v for k, v in values.items() if k in keys and v is not None}
+
+
 # `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
 # pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
-_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "head", "weights",
+# "tasks": every task's own train options (pipeline/tasks/<task>/options.py), in their order.
+_TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "image_size", "model_options", "tasks", "weights",
                      "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
-                     "max_boxes", "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
+                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
                      "client_fits")
 _TRAIN_OWN_OPTIONS = {
     "--out": click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write"),
@@ -61,7 +85,7 @@ def _train_options(command):
     """Decorate `command` with every `pipeline train` option; each TrainConfig field's comes in as its field name
     (None when not given), each schedule field's as schedule.FIELD's parameter, schedule_FIELD."""
     hints = {**typing.get_type_hints(TrainConfig), **{f"schedule.{k}": v for k, v in typing.get_type_hints(WarmupSchedule).items()}}
-    made = dict(_TRAIN_OWN_OPTIONS)
+    made = dict(_TRAIN_OWN_OPTIONS, tasks=_with_task_options("train"))
     for name, flag in FLAGS.items():
         kind = flag.type() if callable(flag.type) and not isinstance(flag.type, type) else flag.type
         kind = plain_type(hints[name]) if kind is None else kind
@@ -101,7 +125,7 @@ def train_command(run_dir, config_file, **given):
 
 @main.command("prepare")
 @click.argument("folder", type=click.Path())
-@click.option("--task", type=click.Choice(tasks.NAMES), default="classify", show_default=True,
+@click.option("--task", type=click.Choice(tasks.NAMES), default=tasks.DEFAULT, show_default=True,
               help="classify: FOLDER of class folders; detect: FOLDER is a COCO annotations.json or a YOLO data.yaml")
 @click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
@@ -183,26 +207,23 @@ MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (defaul
 @click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
 @click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
 @click.option("--min-accuracy", type=float, help=MIN_ACCURACY_HELP)
-@click.option("--top-k", type=int, help="k for top-k accuracy (default 5)")
-@click.option("--gate-metric", type=click.Choice(GATE_METRICS),
-              help=f"what --max-drop limits: top1 (top-1 accuracy) or macro_f1 (macro-F1 x 100) (default {GATE.metric})")
+@_with_task_options("parity")
 @click.option("--clients", "clients", help=CLIENTS_HELP)
 @click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="write an evaluation bundle for the device to DIR and stop")
 @reports_errors
-def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, min_agreement, min_accuracy, top_k, clients,
-                   bundle_dir):
+def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, min_accuracy, clients, bundle_dir, **task_given):
     """Compare float, int8 (CPU) and Edge TPU answers on the held-out images; exit 1 when the gate fails."""
     from pipeline import parity
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
 
-    options = {"device_results": device_results, "max_drop": max_drop, "gate_metric": gate_metric,
-               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "top_k": top_k,
-               "clients": None if clients is None else parse_clients(clients)}
+    options = {"device_results": device_results, "max_drop": max_drop, "min_agreement": min_agreement,
+               "min_accuracy": min_accuracy, "clients": None if clients is None else parse_clients(clients)}
     given = {k: v for k, v in options.items() if v is not None}
+    task_given = _given(task_given, "parity")
     if bundle_dir:
-        if given:
-            raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in given)} apply to the comparison, which --bundle "
+        if given or task_given:
+            raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in {**given, **task_given})} apply to the comparison, which --bundle "
                               "does not run (it only writes the bundle); leave them out, or drop --bundle")
         from pipeline.inference.bundle import write_bundle
 
@@ -211,7 +232,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
                    f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
                    f"then here: pipeline parity {run_dir} --device-results predictions.json")
         return
-    result = parity.check_parity(parity.ParityConfig(data=data_spec, **given), run_dir)
+    result = parity.check_parity(parity.ParityConfig(data=data_spec, **given, task_options=task_given), run_dir)
     click.echo(result.report["summary"])  # the task's table (its Comparison.summary)
     click.echo(f"reports in {result.report_dir}")
     gate.enforce(result.failures)
@@ -224,7 +245,7 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--out", required=True, help="file to write: submission.csv (Kaggle's id,label) or .json")
 @click.option("--model", type=click.Choice(["float", "int8", "edgetpu"]), default="float", show_default=True,
               help="the SavedModel in batches, or the TFLite model as the device runs it")
-@click.option("--top-k", type=int, help="add the K best classes' names and scores")
+@_with_task_options("predict")
 @click.option("--format", "out_format", type=click.Choice(["csv", "json"]), help="default: json for a .json --out, else csv")
 @click.option("--skip-bad", is_flag=True, help="leave out (and list) inputs with no id, a repeated id or an undecodable image")
 @click.option("--batch-size", type=int, help="float: global batch, split across replicas (default 128)")
@@ -234,8 +255,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, gate_metric, mi
 @click.option("--workers", type=int, help="int8/edgetpu: threads decoding the next images while the model runs (default: one per core; one fewer on the CPU interpreter)")
 @click.option("--overwrite", is_flag=True, help="replace --out when it exists (never a file inside a run directory)")
 @reports_errors
-def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers,
-                    overwrite):
+def predict_command(run_dir, data_specs, out, model, out_format, skip_bad, batch_size, tpu, cpu_replicas, threads, workers,
+                    overwrite, **task_given):
     """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
     from pathlib import Path
 
@@ -246,8 +267,9 @@ def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad
     if not out.startswith("gs://"):  # (predict refuses gs:// itself)
         check_output(Path(out), overwrite, "--out", inputs=[Path(d) for d in data_specs if "://" not in d], error=ConfigError)
 
-    config = predict.PredictConfig(data=data_specs, out=out, model=model, top_k=top_k, format=out_format, skip_bad=skip_bad,
-                                   batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads, workers=workers)
+    config = predict.PredictConfig(data=data_specs, out=out, model=model, format=out_format, skip_bad=skip_bad,
+                                   batch_size=batch_size, tpu=tpu, cpu_replicas=cpu_replicas, threads=threads, workers=workers,
+                                   task_options=_given(task_given, "predict"))
     say = functools.partial(click.echo, err=True)
     result = predict.predict_unlabeled(config, run_dir, say=say, progress=_progressbar)
     for line in result.skipped:
@@ -272,27 +294,25 @@ def _progressbar(total, label):
 @click.option("--images", multiple=True, help="detect, COCO --data: a folder its file_names are relative to (see `pipeline train --help`)")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
-@click.option("--head", type=click.Choice(("ssd", "yolo")), help="detect: the detector's head (see `pipeline train --help`)")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
 @click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed drop of the gate metric, pp")
 @click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
-@click.option("--gate-metric", type=click.Choice(GATE_METRICS), default=GATE.metric, show_default=True,
-              help="parity gate: what --max-drop limits, top-1 accuracy or macro-F1 (x 100)")
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
 @click.option("--require-full-mapping", is_flag=True, help="exit 1 at the end (after parity) when any op would run on the CPU")
+@_with_task_options("run")
 @reports_errors
-def run_command(task, run_dir, data_spec, images, model, image_size, head, epochs, max_drop, gate_metric, min_agreement, min_accuracy,
-                remedy, clients, require_full_mapping):
+def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max_drop, min_agreement, min_accuracy,
+                remedy, clients, require_full_mapping, **task_given):
     """Train, export int8, compile (or pre-flight), and check parity, on the built-in data by default."""
     from pipeline import end_to_end
     from pipeline.inference.client_scores import parse_clients
 
-    config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, head=head, epochs=epochs,
-                                  max_drop=max_drop, min_agreement=min_agreement, gate_metric=gate_metric,
-                                  min_accuracy=min_accuracy, remedy=remedy, clients=parse_clients(clients, task),
-                                  require_full_mapping=require_full_mapping)
+    config = end_to_end.RunConfig(task=task, data=data_spec, images=tuple(images), model=model, image_size=image_size, epochs=epochs,
+                                  max_drop=max_drop, min_agreement=min_agreement, min_accuracy=min_accuracy, remedy=remedy,
+                                  clients=parse_clients(clients, task), require_full_mapping=require_full_mapping,
+                                  task_options=_given(task_given, "run"))
     result = end_to_end.run_all(config, run_dir or end_to_end.default_run_dir(config), say=click.echo)
     gate.enforce(result.failures)
 
@@ -330,7 +350,7 @@ def compile_command(target, as_json, **options):
 @click.option("--data", "data_spec", required=True, help="the model's classes as labelled images (class folders or TFRecords): "
               "calibration for --int8 and the held-out split parity compares on")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
-@click.option("--task", type=click.Choice(list(tasks.NAMES)), default="classify", show_default=True,
+@click.option("--task", type=click.Choice(list(tasks.NAMES)), default=tasks.DEFAULT, show_default=True,
               help="what the model does (detect: an Ultralytics YOLO detector's ONNX, its decoding tail cut)")
 @click.option("--val-data", help="held-out data instead of a split of --data")
 @click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help="class names in the model's output order, "

@@ -27,7 +27,7 @@ from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
 from pipeline.edgetpu import compiler as compiler_mod
 from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.rundir.files import json_bytes, scratch_folder
+from pipeline.rundir.files import json_bytes, scratch_folder, versioned
 from pipeline.rundir.run import Run, artifact, is_compiled, writing
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=Non
     with writing(target, "pipeline compile") as run:
         model = run.artifact("model_int8")
         prediction = _predict(config, model, say, show)
-        report = {"schema_version": artifact("edgetpu_report").schema, "model": run.entry("model_int8")["path"],
+        report = {**versioned(artifact("edgetpu_report").schema), "model": run.entry("model_int8")["path"],
                   "model_sha256": run.entry("model_int8")["sha256"], "preflight": prediction.as_dict(),
                   "compiler": None, "compiled": None, "disagreements": []}
         if config.check_only:

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.gate import GATE, GateLimits
+from pipeline.gate import FAILED, GATE, GateLimits
 from pipeline.rundir import lock
 from pipeline.rundir.run import Run, artifact
+from pipeline.tasks import options as task_options
 
 DEFAULT_MODEL = "small_cnn"
 
@@ -33,7 +34,7 @@ def _task(config: RunConfig) -> tasks.Task:
 
 @dataclass(frozen=True)
 class RunConfig:
-    task: Optional[str] = None  # classify | detect; None = classify (or, reusing a run, whichever it has)
+    task: Optional[str] = None  # a task of pipeline/tasks; None = tasks.DEFAULT (or, reusing a run, whichever it has)
     data: Optional[str] = None  # data spec for training (and its held-out split for parity); None = the task's built-in
     images: Tuple[str, ...] = ()  # detect, COCO data: folders its file names are also looked for in (train's --images)
     model: Optional[str] = None  # registry model; None = small_cnn (or, reusing a run, whichever it has)
@@ -41,16 +42,18 @@ class RunConfig:
     epochs: Optional[int] = None  # None = train's default
     max_drop: float = GATE.max_drop  # parity gate: allowed top-1 drop of int8 vs float, percentage points
     min_agreement: float = GATE.min_agreement  # parity gate: required top-1 agreement with the float model
-    gate_metric: str = GATE.metric  # parity gate: what max_drop limits, top1 | macro_f1
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
     remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
     clients: Tuple[str, ...] = ()  # parity gate: clients gated like the int8 model (the rest are reported)
-    head: Optional[str] = None  # detect: ssd | yolo (pipeline/tasks/detect/heads/__init__.py); None = train's default
     require_full_mapping: bool = False  # exit 1 at the end when not every op is shown on the Edge TPU (after parity)
+    # the task's own options of `pipeline run` by key (pipeline/tasks/<task>/options.py: a classifier's gate_metric,
+    # a detector's head), given ones
+    task_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def limits(self) -> GateLimits:
-        return GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
+        """The user's limits; the task applies its own options to them (Task.gate_limits)."""
+        return GateLimits(self.max_drop, self.min_agreement, GATE.metric, self.min_accuracy)
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -83,6 +86,7 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
 
     run_dir = Path(run_dir)
     limits = config.limits.validate()  # before minutes of training, not after
+    task_options.check("run", config.task_options)
     if not (run_dir / artifact("manifest").name).exists():
         _train_config(config).validate()  # refused options leave no run folder behind (its lock file would stay)
         from pipeline.inference.client_scores import for_task
@@ -90,6 +94,9 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         for_task(config.clients, _task(config).name)  # a client the task has none of: refused before training
     with lock.hold(run_dir, "pipeline run"):
         _train_or_reuse(config, run_dir, say)
+        task = tasks.of_run(Run.open(run_dir))
+        options = task_options.for_task(task.name, "run", config.task_options)
+        limits = task.gate_limits(limits, options)
         say("== export float32")
         exported = export.export_model(export.ExportConfig(mode=export.Mode.FLOAT32), run_dir)
         say(exported.table + "".join(f"\nnote: {note}" for note in exported.notes))
@@ -103,16 +110,17 @@ def run_all(config: RunConfig, run_dir: Path, say=print):
         # The mapping gate is applied at the end, like the parity gate: parity still runs and the report is whole.
         unmapped = compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(check_only=compiler is None), run_dir).unmapped
         say("== parity")
+        given = {o.key: options[o.key] for o in task_options.of_task(task.name, "parity") if options.get(o.key) is not None}
         result = parity.check_parity(parity.ParityConfig(max_drop=limits.max_drop, min_agreement=limits.min_agreement,
-                                                gate_metric=limits.metric, min_accuracy=limits.min_accuracy,
-                                                clients=config.clients), run_dir)
+                                                         min_accuracy=limits.min_accuracy, clients=config.clients,
+                                                         task_options=given), run_dir)
     run = Run.open(run_dir)
     for line in tasks.of_run(run).end_summary(run, result):
         say(line)
     if remedy_failures:
         result = result._replace(passed=False, failures=remedy_failures + list(result.failures))
     if config.require_full_mapping and unmapped:
-        failed = "" if result.passed else f"; the parity gate failed too: {'; '.join(result.failures)}"
+        failed = "" if result.passed else f"; the {FAILED} too: {'; '.join(result.failures)}"
         raise PipelineError(f"--require-full-mapping: {unmapped}{failed}")
     return result
 
@@ -122,9 +130,10 @@ def _train_config(config: RunConfig):
     from pipeline.training.config import config_from_options
 
     task = _task(config)
+    train_keys = {o.key for o in task_options.of_task(task.name, "train")}
     options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None,
                "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL,
-               "head": config.head}
+               **{k: v for k, v in task_options.for_task(task.name, "run", config.task_options).items() if k in train_keys}}
     return config_from_options(options, schedule={})
 
 

@@ -1,8 +1,8 @@
 """The parity gate: may a smaller model ship in place of the reference? One verdict, for parity, `pipeline run`
 and the report.
 
-    scores = {name: classification_scores(entry) for name, entry in models.items()}
-    failures = check(scores, limits, CLASSIFICATION, Floor(majority(labels, names), limits.min_accuracy))
+    scores = {name: side.gate_scores(entry) for name, entry in models.items()}   # the task's scores
+    failures = check(scores, limits, side.metrics, Floor(side.chance(held), limits.min_accuracy, metric))
     enforce(failures)                                     # GateFailed: "parity gate failed: ..."
 
 The gate sees each model as named metric values (`Score`s: exact, so a limit sits exactly where the user put
@@ -11,8 +11,8 @@ gated model (GATED) whose `limits.metric` drops more than `limits.max_drop` poin
 whose "agreement" (the share of answers that match the reference's) is under `limits.min_agreement`; and,
 before those, any model (the reference too) under the floor: better than always answering the most frequent
 held-out class, or --min-accuracy. A task names its metrics (`Metric`) and turns its report entries into
-scores: classification's are `CLASSIFICATION` and `classification_scores` below; another task brings its own
-(a detector: mAP@.5, agreement by IoU) and the same `check`.
+scores (a classifier's: top-1 and macro-F1, pipeline/tasks/classify/scores.py; a detector's: mAP@.5, agreement by
+IoU), and the same `check` judges them.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pipeline.errors import ConfigError, PipelineError
 
 REFERENCE = "float_savedmodel"  # the model every other is compared with
 GATED = ("int8_cpu", "edgetpu", "device_cpu")  # the models the gate applies to (the float TFLite model is reported only)
+FAILED = "parity gate failed"  # how every gate failure begins, wherever it is said
 AGREEMENT = "agreement"  # the score every task gives: how often a model answers as the reference does
 
 
@@ -36,30 +37,27 @@ class Metric(NamedTuple):
     short: str  # in tables and at the floor: "<short> 0.9400"
 
 
-# Classification's metrics; --gate-metric chooses the one --max-drop limits.
-CLASSIFICATION = {m.key: m for m in (Metric("top1", "accuracy", "top-1"), Metric("macro_f1", "macro-F1", "macro-F1"))}
-GATE_METRICS = tuple(CLASSIFICATION)
-
 
 class GateLimits(NamedTuple):
     max_drop: float  # percentage points of the gate metric a gated model may lose against the reference
     min_agreement: float  # share of answers that must match the reference's
-    metric: str  # what max_drop limits: one of the task's metrics (GATE_METRICS for classification)
+    metric: str  # what max_drop limits: one of the task's metrics
     min_accuracy: Optional[float] = None  # the floor on top-1; None: better than always answering the majority class
 
-    def validate(self, metrics: Mapping[str, Metric] = CLASSIFICATION) -> "GateLimits":
+    def validate(self, metrics: Optional[Mapping[str, Metric]] = None) -> "GateLimits":
+        """The limits, after refusing one out of range; the metric too when the task's `metrics` are given."""
         if not 0 <= self.min_agreement <= 1:
             raise ConfigError(f"--min-agreement {self.min_agreement}, expected a share between 0 and 1")
         if self.max_drop < 0:
             raise ConfigError(f"--max-drop {self.max_drop}, expected percentage points >= 0")
         if self.min_accuracy is not None and not 0 <= self.min_accuracy <= 1:
             raise ConfigError(f"--min-accuracy {self.min_accuracy}, expected a share between 0 and 1")
-        if self.metric not in metrics:
+        if metrics is not None and self.metric not in metrics:
             raise ConfigError(f"--gate-metric {self.metric!r}, expected one of {', '.join(metrics)}")
         return self
 
 
-GATE = GateLimits(max_drop=1.0, min_agreement=0.98, metric="top1")  # the defaults
+GATE = GateLimits(max_drop=1.0, min_agreement=0.98, metric="top1")  # the defaults (a task reads the metric its way)
 
 
 class Score(NamedTuple):
@@ -106,7 +104,7 @@ class Floor(NamedTuple):
 
     chance: Any
     min_accuracy: Optional[float]  # None: strictly better than chance
-    metric: Metric = CLASSIFICATION["top1"]
+    metric: Metric  # the task's metric the floor is on
 
     def failure(self, name: str, score: Score) -> Optional[str]:
         """What is wrong with `score` (on the images chance was counted on), or None."""
@@ -167,17 +165,5 @@ def record(limits: GateLimits, floor: Optional[Floor], present: Sequence[str], f
 def enforce(failures: List[str]) -> None:
     """GateFailed (exit 1) when any limit failed; the command has printed its reports before."""
     if failures:
-        raise GateFailed("parity gate failed: " + "; ".join(failures))
+        raise GateFailed(f"{FAILED}: " + "; ".join(failures))
 
-
-# --- classification's scores -------------------------------------------------------------------------------
-
-
-def classification_scores(entry: Mapping[str, Any]) -> Dict[str, Score]:
-    """A classifier's parity model entry (pipeline/tasks/classify/parity.py) as the gate sees it: top-1 and agreement counted in images, and
-    macro-F1 exactly from the per-class counts (with --max-drop 1, 0.90 -> 0.89 passes and 0.90 -> 0.8899 fails)."""
-    from edge.answers.metrics import counts_of, macro_f1_exact
-
-    return {"top1": Score.counted(entry["correct"], entry["images"]),
-            AGREEMENT: Score.counted(entry["agree"], entry["images"]),
-            "macro_f1": Score(macro_f1_exact(counts_of(entry["per_class"])), entry["macro_f1"])}

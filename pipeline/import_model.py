@@ -5,7 +5,7 @@ every later stage reads unchanged.
     pipeline import model.onnx --data flowers/ --input-mean 123.675,116.28,103.53 --input-std 58.395,57.12,57.375 --out RUN
     pipeline import yolov8n.onnx --task detect --data shapes/data.yaml --out RUN
 
-The task (pipeline/tasks' Task.importer(): classify_import.py, detect_import.py) chooses what is read and checked.
+The task (pipeline/tasks' Task.importer(): pipeline/tasks/<task>/importer.py) chooses what is read and checked.
 One reader per format (keras_file.py, saved_model.py, onnx_file.py) turns the model into a SavedModel and says what
 the file states of its input; contract.py completes that with the options (never guessing) and refuses
 contradictions; wrap.py puts the model behind edgeflow's pixel contract (raw RGB pixels 0..255, its normalization
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from edge.errors import InputError
+from pipeline import tasks
 from pipeline.errors import ConfigError
 from pipeline.importing import contract as contract_mod
 from pipeline.importing.saved_model import Loaded
@@ -44,7 +45,7 @@ TUNING_FRACTION = 0.25  # of --val-data, the tuning split's share by default (--
 class ImportConfig:
     model: Path
     data: str
-    task: str = "classify"
+    task: str = tasks.DEFAULT
     val_data: Optional[str] = None
     labels_file: Optional[Path] = None
     given: contract_mod.Given = field(default_factory=contract_mod.Given)

@@ -13,14 +13,13 @@ ones like the int8 model). The gate (pipeline/gate.py) applies to the int8 model
 to the float model too. Reports go to RUN/parity/ whether the gate passes or not.
 
 This module is the one skeleton every task's parity runs (`compare`); what differs, the task's side supplies
-(pipeline/tasks/comparison.py): a classifier's scores, top-1 and macro-F1 and majority floor
-(tasks/classify_parity.py), a detector's COCOeval mAP, IoU agreement and no-skill floor (tasks/detect_parity.py).
+(pipeline/tasks/comparison.py, from pipeline/tasks/<task>/parity.py), with the task's own options (its options.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from edge.documents.bundle import image_file
 from pipeline import gate, tasks
@@ -30,6 +29,7 @@ from pipeline.inference import device_results
 from pipeline.inference.client_scores import for_task, gate_name
 from pipeline.report import write as write_report
 from pipeline.rundir.run import writing
+from pipeline.tasks import options as task_options
 
 TFLITE = {"float_tflite_cpu": "model_float", "int8_cpu": "model_int8"}  # report row -> the run's artifact
 OPTIONAL = ("model_float",)  # reported when exported; the float row is the SavedModel's
@@ -39,22 +39,23 @@ OPTIONAL = ("model_float",)  # reported when exported; the float row is the Save
 class ParityConfig:
     data: Optional[str] = None  # held-out data spec replacing the run's recorded split
     device_results: Optional[Path] = None  # PREDICTIONS.json written by `edge evaluate` on a device
-    max_drop: float = GATE.max_drop  # percentage points of the gate metric (top-1 accuracy, or macro-F1 x 100) a gated model may lose
-    min_agreement: float = GATE.min_agreement  # share of images whose top-1 must match the float model's
-    top_k: int = 5  # k for top-k accuracy (clipped to the number of classes)
-    min_accuracy: Optional[float] = None  # floor on top-1; None = better than always answering the majority class
+    max_drop: float = GATE.max_drop  # percentage points of the gate metric (the task's) a gated model may lose
+    min_agreement: float = GATE.min_agreement  # share of images whose answer must match the float model's
+    min_accuracy: Optional[float] = None  # floor on the task's metric; None = better than chance, as the task words it
     threads: Optional[int] = None  # CPU interpreter threads; None = the interpreter's default
-    gate_metric: str = GATE.metric  # what --max-drop limits: top1 (images counted) | macro_f1 (exact, from per-class counts)
     clients: Tuple[str, ...] = ()  # clients gated like the int8 model (client_scores.parse_clients); the rest are reported
+    # the task's own parity options by key (pipeline/tasks/<task>/options.py: a classifier's top_k, gate_metric);
+    # given ones, until check_parity fills in the run's task's defaults
+    task_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def limits(self) -> gate.GateLimits:
-        return gate.GateLimits(self.max_drop, self.min_agreement, self.gate_metric, self.min_accuracy)
+        """The user's limits; the task applies its own options to them (Comparison.limits)."""
+        return gate.GateLimits(self.max_drop, self.min_agreement, GATE.metric, self.min_accuracy)
 
     def validate(self) -> gate.GateLimits:
         """The gate's limits, after refusing an option out of range (ConfigError, like every stage's config)."""
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise ConfigError(f"--top-k {self.top_k!r}, expected a whole number >= 1")
+        task_options.check("parity", self.task_options)
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
             raise ConfigError(f"--threads {self.threads!r}, expected a whole number >= 1")
         return self.limits.validate()
@@ -71,7 +72,9 @@ def check_parity(config: ParityConfig, run_dir: Path) -> ParityResult:
     """Evaluate every model of the run on the held-out images, write RUN/parity/, apply the gate."""
     limits = config.validate()
     with writing(run_dir, "pipeline parity") as run:
-        result = compare(tasks.of_run(run).comparison(), config, run, limits)
+        task = tasks.of_run(run)
+        config = replace(config, task_options=task_options.for_task(task.name, "parity", config.task_options))
+        result = compare(task.comparison(), config, run, limits)
         write_report(run.dir)  # RUN/report.html; a failure to render only warns
     return result
 

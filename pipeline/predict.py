@@ -9,18 +9,19 @@
 contract (edge.pixels.preprocess): what the device would answer. The output keeps each input's identity and the
 input order. An input with no id, a repeated id or an image that cannot be decoded is refused, named, and
 nothing is written; with --skip-bad it is left out and listed. The stage only reads the run: it writes --out.
-The options are checked here; the run's task predicts (pipeline/tasks/classify/predict.py, detect_predict.py).
+The options are checked here (the task's own by its options.py); the run's task predicts (pipeline/tasks/<task>/predict.py).
 """
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, ContextManager, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, ContextManager, List, Mapping, NamedTuple, Optional, Tuple
 
 from pipeline.errors import ConfigError
 from pipeline.inference import output
 from pipeline.rundir.run import Run
+from pipeline.tasks import options as task_options
 
 MODELS = ("float", "int8", "edgetpu")  # --model: the SavedModel, or a TFLite model as the device runs it
 
@@ -30,7 +31,6 @@ class PredictConfig:
     data: Tuple[str, ...]  # data specs (unlabeled.py): TFRecord globs, folders of images, image files
     out: str  # the file to write (local)
     model: str = "float"  # float | int8 | edgetpu
-    top_k: Optional[int] = None  # add the K best classes' names and scores; None = id and label only (JSON: top 1)
     format: Optional[str] = None  # csv | json; None = json for a .json --out, else csv
     skip_bad: bool = False  # leave out and list the inputs that cannot be predicted, instead of refusing
     batch_size: Optional[int] = None  # float: global batch (None: the task's default, 128 for a classifier)
@@ -38,6 +38,9 @@ class PredictConfig:
     cpu_replicas: Optional[int] = None  # float: MirroredStrategy over N logical CPU devices (testing)
     threads: Optional[int] = None  # int8 | edgetpu: CPU interpreter threads
     workers: Optional[int] = None  # int8 | edgetpu: decode threads beside the interpreter (None = one per core, one fewer on the CPU interpreter)
+    # the task's own predict options by key (pipeline/tasks/<task>/options.py: a classifier's top_k); given ones,
+    # until predict_unlabeled fills in the run's task's defaults
+    task_options: Mapping[str, Any] = field(default_factory=dict)
 
     def checked(self) -> "PredictConfig":
         if self.model not in MODELS:
@@ -48,7 +51,8 @@ class PredictConfig:
             raise ConfigError(f"--out {self.out}: predict writes a local file; write it here and copy it (gsutil cp)")
         if Path(self.out).is_dir():
             raise ConfigError(f"--out {self.out} is a folder; expected a file name such as submission.csv")
-        for name in ("top_k", "batch_size", "cpu_replicas", "threads", "workers"):
+        task_options.check("predict", self.task_options)
+        for name in ("batch_size", "cpu_replicas", "threads", "workers"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {value}, expected 1 or more")
@@ -93,4 +97,6 @@ def predict_unlabeled(config: PredictConfig, run_dir: Path, say: Callable[[str],
 
     config = config.checked()
     run = Run.open(run_dir)
-    return PredictResult(*tasks.of_run(run).predict(config, run, say, progress))  # pipeline/tasks/<task>_predict.py
+    task = tasks.of_run(run)
+    config = replace(config, task_options=task_options.for_task(task.name, "predict", config.task_options))
+    return PredictResult(*task.predict(config, run, say, progress))  # pipeline/tasks/<task>/predict.py

@@ -33,7 +33,7 @@ from pipeline.disk_full import disk_full_named
 from pipeline.errors import ConfigError
 from pipeline.rundir.files import json_bytes, scratch_folder
 from pipeline.rundir.run import Run
-from pipeline.training.config import RESUME_KEYS, TrainConfig
+from pipeline.training.config import TrainConfig, resume_keys
 from pipeline.training.workers import Workers
 
 STATE_DIR = ".train_state"
@@ -120,8 +120,9 @@ def _check_resumable(state_dir: Path, config: TrainConfig) -> None:
     now = config.as_dict()
     # A key the saved state lacks was added since it was written: the run behaved as the field's `before` value.
     defaults = {f.name: f.metadata["before"] for f in fields(TrainConfig)}
-    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS}
-    changed = [k for k in RESUME_KEYS if saved[k] != now.get(k)]
+    keys = resume_keys(config)
+    saved = {k: saved.get(k, defaults.get(k)) for k in keys}
+    changed = [k for k in keys if saved[k] != now.get(k)]
     if changed:
         diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
         raise ConfigError(f"cannot resume the run in {state_dir.parent}: options changed ({diffs})")

@@ -2,7 +2,7 @@
 from this run's task, from a model the bundle shipped (by sha256; a compiled one still current), one prediction
 per held-out image, in order, each for the image's own bytes (sha256 of the file the bundle shipped).
 
-    checked = device_results.read(path, run, "detect", ids, originals)
+    checked = device_results.read(path, run, run.task, ids, originals)
     checked.model_key, checked.results.predictions[i]      # the task reads its own answers from each prediction
 
 What each prediction holds (a classifier's scores, a detector's objects) is the task's to check.
@@ -18,7 +18,13 @@ from edge.documents.predictions import Predictions, read_predictions
 from pipeline.errors import DataError
 from pipeline.inference.bundle import DEVICE_MODELS
 
-ANSWERS = {"classify": "a classifier's scores", "detect": "a detector's objects"}  # what each task's document holds
+
+
+def _answers(task: str) -> str:
+    """What a task's results document holds, in words (its Comparison's `answers`)."""
+    from pipeline import tasks
+
+    return tasks.get(task).comparison().holds if task in tasks.names() else f"a {task!r} run's answers"
 
 
 class Checked(NamedTuple):
@@ -42,7 +48,7 @@ def read(path: Path, run, task_name: str, ids: Sequence[str], originals: Sequenc
     path = Path(path)
     results = read_predictions(path)  # the document's form; what it answers for is checked here
     if task_name != results.task:
-        raise DataError(f"device results {path} hold {ANSWERS[results.task]}; expected {ANSWERS[task_name]} from `edge "
+        raise DataError(f"device results {path} hold {_answers(results.task)}; expected {_answers(task_name)} from `edge "
                         "evaluate` of this run's int8 model on its bundle (`pipeline parity RUN --bundle DIR`)")
     shipped = {run.entry(key)["sha256"]: key for key in DEVICE_MODELS if run.has(key)}
     model_key = shipped.get(results.model_sha256)

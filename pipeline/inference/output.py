@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from pipeline.rundir.files import versioned
+
 FORMATS = ("csv", "json")
 SCHEMA_VERSION = 1  # of the JSON output
 
@@ -47,4 +49,4 @@ def json_object(ids: Sequence[str], scores: np.ndarray, labels: Sequence[str], t
     for ident, row, best in zip(ids, scores, ranked(scores, k)):
         ranks = [{"label": int(c), "name": labels[c], "score": float(row[c])} for c in best]
         predictions.append({"id": ident, **ranks[0], "top_k": ranks})
-    return {"schema_version": SCHEMA_VERSION, **facts, "labels": list(labels), "top_k": k, "predictions": predictions}
+    return {**versioned(SCHEMA_VERSION), **facts, "labels": list(labels), "top_k": k, "predictions": predictions}

@@ -27,6 +27,7 @@ from edge.pixels.contract import PixelContract
 from edge.errors import EdgeError
 from edge.model.labels import labels_from_model
 from edge.model.metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
+from pipeline.rundir.files import versioned
 from pipeline.errors import PipelineError
 from pipeline.metadata import flatbuffer, model_file
 from pipeline.metadata.description import (AssociatedFile, ColorSpace, FeatureContent, FileType, ImageContent,
@@ -55,7 +56,7 @@ def record(run: "Run", model_name: str, contract: PixelContract, export_facts: D
         if summary:
             data[split] = summary
     return {
-        "schema_version": RECORD_SCHEMA,
+        **versioned(RECORD_SCHEMA),
         "model": model_name,
         "labels": run.labels,
         "image_size": run.image_size,

@@ -61,7 +61,7 @@ class Outcome(NamedTuple):
     tuning: TuningSplit
     motivation: Optional[List[Dict[str, object]]]  # the worst layers of the export as asked, when it failed
     limits: gate.GateLimits  # as the task's gate applies them
-    metrics: Mapping[str, gate.Metric] = gate.CLASSIFICATION  # the task's, for the table's column names
+    metrics: Mapping[str, gate.Metric]  # the task's, for the table's column names
     skipped: Tuple[Tuple[str, str], ...] = ()  # (rung, why) for the rungs reached that do not apply
     reference: Optional[Dict[str, gate.Score]] = None  # the float reference's own scores on the tuning split
     clients: Tuple[str, ...] = ()  # the clients gated like the int8 model on the tuning split

@@ -41,13 +41,19 @@ def write(run_dir: Path, strict: bool = False) -> Optional[Path]:
 
 def render(run_dir: Path) -> str:
     """The page's HTML (nothing written)."""
+    import importlib
+
     import jinja2
 
+    from pipeline import tasks
     from pipeline.report import sections
     from pipeline.rundir.run import Run
 
     run = Run.open(run_dir)
-    env = jinja2.Environment(loader=jinja2.PackageLoader("pipeline.report", "templates"), autoescape=True,
+    # The skeleton's templates, then the run's task's own (pipeline/tasks/<task>/templates/, when it has sections).
+    task_templates = Path(importlib.import_module(tasks.package(run.task)).__file__).parent / "templates"
+    loader = jinja2.ChoiceLoader([jinja2.PackageLoader("pipeline.report", "templates"), jinja2.FileSystemLoader(str(task_templates))])
+    env = jinja2.Environment(loader=loader, autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sections.FILTERS)
     return env.get_template("report.html.j2").render(**sections.gather(run))

@@ -13,14 +13,9 @@ from __future__ import annotations
 import base64
 import json
 import numbers
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from pipeline import tasks
-from pipeline.gate import CLASSIFICATION, GATED
-from pipeline.inference.parity_report import worst_client
-from pipeline.tasks.classify import disagreements
-from pipeline.tasks.detect import report as detection
 from pipeline.report import latency, plots
 from pipeline.rundir.run import Run
 
@@ -35,42 +30,36 @@ STAGES = (
 _COMMAND = {stage: command for stage, _, command in STAGES}
 # Keys of an epoch in history.json that are not metrics.
 _NOT_METRICS = ("epoch", "seconds", "resumed", "lr")
-# Numbers parity/report.json gives every model today (pipeline/tasks/classify/parity.py `compare`): the table shows
-# them, or what they add up to, in its own columns. Any other number gets a column named by its key.
-_PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement", "drop_pp", "score_error_mean",
-                 "score_error_max")
-
-
 def gather(run: Run) -> Dict[str, Any]:
     """Every section's dict, each read on its own: one that fails carries its error; and the page's headline."""
     sections = {
         "run": _guarded(run_section, run),
         "training": _guarded(training_section, run),
-        "detection": _guarded(detection.section, run),  # a detection run's own section
         "quantization": _guarded(quantization_section, run),
         "edgetpu": _guarded(edgetpu_section, run),
         "parity": _guarded(parity_section, run),
         "latency": _guarded(latency_section, run),
     }
-    return {**sections, "glance": glance(sections)}
+    # The task's own sections (Task.report_sections): one of the above worded by the task (a classifier's parity
+    # tables), or one of its own, which its package's templates/<key>.html.j2 shows after training's.
+    own = tasks.of_run(run).report_sections()
+    templates = [f"{key}.html.j2" for key in own if key not in sections]
+    sections.update({key: _guarded(section, run) for key, section in own.items()})
+    return {**sections, "glance": glance(sections), "task_templates": templates}
 
 
 def glance(sections: Dict[str, dict]) -> List[dict]:
     """The answers people look for first, from the sections that ran: (label, value, tone) tiles."""
     tiles = []
-    parity, quant, tpu = sections["parity"], sections["quantization"], sections["edgetpu"]
-    if _usable(parity):
-        models = parity["models"]
-        tiles.append({"label": f"top-1, {parity['reference']}", "value": _fixed(models[parity["reference"]]["top1"])})
-        for name in GATED:
-            if name in models:
-                tiles.append({"label": f"top-1, {name}", "value": _fixed(models[name]["top1"])})
-                tiles.append({"label": f"agreement, {name}", "value": _fixed(models[name]["agreement"])})
-        tiles.append({"label": "parity gate", "value": "passed" if parity["gate"]["passed"] else "FAILED",
-                      "tone": "good" if parity["gate"]["passed"] else "bad"})
-    elif _usable(sections["detection"]):
-        tiles.append({"label": "held-out mAP@.5 after training", "value": _fixed(sections["detection"]["map50"])})
-        tiles.append({"label": "held-out mAP@[.5:.95]", "value": _fixed(sections["detection"]["map"])})
+    quant, tpu = sections["quantization"], sections["edgetpu"]
+    # The task's headline numbers, from the first section that names them (`glance`: (label, value) pairs): a
+    # classifier's parity, a detector's held-out mAP; and the gate's verdict when that section holds it.
+    headline = next((section for section in sections.values() if _usable(section) and "glance" in section), None)
+    if headline is not None:
+        tiles += [{"label": label, "value": _fixed(value)} for label, value in headline["glance"]]
+        if "gate" in headline:
+            tiles.append({"label": "parity gate", "value": "passed" if headline["gate"]["passed"] else "FAILED",
+                          "tone": "good" if headline["gate"]["passed"] else "bad"})
     elif _usable(sections["training"]):
         tiles.append({"label": "held-out accuracy after training", "value": _fixed(sections["training"]["heldout"].get("accuracy"))})
     if _usable(quant):
@@ -252,52 +241,10 @@ def edgetpu_section(run: Run) -> dict:
 
 
 def parity_section(run: Run) -> dict:
-    """Every model side by side, the gate, confusion matrices, per-class deltas, the images that differ."""
+    """Parity's section until the task words it (Task.report_sections): not run yet, or the command that runs it."""
     if not run.has("parity_report"):
         return _not_run("parity")
-    path = run.artifact("parity_report")
-    report = json.loads(path.read_text())
-    task = tasks.get(report.get("task", tasks.DEFAULT))  # a report from before tasks is a classifier's
-    if task.report_parity_section != "parity":
-        return {"ran": False, "error": None, "elsewhere": f"The {task.name} run's parity is in its own section above."}
-    k, labels = report["top_k"], report["labels"]
-    models = report["models"]
-    # Numbers a newer parity adds (macro-F1, ...) get columns of their own, named by their keys.
-    extra = [key for key in _numbers_in(models) if key not in _PARITY_KNOWN and key != f"top{k}"]
-    extra.sort(key=lambda key: ("f1" not in key.lower(), key))
-    reference = models[report["reference"]]
-    per_class = [{"name": name, "images": int(sum(reference["confusion"][c])),
-                  "reference": reference["per_class_accuracy"][c],
-                  "deltas": {m: models[m]["per_class_delta_pp"][c] for m in models if m != report["reference"]}}
-                 for c, name in enumerate(labels)]
-    compared = [m for m in models if m != report["reference"]]
-    return {
-        "ran": True, "error": None,
-        "heldout": report["heldout"], "reference": report["reference"], "k": k, "labels": labels,
-        "models": models, "extra": extra, "gate": report["gate"], "device": report.get("device"),
-        # What the gate's --max-drop limited (a report from before --gate-metric limited top-1).
-        "gate_metric": CLASSIFICATION[report["gate"].get("metric", "top1")].short,
-        "per_class": per_class, "compared": compared,
-        "confusions": {name: plots.confusion(m["confusion"], labels, f"{name}: top-1 {m['top1']:.4f}") for name, m in models.items()},
-        "deltas_plot": plots.class_deltas(labels, {m: models[m]["per_class_delta_pp"] for m in compared}) if compared else None,
-        "disagreements": _disagreements(path.parent, report.get("disagreements"), labels),
-        # The int8 model as each client feeds it (a report from before the clients has none).
-        "clients": report.get("clients") or {}, "worst_client": worst_client(report.get("clients") or {}),
-    }
-
-
-def _disagreements(parity_dir: Path, record: Optional[dict], labels: List[str]) -> Optional[dict]:
-    if record is None:  # a report written before parity kept them
-        return None
-    shown = []
-    for entry in record["kept"]:
-        thumbnail = parity_dir / entry["thumbnail"]
-        shown.append({**entry, "label_name": labels[entry["label"]],
-                      # The float answer and the answers of the models compared with it.
-                      "answer_names": {m: labels[entry["answers"][m]] for m in [record["reference"], *record["models"]]},
-                      "image": _data_uri(thumbnail.read_bytes(), "image/png") if thumbnail.is_file() else None})
-    return {"total": record["total"], "models": record["models"], "reference": record["reference"], "shown": shown,
-            "limit": disagreements.MAX_KEPT}
+    return {"ran": False, "error": None, "elsewhere": f"The {run.task} run's parity is in its own section above."}
 
 
 def latency_section(run: Run) -> dict:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Dict, Iterator
 
 from edge.files.atomic import (
     fsync_dir,
@@ -105,3 +105,8 @@ def scratch_folder(parent: Path, prefix: str, suffix: str = ".tmp") -> Iterator[
     finally:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def versioned(version: int, **fields: Any) -> Dict[str, Any]:
+    """A JSON document's fields after its schema version, the `schema_version` every reader checks first."""
+    return {"schema_version": version, **fields}

@@ -15,14 +15,14 @@ from typing import Any, Callable, Dict
 from edge.files.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
 from edge.files.documents import MANIFEST_NAME  # one name, on the host and the device
 from pipeline.errors import ManifestError
-from pipeline.rundir.files import json_bytes, write_bytes_atomic
+from pipeline.rundir.files import json_bytes, versioned, write_bytes_atomic
 
 SCHEMA_VERSION = 1
 
 
 def new(**fields: Any) -> Dict[str, Any]:
     """A fresh manifest with the schema version and an empty artifact table."""
-    manifest: Dict[str, Any] = {"schema_version": SCHEMA_VERSION, "artifacts": {}}
+    manifest: Dict[str, Any] = versioned(SCHEMA_VERSION, artifacts={})
     manifest.update(fields)
     return manifest
 

@@ -122,7 +122,9 @@ class Run:
     @property
     def task(self) -> str:
         """The task the run was trained for (pipeline/tasks); runs from before tasks existed are classifiers."""
-        return self.manifest.get("task") or "classify"
+        from pipeline import tasks
+
+        return self.manifest.get("task") or tasks.DEFAULT
 
     @property
     def detection(self) -> Dict[str, Any]:

@@ -34,12 +34,18 @@ class _View:
         """A shown fact: None when the run did not record it."""
         return self.record.get(key)
 
-    def need(self, key: str) -> Any:
-        """A fact the stage cannot go on without."""
-        if key not in self.record or self.record[key] is None:
-            raise ManifestError(f"{self.where} records no {self.section}.{key}; expected the manifest written by "
-                                "`pipeline train`")
-        return self.record[key]
+    def need(self, key: str, *within: str) -> Any:
+        """A fact the stage cannot go on without (at record[within...][key])."""
+        record = _section(self.record, *within)
+        if key not in record or record[key] is None:
+            raise ManifestError(f"{self.where} records no {'.'.join((self.section, *within, key))}; expected the manifest "
+                                "written by `pipeline train`")
+        return record[key]
+
+
+def _needed(key: str, kind: type, *within: str, doc: Optional[str] = None) -> property:
+    """A view's property: the fact `key` (at within...) a stage cannot go on without, as `kind`."""
+    return property(lambda view: kind(view.need(key, *within)), doc=doc)
 
 
 class DataView(_View):
@@ -77,13 +83,8 @@ class DataView(_View):
         """How the held-out examples were chosen: method, heldout_fraction, seed, train_examples, heldout_examples."""
         return _section(self.record, "split")
 
-    @property
-    def heldout_fraction(self) -> float:
-        return float(self._split_fact("heldout_fraction"))
-
-    @property
-    def seed(self) -> int:
-        return int(self._split_fact("seed"))
+    heldout_fraction = _needed("heldout_fraction", float, "split")
+    seed = _needed("seed", int, "split")
 
     @property
     def classes(self) -> Optional[list]:
@@ -99,18 +100,11 @@ class DataView(_View):
         """Counts per class and digest of the 'train' or 'heldout' examples, without the held-out list; {} when absent."""
         return {k: v for k, v in _section(self.record, "identity", split).items() if k != "examples"}
 
-    def _split_fact(self, key: str) -> Any:
-        if key not in self.split:
-            raise ManifestError(f"{self.where} records no data.split.{key}; expected the manifest written by `pipeline train`")
-        return self.split[key]
-
 
 class TrainingView(_View):
     """`training`: the strategy, batch, schedule and the train options as given."""
 
-    @property
-    def epochs(self) -> int:
-        return int(self.need("epochs"))
+    epochs = _needed("epochs", int)
 
     @property
     def global_batch(self) -> int:
@@ -139,13 +133,8 @@ class TrainingView(_View):
 class ModelView(_View):
     """`model`: the registry model, its input size, classes, options and starting weights."""
 
-    @property
-    def name(self) -> str:
-        return str(self.need("name"))
-
-    @property
-    def image_size(self) -> int:
-        return int(self.need("image_size"))
+    name = _needed("name", str, doc="the registry model's name")
+    image_size = _needed("image_size", int, doc="the square input size")
 
     @property
     def starting_weights(self) -> Optional[str]:

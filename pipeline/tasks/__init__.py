@@ -2,22 +2,29 @@
 
     task = tasks.get("detect")               # from --task
     task = tasks.of_run(run)                 # a later stage: the task the run was trained for
+    tasks.register("count", "my_tasks.count")  # a task package from elsewhere (its task.py holds TASK)
 
-One module per task (classify.py, detect.py), as pycoral has one adapter per task: opening the data,
-the training and held-out datasets, the model and its loss, the held-out scores, what the manifest
-records of them, `pipeline prepare`'s writer, and the export, the remedy ladder's tuning, parity's side
-(comparison.py) and predict, each in a module of its own beside it (<task>_export.py, <task>_parity.py,
-<task>_predict.py). docs/architecture.md says what a new task or a new detector head supplies.
+One package per task, as pycoral has one adapter per task: pipeline/tasks/<task>/ with task.py (the Task below:
+opening the data, the training and held-out datasets, the model and its loss, the held-out scores, what the
+manifest records of them, `pipeline prepare`'s writer) and beside it the task's export, parity side
+(comparison.py's Comparison), predict, tuning and its command-line options (options.py). The registry finds the
+task packages by looking: every folder of pipeline/tasks/ that holds a task.py is a task, so a new task is a
+folder. docs/architecture.md says what a new task or a new detector head supplies.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List, NamedTuple, Optional
+import importlib.util
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, ManifestError
 
-NAMES = ("classify", "detect")
-DEFAULT = "classify"
+# Each task's package by name: the folders of pipeline/tasks/ holding a task.py, and those register() adds.
+_PACKAGES: Dict[str, str] = {path.parent.name: f"{__name__}.{path.parent.name}"
+                             for path in sorted(Path(__file__).parent.glob("*/task.py"))}
+NAMES = tuple(_PACKAGES)  # the tasks found here (the command line's choices; names() has registered ones too)
+DEFAULT = "classify"  # what --task means when not given, and what a run from before tasks was
 
 
 class Plan(NamedTuple):
@@ -58,10 +65,11 @@ class Task:
 
     name: str
     default_data: str  # what `pipeline run` trains on when no --data is given
-    train_defaults: Dict[str, Any] = {}  # TrainConfig fields (and "schedule" fields) when not given
-    # The report.html section that shows the task's parity: the shared "parity" section (classification's
-    # tables and confusion matrices), or the key of the task's own section, which then holds its parity too.
-    report_parity_section: str = "parity"
+
+    @property
+    def train_defaults(self) -> Dict[str, Any]:
+        """TrainConfig fields (and "schedule" fields) when not given: TRAIN_DEFAULTS of the task's options.py."""
+        return train_defaults_of(self.name)
 
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""
@@ -104,6 +112,11 @@ class Task:
         ExportResult, or an Exported)."""
         raise NotImplementedError
 
+    def gate_limits(self, limits, options: Dict[str, Any]):
+        """The user's gate limits (pipeline/gate.py's GateLimits) with the task's own `pipeline run` options applied, as
+        the remedy ladder and parity judge by them."""
+        return limits
+
     def tuning(self):
         """The remedy ladder's view of the task (pipeline/remedy/ladder.py's TuningTask): its tuning split drawn from
         the training data, how the reference and a candidate model are scored on it by the gate's metrics, the
@@ -119,6 +132,11 @@ class Task:
         """`pipeline predict` of `run` (read only): writes config.out and returns the fields of the stage's
         PredictResult, in order."""
         raise NotImplementedError
+
+    def report_sections(self) -> Dict[str, Any]:
+        """report.html's sections the task words itself: key -> section(run) -> the template's dict (pipeline/report/
+        sections.py). "parity" replaces the skeleton's (which says where the task's parity is); another key adds one."""
+        return {}
 
     def end_summary(self, run, result) -> List[str]:
         """The lines `pipeline run` ends with, after parity's `result` (pipeline/inference/summary.py)."""
@@ -139,15 +157,54 @@ class Task:
         raise NotImplementedError
 
 
-_MODULES: Dict[str, str] = {"classify": "pipeline.tasks.classify.task", "detect": "pipeline.tasks.detect.task"}
 _LOADED: Dict[str, Task] = {}
 
 
+def register(name: str, package: str) -> None:
+    """Make the task package `package` (a module path whose task.py holds TASK, and whose options.py, when there is
+    one, its command-line options) known as `name`, beside the ones found in pipeline/tasks/."""
+    if name in _PACKAGES and _PACKAGES[name] != package:
+        raise ConfigError(f"task {name!r} is {_PACKAGES[name]} already; expected a new name for {package}")
+    _PACKAGES[name] = package
+    _LOADED.pop(name, None)
+
+
+def unregister(name: str) -> None:
+    """Forget a task register() added (one found in pipeline/tasks/ stays)."""
+    if name in NAMES:
+        raise ConfigError(f"task {name!r} is a folder of pipeline/tasks/; expected a registered one")
+    _PACKAGES.pop(name, None)
+    _LOADED.pop(name, None)
+
+
+def names() -> Tuple[str, ...]:
+    """Every known task: those found in pipeline/tasks/, then the registered ones."""
+    return tuple(_PACKAGES)
+
+
+def package(name: str) -> str:
+    """The module path of task `name`'s package."""
+    if name not in _PACKAGES:
+        raise ConfigError(f"unknown task {name!r}; expected one of {', '.join(names())}")
+    return _PACKAGES[name]
+
+
+def part(name: str, module: str):
+    """Task `name`'s module `module` (its options, its clients), or None when the task has none."""
+    full = f"{package(name)}.{module}"
+    return importlib.import_module(full) if importlib.util.find_spec(full) is not None else None
+
+
+def train_defaults_of(name: str) -> Dict[str, Any]:
+    """Task `name`'s own defaults for `pipeline train` (TRAIN_DEFAULTS of its options.py, TensorFlow-free so that
+    --help shows them without importing the task); {}: TrainConfig's own are its."""
+    module = part(name, "options")
+    return dict(getattr(module, "TRAIN_DEFAULTS", {})) if module is not None else {}
+
+
 def get(name: str) -> Task:
-    if name not in _MODULES:
-        raise ConfigError(f"unknown task {name!r}; expected one of {', '.join(NAMES)}")
     if name not in _LOADED:
-        _LOADED[name] = importlib.import_module(_MODULES[name]).TASK
+        _LOADED[name] = importlib.import_module(f"{package(name)}.task").TASK
     return _LOADED[name]
 
 
@@ -158,8 +215,6 @@ def option(name: str) -> str:
 
 def of_run(run) -> Task:
     """The task `run` (a pipeline.rundir Run) was trained for."""
-    if run.task not in _MODULES:
-        from pipeline.errors import ManifestError
-
-        raise ManifestError(f"the run records task {run.task!r}; expected one of {', '.join(NAMES)}")
+    if run.task not in _PACKAGES:
+        raise ManifestError(f"the run records task {run.task!r}; expected one of {', '.join(names())}")
     return get(run.task)

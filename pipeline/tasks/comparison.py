@@ -11,7 +11,7 @@ images and runs, scores, gates and reports its models. The skeleton does the res
     gate: side.metrics, side.limits(limits), side.gate_scores(entry), side.chance(held) (the floor)
     report = side.report(...); side.write(...); side.summary(report)
 
-A new task subclasses Comparison in its own module (classify_parity.py, detect_parity.py) and returns it from
+A new task subclasses Comparison in its own module (pipeline/tasks/<task>/parity.py) and returns it from
 Task.comparison().
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Comparison:
     """A task's side of parity. Each method is one step of pipeline/parity.py's skeleton."""
 
     name: str  # the task's name (client_scores' and device_results' word for it)
+    holds: str  # what a device's results document of the task holds, in words: "a classifier's scores"
     metrics: Mapping[str, Any]  # gate.Metric by key: what --max-drop may limit
 
     def heldout(self, config, run) -> Held:

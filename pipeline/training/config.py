@@ -8,9 +8,9 @@ import json
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
-from pipeline.tasks.detect.heads import DEFAULT as DEFAULT_HEAD
+from pipeline import tasks
 from pipeline.errors import ConfigError
 from pipeline.training.schedule import WarmupSchedule
 
@@ -39,15 +39,7 @@ def _click():
     return click
 
 
-def _head_choice():
-    from pipeline.tasks.detect.heads import HEADS
-
-    return _click().Choice(HEADS)
-
-
 def _task_choice():
-    from pipeline import tasks
-
     return _click().Choice(tasks.NAMES)
 
 
@@ -83,10 +75,6 @@ class TrainConfig:
     # after them, unfreeze the base from this layer on; None = all of it
     unfreeze_from: Optional[str] = option(None, resume=True, flag=Flag(
         "--unfreeze-from", "after the frozen epochs, unfreeze the base from this layer on (default: all of it)"))
-    # detect: the objects one image may hold; every image's boxes are padded to it (a static shape)
-    max_boxes: int = option(32, resume=True, flag=Flag(
-        "--max-boxes", "detect: most objects one image may hold (default 32; COCO 2017's crowded images hold up to ~90). "
-        "Every image's boxes are padded to it, a static [batch, N, 4] shape, so each step's memory and time grow with N"))
     # decoded training sets up to this many MB are kept in memory after the first epoch
     cache_mb: int = option(2048, flag=Flag(
         "--cache-mb", "keep the decoded training set in memory when it fits this many MB (0: never)"))
@@ -124,14 +112,29 @@ class TrainConfig:
     client_fits: Optional[bool] = option(None, flag=Flag(
         "--client-fits/--no-client-fits", "fit each training image to the input as one of the known clients would (their "
         "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
-    # what the model learns: classify | detect (pipeline/tasks/)
-    task: str = option("classify", resume=True, flag=Flag(
+    # what the model learns: a task of pipeline/tasks/
+    task: str = option(tasks.DEFAULT, resume=True, flag=Flag(
         "--task", "what the model learns: classify or detect (boxes and classes)", _task_choice))
+    # the task's own train options by key (pipeline/tasks/<task>/options.py), given ones only; read as attributes
+    # (config.max_boxes), with the task's defaults where not given. Each must match for a run to resume.
+    task_options: Mapping[str, Any] = option(default_factory=dict)
 
-    # detect: the detector's head (pipeline/tasks/detect/heads/__init__.py)
-    head: str = option(DEFAULT_HEAD, resume=True, flag=Flag(
-        "--head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo (anchor-free, "
-        "YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)", _head_choice))
+    def __getattr__(self, name: str):
+        """A task option of this config's task, as if it were a field (only for names that are not fields)."""
+        if name.startswith("__") or name in ("task", "task_options"):
+            raise AttributeError(name)
+        values = self.task_values()
+        if name not in values:
+            raise AttributeError(f"{type(self).__name__} of task {self.task!r} has no option {name!r}")
+        return values[name]
+
+    def task_values(self) -> Dict[str, Any]:
+        """The task's train options: those given, its defaults for the rest."""
+        from pipeline.tasks import options
+
+        if self.task not in tasks.names():
+            return {}
+        return {o.key: self.task_options.get(o.key, o.default) for o in options.of_task(self.task, "train")}
 
     def validate(self) -> "TrainConfig":
         import models
@@ -140,9 +143,12 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
                 raise ConfigError(f"{name} {value!r}, expected {_KIND_NAMES[kind]}")
-        from pipeline import tasks
+        from pipeline.tasks import options
 
         task = tasks.get(self.task)
+        if not isinstance(self.task_options, Mapping):
+            raise ConfigError(f"task_options {self.task_options!r}, expected an object of the task's options")
+        options.for_task(self.task, "train", self.task_options)  # another task's refused, the task's own checked
         if self.model not in models.MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}; expected one of {', '.join(models.MODEL_NAMES)}")
         size = self.size
@@ -172,8 +178,6 @@ class TrainConfig:
             _check_tensorboard_installed()
         if not self.fine_tune_learning_rate > 0:
             raise ConfigError(f"fine_tune_learning_rate {self.fine_tune_learning_rate}, expected a positive rate")
-        if not self.max_boxes >= 1:
-            raise ConfigError(f"max_boxes {self.max_boxes}, expected at least 1")
         if not 0 < self.heldout_fraction < 1:
             raise ConfigError(f"heldout_fraction {self.heldout_fraction}, expected a fraction in (0, 1)")
         if not 0 <= self.tuning_fraction < 1:
@@ -184,21 +188,16 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
-        from pipeline.tasks.detect.heads import HEADS
-
-        if self.head not in HEADS:
-            raise ConfigError(f"head {self.head!r}, expected one of {', '.join(HEADS)}")
         task.check(self)
         return self
 
     @property
     def size(self) -> int:
-        from pipeline import tasks
-
         return self.image_size or tasks.get(self.task).default_image_size(self.model)
 
     def as_dict(self) -> dict:
         d = asdict(self)
+        d.update(d.pop("task_options"), **self.task_values())  # as the manifest recorded them before they were the task's
         d["model_options"] = dict(self.model_options)
         d["images"] = list(self.images) if self.images is not None else None  # as JSON gives it back, for resume
         d["image_size"] = self.size
@@ -207,6 +206,18 @@ class TrainConfig:
 
 RESUME_KEYS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resume"])  # must match for a run to resume
 FLAGS = {f.name: f.metadata["flag"] for f in fields(TrainConfig) if f.metadata["flag"]}  # field -> its option
+
+
+def resume_keys(config: TrainConfig) -> Tuple[str, ...]:
+    """What must match for `config`'s run to resume: RESUME_KEYS and the task's own options."""
+    return RESUME_KEYS + tuple(config.task_values())
+
+
+def _task_option_keys() -> set:
+    """Every task's train option keys: given on the command line or in a config file, they go to task_options."""
+    from pipeline.tasks import options
+
+    return {o.key for o in options.declared("train")}
 _KINDS = {str: str, int: int, float: (int, float), bool: bool}  # a whole number is a float's value too
 _KIND_NAMES = {str: "a string", int: "a whole number", (int, float): "a number", bool: "true or false"}
 
@@ -215,8 +226,6 @@ def shown_default(name: str) -> Optional[str]:
     """`--help`'s default for a TrainConfig field (or "schedule.FIELD"), from the one place it is written: the field's
     default, with each task's own where its train_defaults differ ("10 (detect: 12)"); None when there is nothing to
     show (no default value, or a flag's on/off)."""
-    from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
-
     schedule = name.startswith("schedule.")
     key = name[len("schedule."):] if schedule else name
     owner = WarmupSchedule if schedule else TrainConfig
@@ -224,7 +233,8 @@ def shown_default(name: str) -> Optional[str]:
     if default is MISSING or default is None or isinstance(default, bool) or default == ():
         return None
     others = []
-    for task, given in TRAIN_DEFAULTS.items():
+    for task in tasks.names():
+        given = tasks.train_defaults_of(task)
         value = (given.get("schedule") or {}).get(key) if schedule else given.get(key)
         if value is not None and value != default:
             others.append(f"{task}: {value:g}" if isinstance(value, float) else f"{task}: {value}")
@@ -263,7 +273,8 @@ def config_from_flags(given: Dict, config_file: Optional[Path] = None) -> TrainC
     name and each schedule field's under schedule_FIELD (None = not given), as the command passes them."""
     given = dict(given)
     schedule = {k[len("schedule_"):]: given.pop(k) for k in list(given) if k.startswith("schedule_")}
-    options = {k: v if v is None or FLAGS[k].to_config is None else FLAGS[k].to_config(v) for k, v in given.items()}
+    options = {k: v if v is None or k not in FLAGS or FLAGS[k].to_config is None else FLAGS[k].to_config(v)
+               for k, v in given.items()}
     return config_from_options(options, schedule, config_file)
 
 
@@ -280,22 +291,21 @@ def config_from_options(options: Dict, schedule: Dict, config_file: Optional[Pat
         if not options.get("data"):
             raise ConfigError("no data spec: give --data (for example --data digits) or --config FILE")
         given = {k: v for k, v in options.items() if v is not None}
+        task_options = {k: given.pop(k) for k in _task_option_keys() & set(given)}
         defaults = dict(_task_defaults(given.get("task")))
         schedule = {**defaults.pop("schedule", {}), **schedule}
-        return TrainConfig(**{**defaults, **given}, schedule=WarmupSchedule(**schedule))
+        return TrainConfig(**{**defaults, **given}, schedule=WarmupSchedule(**schedule), task_options=task_options)
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from err
 
 
 def _task_defaults(task: Optional[str]) -> Dict:
     """The task's own defaults for options not given (none for classify: TrainConfig's are its)."""
-    from pipeline import tasks
-
     if task is None:
         return {}
-    if task not in tasks.NAMES:
-        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.NAMES)}")
-    return tasks.get(task).train_defaults
+    if task not in tasks.names():
+        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(tasks.names())}")
+    return tasks.train_defaults_of(task)  # TensorFlow-free: the task's options.py
 
 
 def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
@@ -306,7 +316,8 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
         raise ConfigError(f"cannot read config {path}: {err}; expected a JSON object of train options") from err
     if not isinstance(values, dict):
         raise ConfigError(f"config {path} holds a JSON {type(values).__name__}; expected a JSON object of train options")
-    known = {f.name for f in fields(TrainConfig)}
+    task_keys = _task_option_keys()
+    known = {f.name for f in fields(TrainConfig)} - {"task_options"} | task_keys
     unknown = set(values) - known
     if unknown:
         raise ConfigError(f"config {path} has unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
@@ -331,4 +342,5 @@ def config_from_file(path: Path, overrides: Dict) -> TrainConfig:
     values.update(overrides)
     if "data" not in values:
         raise ConfigError(f"no data spec: give --data or a 'data' key in {path}")
+    values["task_options"] = {k: values.pop(k) for k in task_keys & set(values)}
     return TrainConfig(**{**defaults, **values})

@@ -83,6 +83,7 @@ def test_client_rows_from_before_the_float_model_was_fed_alike_are_answered_by_p
     advice with "run `pipeline parity RUN` again" to tell which loss it is; running that, the rows hold it and the
     advice is decided (the session's digits run: MediaPipe loses 3 pp beyond the contract)."""
     from pipeline.inference.parity_report import worst_client
+    from pipeline.tasks.classify.report import WORST
 
     run = copy_of(exported_run, tmp_path)
     assert _pipeline("parity", run, *RELAXED).exit_code == 0
@@ -91,10 +92,10 @@ def test_client_rows_from_before_the_float_model_was_fed_alike_are_answered_by_p
     for row in manifest["parity"]["clients"].values():
         row.pop("float_fed_alike", None)
     manifest_path.write_text(json.dumps(manifest))
-    old = worst_client(manifest["parity"]["clients"])
+    old = worst_client(manifest["parity"]["clients"], WORST)
     commands = advised(old)
     assert any(c == "pipeline parity RUN" for c in commands), old
     follow("pipeline parity RUN", run, exits=(0, 1))  # the default gate may fail the tiny model: its rows are written
     clients = json.loads(manifest_path.read_text())["parity"]["clients"]
     assert all("float_fed_alike" in row for row in clients.values() if "refused" not in row)
-    assert "`pipeline parity RUN` again" not in worst_client(clients)
+    assert "`pipeline parity RUN` again" not in worst_client(clients, WORST)

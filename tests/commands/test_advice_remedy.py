@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.tasks.classify.scores import METRICS
 from tests.commands.test_advice_commands import RELAXED, _pipeline, advised, follow
 
 pytestmark = pytest.mark.host
@@ -112,7 +113,7 @@ def test_the_near_ties_are_given_as_why_only_when_the_int8_model_itself_failed()
 
     def failures(*lines):
         attempt = remedy.Attempt("none", "the export as asked", None, {}, list(lines), 14, 14, False, 1.0)
-        return remedy.Outcome(attempt, [attempt], split, None, gate.GATE, ties=ties).failures()
+        return remedy.Outcome(attempt, [attempt], split, None, gate.GATE, METRICS, ties=ties).failures()
 
     client = "client_mediapipe: accuracy drop 50.00 pp (12 of 24 images) exceeds --max-drop 1 pp"
     assert not any(line.startswith("why: ") for line in failures(client))
@@ -124,11 +125,12 @@ def test_a_float_loss_of_exactly_2_pp_counts_as_within_2_pp():
     trained on 40 images a class with --client-fits: the float model lost 0.65 - 0.63 fed as MediaPipe feeds and the
     line named training as the float model's own limit instead of the remedy, which then repaired it.)"""
     from pipeline.inference.parity_report import worst_client
+    from pipeline.tasks.classify.report import WORST
 
     float_drop = (0.65 - 0.63) * 100
     assert float_drop > 2.0  # the floating-point fact the advice must not trip on
     mediapipe = {"top1": 0.295, "drop_pp": float_drop + 33.5,
                  "float_fed_alike": {"top1": 0.63, "float_drop_pp": float_drop, "int8_drop_pp": 33.5,
                                      "trained_with_client_fits": True}}
-    line = worst_client({"edgeflow": {"top1": 0.615, "drop_pp": 3.5}, "mediapipe": mediapipe})
+    line = worst_client({"edgeflow": {"top1": 0.615, "drop_pp": 3.5}, "mediapipe": mediapipe}, WORST)
     assert "`pipeline export RUN --int8 --remedy --clients mediapipe`" in line and "own limit" not in line, line

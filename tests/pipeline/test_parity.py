@@ -68,10 +68,12 @@ def _scramble_int8_weights(run_dir):
 
 
 def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
+    from pipeline import gate
+
     _scramble_int8_weights(run_copy)
     result = _pipeline("parity", run_copy)
     assert result.exit_code == 1
-    assert "parity gate failed" in result.output
+    assert gate.FAILED in result.output
     assert "int8_cpu: accuracy drop" in result.output and "exceeds --max-drop 1 pp" in result.output
     assert "is under --min-agreement 0.98" in result.output
     report = json.loads((run_copy / "parity" / "report.json").read_text())
@@ -80,8 +82,9 @@ def test_scrambled_int8_weights_fail_the_gate_and_name_the_limit(run_copy):
 
 def _gate(models, max_drop=1.0, min_agreement=0.98, metric="top1", metrics=None):
     from pipeline import gate
+    from pipeline.tasks.classify.scores import METRICS
 
-    return gate.check(models, gate.GateLimits(max_drop, min_agreement, metric), metrics or gate.CLASSIFICATION)
+    return gate.check(models, gate.GateLimits(max_drop, min_agreement, metric), metrics or METRICS)
 
 
 def _counted(images, correct, agree, ref_correct):
@@ -113,14 +116,15 @@ def test_the_floor_comes_first_and_applies_to_the_reference_too():
     from pipeline import gate
     from pipeline.gate import Floor
     from pipeline.tasks.classify.chance import majority
+    from pipeline.tasks.classify.scores import METRICS
 
     chance = majority([0] * 6 + [1] * 4, ["a", "b"])  # always answering "a" gets 6 of 10
     models = _as("int8_cpu", _counted(10, 3, 5, 6))
-    failures = gate.check(models, gate.GATE, gate.CLASSIFICATION, Floor(chance, None))
+    failures = gate.check(models, gate.GATE, METRICS, Floor(chance, None, METRICS["top1"]))
     assert [f.split(":")[0] for f in failures] == ["float_savedmodel", "int8_cpu", "int8_cpu", "int8_cpu"]
     assert failures[0] == ("float_savedmodel: top-1 0.6000 (6 of 10 images) is no better than always answering the most "
                            "frequent held-out class, 0.6000 (6 of 10 images, always answering 'a')")
-    assert gate.check(models, gate.GATE, gate.CLASSIFICATION, Floor(chance, 0.3))[0].startswith("int8_cpu: accuracy drop")
+    assert gate.check(models, gate.GATE, METRICS, Floor(chance, 0.3, METRICS["top1"]))[0].startswith("int8_cpu: accuracy drop")
 
 
 def test_the_gate_takes_another_tasks_metric_without_knowing_it():

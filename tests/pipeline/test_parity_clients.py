@@ -164,16 +164,17 @@ def test_a_client_that_cannot_feed_the_model_is_reported_and_fails_only_when_gat
 
 def test_the_worst_client_line_names_the_repair_when_a_client_loses_beyond_the_contract():
     from pipeline.inference.parity_report import CLIENT_GAP_PP, worst_client
+    from pipeline.tasks.classify.report import WORST
     from pipeline.tasks.detect.drawn import DETECT_WORST
 
     def rows(mediapipe_drop):
         return {"edgeflow": {"top1": 0.95, "drop_pp": 0.5}, "pycoral": {"top1": 0.94, "drop_pp": 1.5},
                 "mediapipe": {"top1": 0.95 - mediapipe_drop / 100, "drop_pp": mediapipe_drop}}
 
-    far = worst_client(rows(0.5 + CLIENT_GAP_PP + 0.1))
+    far = worst_client(rows(0.5 + CLIENT_GAP_PP + 0.1), WORST)
     assert "worst client: mediapipe," in far and "--remedy --clients mediapipe" in far and "2.10 pp more" in far
     assert "run `pipeline parity RUN` again" in far  # a row from before the float model was fed alike: unsure why
-    assert "--remedy" not in worst_client(rows(0.5 + CLIENT_GAP_PP))  # at the gap: the int8 model's own loss, nearly
+    assert "--remedy" not in worst_client(rows(0.5 + CLIENT_GAP_PP), WORST)  # at the gap: the int8 model's own loss, nearly
     detect = {n: {"map50": r["top1"], "drop_pp": r["drop_pp"]} for n, r in rows(5.0).items()}
     assert "--remedy" not in worst_client(detect, DETECT_WORST)  # a detector's ladder cannot judge clients
 
@@ -182,6 +183,7 @@ def test_the_advice_tells_the_float_models_own_loss_under_a_feed_from_int8s():
     """From the row's float model fed as the client feeds: a loss the float model shares is the client's fit (training
     repairs it, no export does); a loss int8 adds against float fed alike is the remedy ladder's with the client judged."""
     from pipeline.inference.parity_report import CLIENT_GAP_PP, worst_client
+    from pipeline.tasks.classify.report import WORST
 
     def rows(float_drop, int8_drop):
         mediapipe = {"top1": 0.95 - (float_drop + int8_drop) / 100, "drop_pp": float_drop + int8_drop,
@@ -189,17 +191,17 @@ def test_the_advice_tells_the_float_models_own_loss_under_a_feed_from_int8s():
                                          "int8_drop_pp": int8_drop, "agreement": 0.9}}
         return {"edgeflow": {"top1": 0.95, "drop_pp": 0.0}, "mediapipe": mediapipe}
 
-    int8s = worst_client(rows(1.0, 4.0))  # the issue's pycoral-like case: float holds, int8 parts under the feed
+    int8s = worst_client(rows(1.0, 4.0), WORST)  # the issue's pycoral-like case: float holds, int8 parts under the feed
     assert "--remedy --clients mediapipe" in int8s and "--client-fits" not in int8s and "int8 loses 4.00 pp" in int8s
-    floats = worst_client(rows(5.7, 0.5))  # the issue's MediaPipe case: float itself loses as the client feeds
+    floats = worst_client(rows(5.7, 0.5), WORST)  # the issue's MediaPipe case: float itself loses as the client feeds
     assert "--client-fits" in floats and "--remedy" not in floats and "float model itself loses 5.70 pp" in floats
-    both = worst_client(rows(5.0, CLIENT_GAP_PP + 1))  # both: training first, then the remedy for what int8 adds
+    both = worst_client(rows(5.0, CLIENT_GAP_PP + 1), WORST)  # both: training first, then the remedy for what int8 adds
     assert both.index("--client-fits") < both.index("--remedy --clients mediapipe")
     # Two parts each within the gap, together over it (small CNN, 16 px photo crops, --client-fits: float 1.75 pp,
     # int8 1.25 pp): the ladder kept the export as asked and the gap stayed (bench/results/clients.md), so no command.
-    split = worst_client(rows(1.75, 1.25))
+    split = worst_client(rows(1.75, 1.25), WORST)
     assert "3.00 pp more than the int8 model" in split and "each within 2 pp" in split and "`" not in split, split
-    better = worst_client(rows(-1.0, 3.5))  # the float model does better under the feed: said so, not "loses -1.00"
+    better = worst_client(rows(-1.0, 3.5), WORST)  # the float model does better under the feed: said so, not "loses -1.00"
     assert "itself gains 1.00 pp" in better and "--remedy --clients mediapipe" in better, better
 
 
@@ -225,6 +227,7 @@ def test_a_run_trained_with_the_client_fits_is_not_told_to_train_with_them():
     says so instead of naming it (the session's digits run at 16 px, 4 epochs, is such a case: MediaPipe's float
     loss 4.2 pp with the fits)."""
     from pipeline.inference.parity_report import worst_client
+    from pipeline.tasks.classify.report import WORST
 
     def rows(trained):
         mediapipe = {"top1": 0.89, "drop_pp": 6.2,
@@ -232,19 +235,20 @@ def test_a_run_trained_with_the_client_fits_is_not_told_to_train_with_them():
                                          "trained_with_client_fits": trained}}
         return {"edgeflow": {"top1": 0.95, "drop_pp": 0.0}, "mediapipe": mediapipe}
 
-    assert "`pipeline train ... --client-fits`" in worst_client(rows(False))
-    assert "`pipeline train ... --client-fits`" in worst_client(rows(None))  # a run from before the fits were recorded
-    trained = worst_client(rows(True))
+    assert "`pipeline train ... --client-fits`" in worst_client(rows(False), WORST)
+    assert "`pipeline train ... --client-fits`" in worst_client(rows(None), WORST)  # a run from before the fits were recorded
+    trained = worst_client(rows(True), WORST)
     assert "`pipeline train" not in trained and "though training fitted images as mediapipe does" in trained
     assert "float model itself loses 5.70 pp" in trained and "--remedy" not in trained
 
 
 def test_each_client_row_says_whether_training_fitted_as_the_clients_do(parity_run):
     from pipeline.inference.parity_report import worst_client
+    from pipeline.tasks.classify.report import WORST
 
     run, _ = parity_run
     report = _report(run)
     trained = json.loads((run / "manifest.json").read_text())["training"]["feed"]["client_fits"]["on"]
     for name, row in report["clients"].items():
         assert row["float_fed_alike"]["trained_with_client_fits"] is trained, name
-    assert "`pipeline train ... --client-fits`" not in worst_client(report["clients"]) or not trained
+    assert "`pipeline train ... --client-fits`" not in worst_client(report["clients"], WORST) or not trained

@@ -1,7 +1,7 @@
 """A classifier's side of `pipeline parity` (pipeline/tasks/comparison.py): each model's softmax scores on the
 held-out images, compared with the float SavedModel's: top-1 and top-k accuracy, agreement, accuracy drop,
 per-class deltas, score errors, per-class precision, recall and F1 and macro-F1 (pipeline/tasks/classify/class_metrics.py).
-Each classification client (pipeline/inference/client_scores.py) gets a row: the int8 model on the same
+Each classification client (pipeline/tasks/classify/clients.py) gets a row: the int8 model on the same
 interpreter, fed each held-out file as that client would feed it. The floor: better than always answering the
 most frequent held-out class (pipeline/tasks/classify/chance.py), or --min-accuracy.
 """
@@ -14,16 +14,14 @@ import numpy as np
 
 from edge.pixels.contract import PixelContract
 from edge.answers.runner import Runner
-from pipeline import gate
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import DataError
 from pipeline.gate import GATED, REFERENCE
-from pipeline.tasks.classify import class_metrics
-from pipeline.inference.client_scores import CLIENTS, score_clients
-from pipeline.inference.parity_report import markdown, plot, summary_table
-from pipeline.tasks.classify import disagreements
-from pipeline.rundir.files import json_bytes
+from pipeline.tasks.classify import class_metrics, disagreements, scores
+from pipeline.tasks.classify.clients import CLIENTS, score_clients
+from pipeline.tasks.classify.report import markdown, plot, summary_table
+from pipeline.rundir.files import json_bytes, versioned
 from pipeline.rundir.run import Run, artifact
 from pipeline.tasks.comparison import Comparison, Held
 from pipeline.tasks.classify import chance
@@ -31,13 +29,16 @@ from pipeline.tasks.classify import chance
 
 class ClassifyComparison(Comparison):
     name = "classify"
-    metrics = gate.CLASSIFICATION
+    holds = "a classifier's scores"
+    metrics = scores.METRICS
     floor_metric = "top1"
 
     def heldout(self, config, run: Run) -> Held:
         heldout = heldout_examples(run, config.data)
         images, labels = _heldout_pixels(run, heldout)
-        self.k, self.num_classes, self.threads = min(config.top_k, len(run.labels)), len(run.labels), config.threads
+        options = config.task_options  # pipeline/tasks/classify/options.py's, defaults filled
+        self.k, self.num_classes, self.threads = min(options["top_k"], len(run.labels)), len(run.labels), config.threads
+        self.gate_metric = options["gate_metric"]
         self.run, self.fed = run, {}
         return Held([e.id for e in heldout.examples], list(heldout.originals), images, labels,
                     config.data or "run's recorded held-out split", run.labels)
@@ -94,15 +95,19 @@ class ClassifyComparison(Comparison):
                                                  "trained_with_client_fits": fits.get("on")}
         return rows
 
+    def limits(self, limits):
+        """--gate-metric chooses what --max-drop limits."""
+        return limits._replace(metric=self.gate_metric).validate(self.metrics)
+
     def gate_scores(self, entry: dict) -> dict:
-        return gate.classification_scores(entry)
+        return scores.gate_scores(entry)
 
     def chance(self, held: Held):
         return chance.majority(held.truth, held.labels)
 
     def report(self, config, run: Run, held: Held, entries, clients, device, verdict, answers) -> dict:
         return {
-            "schema_version": artifact("parity_report").schema,
+            **versioned(artifact("parity_report").schema),
             "heldout": {"images": int(len(held.truth)), "source": held.source,
                         "pixels": "original files through the pixel contract (edge.pixels.preprocess)"},
             "labels": run.labels,

@@ -49,8 +49,9 @@ def predict(config, run: Run, say: Callable[[str], None], progress) -> tuple:
 
 def _plan(config, run: Run, say: Callable[[str], None]):
     """(the model file, sha256 checked; the strategy and global batch for the float model, else None, None)."""
-    if config.top_k is not None and config.top_k > len(run.labels):
-        raise ConfigError(f"--top-k {config.top_k}, the model has {len(run.labels)} classes; expected at most {len(run.labels)}")
+    top_k = config.task_options["top_k"]  # pipeline/tasks/classify/options.py's --top-k
+    if top_k is not None and top_k > len(run.labels):
+        raise ConfigError(f"--top-k {top_k}, the model has {len(run.labels)} classes; expected at most {len(run.labels)}")
     key = MODELS[config.model]
     if config.model == "edgetpu" and run.has(key):
         run.check_compiled_is_current(key)
@@ -102,11 +103,11 @@ def _score(config, run: Run, model_path: Path, chosen, batch, inputs: unlabeled.
 def _write(config, run: Run, ids: List[str], scores: np.ndarray, skipped: List[str], decoded_by: str) -> Path:
     out = Path(config.out)
     if config.out_format == "csv":
-        write_text_atomic(out, output.csv_text(ids, scores, run.labels, config.top_k))
+        write_text_atomic(out, output.csv_text(ids, scores, run.labels, config.task_options["top_k"]))
     else:
         facts = {"run": str(run.dir), "model": config.model, "model_sha256": run.entry(MODELS[config.model])["sha256"],
                  "data": list(config.data), "decoded_by": decoded_by, "skipped": skipped}
-        write_json_atomic(out, output.json_object(ids, scores, run.labels, config.top_k, facts), indent=1)
+        write_json_atomic(out, output.json_object(ids, scores, run.labels, config.task_options["top_k"], facts), indent=1)
     return out
 
 

@@ -142,8 +142,13 @@ class Classify(Task):
 
         return classify_predict.predict(config, run, say, progress)
 
+    def report_sections(self):
+        from pipeline.tasks.classify import report_section
+
+        return {"parity": report_section.parity_section}
+
     def end_summary(self, run, result):
-        from pipeline.inference import summary
+        from pipeline.tasks.classify import summary
 
         return [result.report["summary"], *summary.parity(run)]
 
@@ -154,11 +159,10 @@ class Classify(Task):
         return [(e.id, e.label, original) for e, original in zip(heldout.examples, heldout.originals)]
 
     def check(self, config) -> None:
-        from pipeline.tasks.detect.heads import SSD
+        _refuse_images(config.images)  # another task's options (--head) are refused by the registry's (pipeline/tasks/options.py)
 
-        _refuse_images(config.images)
-        if config.head != SSD:  # the default head stands for "no head" here
-            raise ConfigError(f"--head {config.head} is a detector's head; expected --task detect, or no --head")
+    def gate_limits(self, limits, options):
+        return limits._replace(metric=options.get("gate_metric") or limits.metric)  # --gate-metric
 
     def tuning(self):
         from pipeline.tasks.classify.tuning import CLASSIFICATION_TASK

@@ -11,10 +11,10 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline import gate
 from pipeline.remedy.tuning_split import ClientPictures, TuningSplit, tuning_split
 from pipeline.remedy.tuning_task import TuningTask
 from pipeline.tasks.classify import class_metrics
+from pipeline.tasks.classify.scores import METRICS, gate_scores
 
 
 def reference(run, tuning: TuningSplit) -> np.ndarray:
@@ -67,7 +67,7 @@ def scores(outputs: np.ndarray, reference_outputs: np.ndarray, tuning: TuningSpl
     top1, ref_top1 = outputs.argmax(1), reference_outputs.argmax(1)
     entry = {"images": len(labels), "correct": int((top1 == labels).sum()), "agree": int((top1 == ref_top1).sum()),
              **class_metrics.compared(top1, ref_top1, labels, len(classes))}
-    return gate.classification_scores(entry)
+    return gate_scores(entry)
 
 
-CLASSIFICATION_TASK = TuningTask(gate.CLASSIFICATION, tuning_split, reference, candidate, scores, clients=client_pixels)
+CLASSIFICATION_TASK = TuningTask(METRICS, tuning_split, reference, candidate, scores, clients=client_pixels)

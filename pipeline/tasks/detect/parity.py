@@ -10,7 +10,7 @@ head what TFLite_Detection_PostProcess does, for the anchor-free head the device
 is of the models, not of two post-processing recipes. Agreement: the share of the float model's detections scoring at
 least 0.4 (the clients' threshold) that the other model matches with IoU >= 0.5 and the same class.
 
-Each known detector client (pipeline/inference/client_scores.py DETECT_CLIENTS: edgeflow's contract, pycoral's
+Each known detector client (pipeline/tasks/detect/clients.py CLIENTS: edgeflow's contract, pycoral's
 detect_image.py letterbox, MediaPipe's ObjectDetector, Frigate's square region) gets a row of its own: the int8
 model on the int8 row's interpreter, fed each held-out file as that client feeds it, its boxes mapped back to the
 picture as that client maps them, scored as the int8 row is. The rows are reported; --clients pycoral,frigate
@@ -47,6 +47,7 @@ GATED = ("int8_cpu",)
 
 class DetectComparison(Comparison):
     name = "detect"
+    holds = "a detector's objects"
     metrics = metrics()
     floor_metric = "map50"
 
@@ -77,7 +78,7 @@ class DetectComparison(Comparison):
         return detections(opened, held.pixels, held.ids)
 
     def clients(self, opened, files: Sequence[bytes]):
-        from pipeline.inference.client_scores import detect_clients
+        from pipeline.tasks.detect.clients import detect_clients
 
         return detect_clients(opened, files)
 
@@ -101,10 +102,10 @@ class DetectComparison(Comparison):
 
     def client_rows(self, held: Held, found, refused, entries, reference, named) -> Dict[str, dict]:
         """Each client's row, scored as a model is, with its mAP@.5 drop from the reference's; or why it cannot feed."""
-        from pipeline.inference.client_scores import DETECT_CLIENTS
+        from pipeline.tasks.detect.clients import CLIENTS
 
         clients = {}
-        for name, client in DETECT_CLIENTS.items():
+        for name, client in CLIENTS.items():
             head = {"feed": client.says, "gated": name in named}
             if name in refused:
                 clients[name] = {**head, "refused": refused[name]}

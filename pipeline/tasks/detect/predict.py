@@ -86,8 +86,6 @@ def predict(config, run, say, progress):
 
 
 def _check(config) -> None:
-    if config.top_k is not None:
-        raise ConfigError("--top-k applies to classification runs; a detection run writes every object found")
     if config.out_format != "json":
         raise ConfigError(f"--out {config.out}" + (f" --format {config.format}" if config.format else "")
                           + ": a detection run writes COCO results JSON; expected a .json file (no CSV)")

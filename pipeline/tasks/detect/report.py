@@ -40,6 +40,7 @@ def section(run: Run) -> dict:
         "per_class": [{"label": k, "ap": v} for k, v in (metrics.get("heldout_per_class") or {}).items()],
         "nms": evaluation.get("nms") or {}, "evaluator": evaluation.get("evaluator"),
         "samples": samples, "parity": parity,
+        "glance": [("held-out mAP@.5 after training", heldout.get("map50")), ("held-out mAP@[.5:.95]", heldout.get("map"))],
         "remedy": run.remedy,  # `export --int8 --remedy`: every attempt of the ladder (a detector has no per-layer report)
     }
 

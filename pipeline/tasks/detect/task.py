@@ -36,10 +36,14 @@ MIN_CROP = 0.85
 class Detect(Task):
     name = "detect"
     default_data = "shapes"
-    report_parity_section = "detection"  # pipeline/tasks/detect/report.py: mAP, PR curves, clients, disagreements
     # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
     # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
     train_defaults = TRAIN_DEFAULTS["detect"]
+
+    def report_sections(self):
+        from pipeline.tasks.detect import report  # mAP, PR curves, clients, disagreements: its parity too
+
+        return {"detection": report.section}
 
     def check(self, config) -> None:
         from pipeline.tasks.detect.backbone import BACKBONES

@@ -138,10 +138,12 @@ def test_train_says_when_held_out_accuracy_stayed_at_chance(stuck_run):
 def test_parity_refuses_a_model_at_chance_naming_the_majority_rate(stuck_run, tmp_path):
     import shutil
 
+    from pipeline import gate
+
     run = Path(shutil.copytree(stuck_run[0], tmp_path / "run"))
     result = _pipeline("parity", run)
     assert result.exit_code == 1, result.output
-    assert "parity gate failed" in result.output
+    assert gate.FAILED in result.output
     assert "float_savedmodel: top-1" in result.output
     assert "is no better than always answering the most frequent held-out class, 0.5000 (6 of 12 images, " \
            "always answering 'square')" in result.output
@@ -157,17 +159,19 @@ def test_parity_refuses_a_model_at_chance_naming_the_majority_rate(stuck_run, tm
 def test_the_floor_counts_images():
     from pipeline.gate import Floor, Score
     from pipeline.tasks.classify.chance import majority
+    from pipeline.tasks.classify.scores import METRICS
 
+    top1 = METRICS["top1"]
     chance = majority([0] * 20 + [1] * 20 + [2] * 20 + [3] * 20, ["a", "b", "c", "d"])
     assert (chance.label, chance.count, chance.images) == (0, 20, 80)  # the lowest id among equals
-    at_chance, above = Floor(chance, None).failure("m", Score.counted(20, 80)), Floor(chance, None).failure("m", Score.counted(21, 80))
+    at_chance, above = Floor(chance, None, top1).failure("m", Score.counted(20, 80)), Floor(chance, None, top1).failure("m", Score.counted(21, 80))
     assert above is None
     assert at_chance == ("m: top-1 0.2500 (20 of 80 images) is no better than always answering the most frequent "
                          "held-out class, 0.2500 (20 of 80 images, always answering 'a')")
     # 64 of 80 is exactly 0.8: at the floor, which allows it (in floats 64/80 >= 0.8 holds, 0.1*3 does not).
-    assert Floor(chance, 0.8).failure("m", Score.counted(64, 80)) is None
-    assert Floor(chance, 0.8).failure("m", Score.counted(63, 80)) == "m: top-1 0.7875 (63 of 80 images) is under --min-accuracy 0.8"
-    assert Floor(chance, 0.3).failure("m", Score.counted(3, 10)) is None and Fraction(3, 10) == Fraction("0.3")
+    assert Floor(chance, 0.8, top1).failure("m", Score.counted(64, 80)) is None
+    assert Floor(chance, 0.8, top1).failure("m", Score.counted(63, 80)) == "m: top-1 0.7875 (63 of 80 images) is under --min-accuracy 0.8"
+    assert Floor(chance, 0.3, top1).failure("m", Score.counted(3, 10)) is None and Fraction(3, 10) == Fraction("0.3")
 
 
 def test_parity_and_run_take_a_floor_of_one_s_own(exported_copy):

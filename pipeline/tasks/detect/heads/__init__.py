@@ -15,11 +15,9 @@ from pipeline.tasks.detect.heads.yolo.head import YoloHead
 
 _BY_NAME = named([SsdHead(), YoloHead()])
 NAMES = tuple(_BY_NAME)
-HEADS = NAMES  # the older name, which pipeline/training/config.py reads until the task declares --head itself
 DEFAULT = SsdHead.name  # why, with the numbers: docs/yolo.md "Which head" (bench/results/yolo_vs_ssd.md)
 # Runs from before the choice of head record none: they are SSD's.
 UNRECORDED = SsdHead.name
-SSD = SsdHead.name  # what pipeline/tasks/classify/task.py's check reads until the task declares --head itself
 
 
 def get(name: str) -> Head:

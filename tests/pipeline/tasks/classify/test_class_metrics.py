@@ -141,9 +141,10 @@ def _models(truth, reference, answered, num_classes):
 def _gate(models, max_drop, metric="top1"):
     """The gate on parity's model entries as parity applies it, agreement left out."""
     from pipeline import gate
+    from pipeline.tasks.classify.scores import METRICS, gate_scores
 
-    scores = {name: gate.classification_scores(m) for name, m in models.items()}
-    return gate.check(scores, gate.GateLimits(max_drop, 0.0, metric), gate.CLASSIFICATION)
+    scores = {name: gate_scores(m) for name, m in models.items()}
+    return gate.check(scores, gate.GateLimits(max_drop, 0.0, metric), METRICS)
 
 
 def test_macro_f1_gate_counts_exactly():

@@ -20,7 +20,7 @@ pycoral and MediaPipe give whole pixels (pycoral truncates each coordinate, Medi
 `edge detect`'s boxes are rounded the same way before the IoU, since on a 20-pixel object truncation alone moves
 the IoU below 0.9.
 
-Then `pipeline parity`'s client rows (pipeline/inference/client_scores.detect_clients, the function parity scores
+Then `pipeline parity`'s client rows (pipeline/tasks/detect/clients.detect_clients, the function parity scores
 them with) on the same files and on 16:9 copies of them (each picture stretched to 228x128, so a stretching client
 gets back the square picture the detector learned from and pycoral's letterbox does not): the objects of each
 row are, image by image, what the real client prints, within the same tolerance. Frigate does not run here
@@ -222,9 +222,9 @@ def test_mediapipe_object_detector_finds_and_names_what_edge_detect_finds(refere
 @pytest.fixture(scope="module")
 def client_rows(setup):
     """Parity's client rows for the int8 file alone: each client's objects on each held-out file and 16:9 copy,
-    from client_scores.detect_clients on a detector opened as parity opens the run's int8 model."""
+    from clients.detect_clients on a detector opened as parity opens the run's int8 model."""
     from edge.answers.detect import open_detector
-    from pipeline.inference.client_scores import detect_clients
+    from pipeline.tasks.detect.clients import detect_clients
 
     detector = open_detector(setup.model)
     square, refused = detect_clients(detector, [Path(f).read_bytes() for f in setup.files])

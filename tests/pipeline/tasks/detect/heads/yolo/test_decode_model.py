@@ -56,7 +56,7 @@ def test_parity_client_rows_for_the_anchor_free_layout(tmp_path):
     from edge.answers.detect import open_detector
     from pipeline.tasks.detect.heads.yolo.model import build_yolo_detector
     from pipeline.tasks.detect.heads.yolo.export import convert
-    from pipeline.inference.client_scores import detect_clients
+    from pipeline.tasks.detect.clients import detect_clients
 
     tf.keras.utils.set_random_seed(2)
     model = build_yolo_detector("small_cnn", 64, 2, head_width=8, width=4)
