@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Type, Union
 
@@ -23,6 +24,10 @@ MAX_LABELS_BYTES = 4 * MiB  # labels.txt (ImageNet-21k's names are ~300 KB)
 MAX_IMAGE_BYTES = 64 * MiB  # one encoded image
 MAX_IMAGE_PIXELS = 40_000_000  # width x height before decoding (8K video is 33 MP; 40 MP decodes to 120 MB RGB)
 MAX_JSON_DEPTH = 64  # edgeflow's own documents nest at most 5 deep
+# json's C parser recurses once per level under the interpreter's recursion limit, and is safe from overflowing the
+# C stack only under a limit near CPython's default (1000). A library may raise it for the whole process (onnx2tf
+# sets 2**31 - 1 when imported): a file nested 100,000 deep then ends the process with a segmentation fault.
+SAFE_RECURSION = 1000
 
 
 def open_regular(path: Union[str, Path], cap: int, what: str, error: Type[Exception]) -> BinaryIO:
@@ -55,10 +60,29 @@ def read_regular(path: Union[str, Path], cap: int, what: str, error: Type[Except
     return data
 
 
+class _recursion_at_most:
+    """The recursion limit lowered to `limit` (above what this thread's stack already holds) while the block runs."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def __enter__(self):
+        self.before = sys.getrecursionlimit()
+        frame, depth = sys._getframe(), 0
+        while frame is not None:
+            frame, depth = frame.f_back, depth + 1
+        if self.before > self.limit + depth:
+            sys.setrecursionlimit(self.limit + depth)
+
+    def __exit__(self, *exc):
+        sys.setrecursionlimit(self.before)
+
+
 def loads_json(data: Union[str, bytes], where: str, error: Type[Exception], expected: str = "JSON") -> Any:
     """JSON from text or UTF-8 bytes, nested at most MAX_JSON_DEPTH deep; `error` naming `where` otherwise."""
     try:
-        obj = json.loads(data)
+        with _recursion_at_most(SAFE_RECURSION):
+            obj = json.loads(data)
     except RecursionError:
         raise error(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels; expected {expected}") from None
     except (ValueError, UnicodeDecodeError) as err:
