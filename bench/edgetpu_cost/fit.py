@@ -1,0 +1,311 @@
+"""Fit the Edge TPU cost model on public measurements and judge it on the ones each fit did not see (leave-one-out).
+
+    .venv/bin/python bench/edgetpu_cost/build.py                    (once: the int8 files, in /work/cache-cost)
+    .venv/bin/python bench/edgetpu_cost/fit.py [--cache DIR] [--write]
+
+Memory: the compiled parameter layout (layout.py's padding multiples and per-channel bytes) is chosen on Google's own
+compiled twins in ../shared/reference/coral (their DarwiNN packages say exactly how many parameter bytes are cached
+and streamed, compiled_layout.py), leave-one-out, and checked against public compiler logs of models rebuilt here.
+Latency: for each device of Coral's table, non-negative least squares over a few candidate feature sets; each
+candidate is judged by leave-one-architecture-out error and the best is kept. --write writes
+pipeline/edgetpu/cost/coefficients.json and bench/results/edgetpu_cost.md.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+from scipy.optimize import nnls
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compiled_layout import split as compiled_split  # noqa: E402
+
+from edge.tflite_file import read_model  # noqa: E402
+from pipeline.edgetpu import preflight  # noqa: E402
+from pipeline.edgetpu.cost import predict  # noqa: E402
+from pipeline.edgetpu.cost.features import model_cost  # noqa: E402
+from pipeline.edgetpu.cost.layout import Layout, split  # noqa: E402
+
+VERSION = "1"
+MIB = 2 ** 20
+REFERENCE = REPO.parent / "shared" / "reference" / "coral"
+COEFFICIENTS = REPO / "pipeline" / "edgetpu" / "cost" / "coefficients.json"
+RESULTS = REPO / "bench" / "results" / "edgetpu_cost.md"
+
+CORAL_SOURCE = ("Coral, \"Edge TPU performance benchmarks\" (coral.ai/docs/edgetpu/benchmarks), table 1: time per inference, "
+                "C++ benchmark, invoke only, ImageNet models (copied in ../shared/DESIGN.md, Round 6 facts)")
+# ms: desktop CPU, desktop CPU + USB Accelerator (USB 3.0), embedded CPU (Dev Board's), Dev Board with Edge TPU.
+CORAL = {
+    "unet_mobilenet_v2_128": ("Unet Mv2 (128x128)", 27.7, 3.3, 190.7, 5.7),
+    "densenet121_224": ("DenseNet (224x224)", 380, 20, 1032, 25),
+    "inception_v1_224": ("Inception v1 (224x224)", 90, 3.4, 392, 4.1),
+    "inception_resnet_v2_299": ("Inception-ResNet V2 (299x299)", 753, 57, 2852, 69),
+    "mobilenet_v1_224": ("MobileNet v1 (224x224)", 53, 2.4, 164, 2.4),
+    "mobilenet_v2_224": ("MobileNet v2 (224x224)", 51, 2.6, 122, 2.6),
+    "resnet50_v1_299": ("ResNet-50 V1 (299x299)", 484, 49, 1763, 56),
+    "resnet50_v2_299": ("ResNet-50 V2 (299x299)", 557, 50, 1875, 59),
+    "resnet152_v2_299": ("ResNet-152 V2 (299x299)", 1823, 128, 5499, 151),
+    "squeezenet_224": ("SqueezeNet (224x224)", 55, 2.1, 232, 2.0),
+    "vgg16_224": ("VGG16 (224x224)", 867, 296, 4595, 343),
+    "vgg19_224": ("VGG19 (224x224)", 1060, 308, 5538, 357),
+}
+NOT_REBUILT = {
+    "DeepLab V3 (513x513)": "which depth multiplier and output stride the row used is not said; its Dev Board time (241 ms "
+                            "vs 52 on USB) is mostly ops on the CPU that the row does not name",
+    "Inception v4 (299x299)": "not in Keras; not rebuilt in this round",
+    "MobileNet v1 SSD / v2 SSD (224x224)": "a detector with TFLite_Detection_PostProcess and anchors the row does not give",
+    "EfficientNet-EdgeTpu S/M/L": "not in Keras (a TPU-searched family with its own blocks)",
+}
+DEVICES = {"usb3": ("USB Accelerator (USB 3.0)", 2, 0), "devboard": ("Dev Board (Edge TPU on PCIe)", 4, 3)}
+
+# Public compiler logs of models rebuilt here: (architecture, cached bytes, streamed bytes, source).
+PUBLIC_LOGS = [
+    ("dense_256", 66.00 * 1024, 0, "a public write-up of Dense(N, N) layers compiled by compiler 16 (section 'Matrix Size "
+     "Limits & Weight Caching vs. Streaming'): 256x256 without bias, 66.00KiB cached, 0.00B streamed"),
+    ("dense_8192", 0, 64.00 * MIB, "the same write-up: 8192x8192, 0.00B cached, 64.00MiB streamed"),
+]
+REFERENCE_PAIRS = ["mobilenet_v1_0.25_128_quant", "mobilenet_edgetpu_0.75_224_post_training_quant",
+                   "posenet_mobilenet_v1_075_353_481_quant_decoder", "deeplabv3_mnv2_dm05_pascal_quant"]
+# On-chip capacity for parameters: "used" + "remaining" in compiler 16 logs of models whose activations are small
+# (the same two Dense logs: 66.00KiB + 7.67MiB, 0.00B + 7.88MiB). Logs of models with large activations show less
+# (EfficientDet-Lite at 320: 4.21 + 3.29 MiB; a MobileNetV3Small variant: 604.50KiB + 511.50KiB), not modelled.
+CAPACITY = int(round((66.00 * 1024 + 7.67 * MIB + 7.88 * MIB) / 2))
+
+FEATURE_SETS = [
+    ("intercept", "array_gmacs", "streamed_mib"),
+    ("intercept", "array_gmacs", "streamed_mib", "other_activation_mib"),
+    ("intercept", "array_gmacs", "streamed_mib", "activation_mib"),
+    ("intercept", "gmacs", "streamed_mib", "other_activation_mib"),
+    ("intercept", "array_gmacs", "depthwise_gmacs", "streamed_mib", "other_activation_mib"),
+    ("intercept", "gmacs", "streamed_mib"),
+    ("intercept", "gmacs", "depthwise_gmacs", "streamed_mib"),
+    ("intercept", "gmacs", "streamed_mib", "activation_mib"),
+    ("intercept", "gmacs", "streamed_mib", "ops"),
+    ("intercept", "gmacs", "depthwise_gmacs", "streamed_mib", "activation_mib"),
+    ("intercept", "gmacs", "streamed_mib", "activation_mib", "ops"),
+]
+CPU_FEATURES = ("gmacs", "activation_mib", "ops")
+DECODE = {"ms_per_1000_boxes": round(0.49 / 2.1, 4), "box_channels": 64,
+          "source": "bench/results/yolo_decode.md: edge/yolo_decode.py's typical frame, 2,100 anchor points at 320x320, "
+                    "0.49 ms on one x86-64 thread (loaded machine); scaled by the number of boxes"}
+
+
+def up(n, m):
+    return -(-n // m) * m
+
+
+def reference_memory(layouts: List[Layout]) -> Dict:
+    """Compiled parameter bytes of each reference pair, predicted by each layout, against its DarwiNN package."""
+    out = {}
+    for stem in REFERENCE_PAIRS:
+        info = read_model(REFERENCE / f"{stem}.tflite")
+        truth = compiled_split(REFERENCE / f"{stem}_edgetpu.tflite")
+        rows = preflight.analyze(REFERENCE / f"{stem}.tflite").rows
+        preds = []
+        for lay in layouts:
+            cost = model_cost(info, rows, lay.op_bytes)
+            preds.append(split(cost, lay.capacity_bytes))
+        out[stem] = (truth, preds)
+    return out
+
+
+def choose_layout():
+    """The padding multiples and per-channel bytes with the smallest worst error, leave-one-out over the reference pairs."""
+    grid = [Layout(o, i, c, CAPACITY) for o, i, c in itertools.product((8, 16, 32, 64), (4, 8, 16, 32, 64), (4, 8, 12, 16))]
+    memory = reference_memory(grid)
+    stems = list(memory)
+
+    def errors(k, among):
+        return [(memory[s][1][k].cached_bytes + memory[s][1][k].streamed_bytes) /
+                (memory[s][0]["cached"] + memory[s][0]["streamed"]) - 1 for s in among]
+
+    def best(among):
+        return min(range(len(grid)), key=lambda k: max(abs(e) for e in errors(k, among)))
+    loo = {}
+    for s in stems:
+        k = best([t for t in stems if t != s])
+        loo[s] = (grid[k], errors(k, [s])[0])
+    k = best(stems)
+    return grid[k], {s: errors(k, [s])[0] for s in stems}, loo, memory, grid
+
+
+def model_features(path: Path, layout: Layout, whole: bool = True):
+    """Features of a converted architecture. `whole`: every op counted on the Edge TPU, as in Coral's compiled models;
+    the pre-flight may refuse an op only for the version TF 2.21 writes it in (TRANSPOSE_CONV v4 in the U-Net)."""
+    info = read_model(path)
+    pre = preflight.analyze(path)
+    rows = [r._replace(on_edgetpu=True) if whole and not r.tail else r for r in pre.rows]
+    cost = model_cost(info, rows, layout.op_bytes)
+    memory = split(cost, layout.capacity_bytes)
+    return info, pre, cost, memory, predict.edgetpu_features(cost, memory)
+
+
+def fit_nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares on relative error (each row divided by its target): a 2 ms model counts as much as a
+    300 ms one."""
+    w = 1.0 / y
+    coef, _ = nnls(X * w[:, None], y * w)
+    return coef
+
+
+def loo(X, y):
+    preds = []
+    for i in range(len(y)):
+        keep = [j for j in range(len(y)) if j != i]
+        coef = fit_nnls(X[keep], y[keep])
+        preds.append(float(X[i] @ coef))
+    return np.array(preds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path("/work/cache-cost"))
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+
+    layout, in_sample, layout_loo, memory, grid = choose_layout()
+    names = [n for n in CORAL if (args.cache / f"{n}.tflite").exists()]
+    missing = [n for n in CORAL if n not in names]
+    feats, facts = {}, {}
+    for n in names + [name for name, *_ in PUBLIC_LOGS]:
+        path = args.cache / f"{n}.tflite"
+        if not path.exists():
+            continue
+        start = time.perf_counter()
+        info, pre, cost, mem, f = model_features(path, layout)
+        facts[n] = {"ops": len(info.ops), "on_edgetpu": pre.ops_on_edgetpu, "cpu_ops": pre.ops_on_cpu,
+                    "fatal": pre.fatal, "params_raw": sum(t.buffer_size for t in info.tensors if t.is_constant),
+                    "cached": mem.cached_bytes, "streamed": mem.streamed_bytes, "seconds": time.perf_counter() - start,
+                    "cpu_gmacs": sum(o.macs + o.depthwise_macs for o in cost.ops) / 1e9,
+                    "cpu_act": sum(o.activation_bytes for o in cost.ops) / MIB, "n_ops": len(cost.ops)}
+        feats[n] = f
+    devices = {}
+    report = {}
+    for key, (label, col, cpu_col) in DEVICES.items():
+        y = np.array([CORAL[n][col] for n in names], dtype=float)
+        candidates = []
+        for fs in FEATURE_SETS:
+            X = np.array([[feats[n][k] for k in fs] for n in names])
+            p = loo(X, y)
+            err = np.abs(p / y - 1)
+            candidates.append((float(np.median(err)), float(err.max()), fs, p, fit_nnls(X, y)))
+        candidates.sort(key=lambda c: (c[0] + c[1] / 4))
+        med, worst, fs, p, coef = candidates[0]
+        # CPU: Coral's full-model CPU times, every op on the CPU, the same features summed over all ops.
+        ycpu = np.array([CORAL[n][cpu_col] for n in names], dtype=float) if cpu_col else None
+        Xcpu = np.array([[facts[n]["cpu_gmacs"], facts[n]["cpu_act"], facts[n]["n_ops"]] for n in names])
+        cpu_coef = fit_nnls(Xcpu, ycpu) if ycpu is not None else None
+        cpu_pred = loo(Xcpu, ycpu) if ycpu is not None else None
+        devices[key] = {"label": label,
+                        "edgetpu": {k: round(float(c), 6) for k, c in zip(fs, coef)},
+                        "cpu": {k: round(float(c), 6) for k, c in zip(CPU_FEATURES, cpu_coef)} if cpu_coef is not None else None,
+                        "cpu_label": "the Dev Board's CPU (Coral's 'Embedded CPU' column)" if cpu_col == 3 else
+                                     "the desktop CPU of Coral's table (its 'Desktop CPU' column)"}
+        report[key] = {"label": label, "y": y, "loo": p, "median": med, "worst": worst, "features": fs,
+                       "candidates": [(c[2], c[0], c[1]) for c in candidates], "cpu_y": ycpu, "cpu_loo": cpu_pred}
+    data = {"version": f"{VERSION} ({datetime.now(timezone.utc):%Y-%m-%d})", "fitted_by": "bench/edgetpu_cost/fit.py",
+            "results": "bench/results/edgetpu_cost.md", "sources": [CORAL_SOURCE] + [s for *_, s in PUBLIC_LOGS] +
+            ["Google's compiled twins in ../shared/reference/coral (parameter bytes of their DarwiNN executables)"],
+            "layout": {"out_multiple": layout.out_multiple, "in_multiple": layout.in_multiple,
+                       "per_channel_bytes": layout.per_channel_bytes, "capacity_bytes": layout.capacity_bytes},
+            "devices": devices, "host_decode": DECODE,
+            "not_predicted": {"usb2": "no public time per inference on USB 2.0 was found to fit or check it against",
+                              "pcie_other_hosts": "the Dev Board row is the only public PCIe figure; an M.2/PCIe card on "
+                                                  "another host is given the Dev Board's Edge TPU time"}}
+    text = results_markdown(names, missing, feats, facts, report, layout, in_sample, layout_loo, memory, data)
+    print(text)
+    if args.write:
+        COEFFICIENTS.write_text(json.dumps(data, indent=1) + "\n")
+        RESULTS.write_text(text)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def results_markdown(names, missing, feats, facts, report, layout, in_sample, layout_loo, memory, data) -> str:
+    L = ["# Edge TPU cost model: fitted on public measurements, judged leave-one-out", "",
+         "Command (from the worktree, after `bench/edgetpu_cost/build.py` filled the cache):", "",
+         "    .venv/bin/python bench/edgetpu_cost/fit.py --write", "",
+         f"Machine: {platform.machine()}, {platform.python_version()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. "
+         "Writes pipeline/edgetpu/cost/coefficients.json (the model's numbers, version "
+         f"{data['version']}) and this file.", "",
+         "## What was used", "",
+         f"- Times: {CORAL_SOURCE}. Columns used: USB Accelerator (USB 3.0), Dev Board with Edge TPU, and the two CPU "
+         "columns (desktop, the Dev Board's embedded CPU) for ops left on the CPU.",
+         "- Architectures rebuilt with random weights (latency does not depend on weight values): tf_keras.applications "
+         "(weights=None) for MobileNet v1/v2, DenseNet121, ResNet-50 V1 and V2, ResNet-152 V2, Inception-ResNet V2, "
+         "VGG16/19; Inception v1 is not in Keras and is built from the GoogLeNet paper's table as TF-slim builds it; "
+         "SqueezeNet 1.0 from its paper; U-Net MobileNetV2 128 as TensorFlow's segmentation tutorial builds it "
+         "(bench/edgetpu_cost/architectures.py). Each converted by TF 2.21 to full-integer int8 (uint8 I/O, batch 1) "
+         "with 4 random calibration images (bench/edgetpu_cost/build.py).",
+         "- Memory: Google's compiled twins in ../shared/reference/coral (the parameter bytes of their DarwiNN "
+         "PARAMETER_CACHING and EXECUTION_ONLY executables, read by bench/edgetpu_cost/compiled_layout.py) and public "
+         "compiler-16 logs of Dense(N, N) layers rebuilt here.",
+         f"- Host decoding for detectors: {DECODE['source']}.", "",
+         "Rows of Coral's table not used, and why:", ""]
+    L += [f"- {k}: {v}" for k, v in NOT_REBUILT.items()]
+    if missing:
+        L += [f"- not converted in this run (cache missing): {', '.join(missing)}"]
+    L += ["", "## Memory: compiled parameter layout", "",
+          f"Chosen layout (smallest worst error over the 4 reference pairs): output channels padded to "
+          f"{layout.out_multiple}, input channels to {layout.in_multiple} per kernel tap, {layout.per_channel_bytes} bytes "
+          f"per output channel; on-chip capacity {layout.capacity_bytes / MIB:.2f} MiB.", "",
+          "| model | compiled parameters (DarwiNN package) | predicted, in-sample | error | leave-one-out layout | LOO error |",
+          "|---|---|---|---|---|---|"]
+    for stem, (truth, preds) in memory.items():
+        total = truth["cached"] + truth["streamed"]
+        lay, err = layout_loo[stem]
+        L.append(f"| {stem} | {total / MIB:.3f} MiB (cached {truth['cached'] / MIB:.3f}, streamed {truth['streamed'] / MIB:.3f}) "
+                 f"| {total * (1 + in_sample[stem]) / MIB:.3f} MiB | {_pct(in_sample[stem])} | {lay.out_multiple}/{lay.in_multiple}/"
+                 f"{lay.per_channel_bytes} | {_pct(err)} |")
+    L += ["", "Public compiler logs of models rebuilt here (layout and cache rule as above):", "",
+          "| model | log: cached / streamed | predicted cached / streamed | error | source |", "|---|---|---|---|---|"]
+    for name, cached, streamed, source in PUBLIC_LOGS:
+        if name not in facts:
+            L.append(f"| {name} | | not converted | | {source} |")
+            continue
+        f = facts[name]
+        err_total = (f["cached"] + f["streamed"]) / (cached + streamed) - 1
+        L.append(f"| {name} | {cached / 1024:.2f} KiB / {streamed / 1024:.2f} KiB | {f['cached'] / 1024:.2f} KiB / "
+                 f"{f['streamed'] / 1024:.2f} KiB | {_pct(err_total)} | {source} |")
+    for key, r in report.items():
+        L += ["", f"## Latency: {r['label']}", "",
+              f"Features kept (best leave-one-out of {len(r['candidates'])} candidate sets): {', '.join(r['features'])}; "
+              f"coefficients (fitted on all rows): {data['devices'][key]['edgetpu']}.", "",
+              f"**Leave-one-out: median error {100 * r['median']:.1f}%, worst {100 * r['worst']:.1f}%** over {len(names)} "
+              "architectures (each predicted by a fit that did not see it).", "",
+              "| architecture | Coral's row | published ms | predicted ms (LOO) | error | GMAC | streamed MiB | cached MiB |",
+              "|---|---|---|---|---|---|---|---|"]
+        for n, y, p in zip(names, r["y"], r["loo"]):
+            L.append(f"| {n} | {CORAL[n][0]} | {y:g} | {p:.1f} | {_pct(p / y - 1)} | {feats[n]['gmacs'] + feats[n]['depthwise_gmacs']:.2f} "
+                     f"| {facts[n]['streamed'] / MIB:.1f} | {facts[n]['cached'] / MIB:.2f} |")
+        L += ["", "Every candidate feature set, leave-one-out (median / worst):", ""]
+        L += [f"- {', '.join(fs)}: {100 * m:.1f}% / {100 * w:.1f}%" for fs, m, w in r["candidates"]]
+        if r["cpu_y"] is not None:
+            err = np.abs(r["cpu_loo"] / r["cpu_y"] - 1)
+            L += ["", f"CPU side ({data['devices'][key]['cpu_label']}), every op on the CPU, leave-one-out: median error "
+                  f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}%; coefficients {data['devices'][key]['cpu']}."]
+    L += ["", "## Not predicted", "", "- USB 2.0: " + data["not_predicted"]["usb2"] + ".",
+          "- An M.2 or PCIe card on another host: " + data["not_predicted"]["pcie_other_hosts"] + ".",
+          "- The on-chip capacity when activations are large: public logs show it shrinking (EfficientDet-Lite at 320: "
+          "7.50 MiB; a MobileNetV3Small variant: 1.09 MiB), by a rule not found; the model assumes "
+          f"{data['layout']['capacity_bytes'] / MIB:.2f} MiB.", "",
+          "## Pre-flight time", "", "Seconds to read, map and cost each file (one process, this machine):", ""]
+    L += [f"- {n}: {f['seconds']:.2f} s ({f['ops']} ops, {f['params_raw'] / MIB:.1f} MiB of constants)" for n, f in facts.items()]
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    main()
