@@ -20,7 +20,7 @@ from pipeline import tasks
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
 from pipeline.inference import disagreements
-from pipeline.report import detection, latency, plots
+from pipeline.report import detection, latency, plots, predicted
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
@@ -247,6 +247,7 @@ def edgetpu_section(run: Run) -> dict:
         "advice": pre.get("advice"),  # what to change, per problem (None in a report from before the advice)
         "compiler": report.get("compiler"), "compiled": report.get("compiled") or [],
         "disagreements": report.get("disagreements") or [],
+        "cost": report.get("cost"),  # the cost model's memory split and times (None in a report from before it)
     }
 
 
@@ -306,7 +307,9 @@ def latency_section(run: Run) -> dict:
     bench = _read_json(run, latency.KEY)
     measured = next((key for key in run.recorded() if run.entry(key).get("sha256") == bench.get("model_sha256")
                      and key != latency.KEY), None)
-    return {"ran": True, "error": None, "bench": bench, "measured": measured}
+    recorded = _read_json(run, "edgetpu_report") if run.has("edgetpu_report") else None
+    return {"ran": True, "error": None, "bench": bench, "measured": measured,
+            "predicted": predicted.beside(bench, recorded, measured)}
 
 
 # ---------------------------------------------------------------------------------------------
