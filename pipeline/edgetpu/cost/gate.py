@@ -69,7 +69,8 @@ def _latency_advice(gate: Gate, estimate: Estimate, info: ModelInfo, run: Option
     side = input_side(info)
     if side is None:
         return "the model's input is not a square image, so no smaller size can be suggested"
-    step = 32 if side % 32 == 0 else 8
+    # A detector's anchor grid needs a multiple of its largest stride (32); a classifier takes any multiple of 8.
+    step = 32 if run and run.train_config.get("task") == "detect" else 8
     low = run.min_size if run else step
     for s in range(side - step, max(low, step) - 1, -step):
         t = _at(estimate, info, s / side).time(gate.device)

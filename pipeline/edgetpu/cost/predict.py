@@ -18,6 +18,8 @@ from pipeline.edgetpu.cost.features import ModelCost, OpCost, model_cost
 from pipeline.edgetpu.cost.layout import Split, split
 
 MIB = 2 ** 20
+# Ops that combine or rescale whole tensors without weights: the vector unit's work, not the multiply array's.
+ELEMENTWISE = ("ADD", "SUB", "MUL", "CONCATENATION")
 
 
 class DeviceTime(NamedTuple):
@@ -73,16 +75,36 @@ def _mib(n: int) -> str:
     return f"{n / MIB:.2f} MiB"
 
 
-def edgetpu_features(cost: ModelCost, memory: Split) -> Dict[str, float]:
-    """The features the Edge TPU's time is linear in (names as in coefficients.json)."""
+def bound_gmacs(cost: ModelCost, memory: Split, ratio: float) -> float:
+    """Sum over the Edge TPU's ops of max(GMAC, ratio x MiB streamed for the op): an op whose parameters are streamed
+    waits for them or computes, whichever takes longer (the transfer overlaps the work), `ratio` being the time of a
+    streamed MiB in GMAC of work."""
+    streamed = set(memory.streamed_ops)
+    return sum(max((o.macs + o.depthwise_macs) / 1e9, ratio * o.parameter_bytes / MIB if o.index in streamed else 0.0)
+               for o in cost.ops if o.on_edgetpu)
+
+
+def large_activation_mib(cost: ModelCost, threshold_mib: float) -> float:
+    """MiB written by the Edge TPU's ops whose output is larger than `threshold_mib`: tensors too large to stay beside
+    the cached parameters in the on-chip memory, which cost transfers of their own."""
+    return sum(o.activation_bytes for o in cost.ops if o.on_edgetpu and o.activation_bytes > threshold_mib * MIB) / MIB
+
+
+def edgetpu_features(cost: ModelCost, memory: Split, ratios=(), thresholds=()) -> Dict[str, float]:
+    """The features the Edge TPU's time is linear in (names as in coefficients.json); `bound_gmacs@R` for each R in
+    `ratios`, `large_activation_mib@T` for each T in `thresholds`."""
     tpu = [o for o in cost.ops if o.on_edgetpu]
-    return {"intercept": 1.0,
+    bounds = {f"bound_gmacs@{r:g}": bound_gmacs(cost, memory, r) for r in ratios}
+    bounds.update({f"large_activation_mib@{t:g}": large_activation_mib(cost, t) for t in thresholds})
+    return {**bounds, "intercept": 1.0,
             "gmacs": sum(o.macs for o in tpu) / 1e9,
             "depthwise_gmacs": sum(o.depthwise_macs for o in tpu) / 1e9,
             "streamed_mib": memory.streamed_bytes / MIB,
             "array_gmacs": sum(o.array_macs for o in tpu) / 1e9,
             "activation_mib": sum(o.activation_bytes for o in tpu) / MIB,
             "other_activation_mib": sum(o.activation_bytes for o in tpu if not (o.macs or o.depthwise_macs)) / MIB,
+            "elementwise_mib": sum(o.activation_bytes for o in tpu if o.op in ELEMENTWISE) / MIB,
+            "elementwise_ops": float(sum(o.op in ELEMENTWISE for o in tpu)),
             "io_mib": (cost.input_bytes + cost.output_bytes) / MIB,
             "ops": float(len(tpu))}
 
@@ -125,7 +147,10 @@ def estimate_cost(cost: ModelCost, decode_ms: float) -> Estimate:
     """The estimate from per-op costs (also for a model rescaled by the gate's advice, advice.py)."""
     data = coefficients.load()
     memory = split(cost, coefficients.layout().capacity_bytes)
-    features = edgetpu_features(cost, memory)
+    names = [name for d in data["devices"].values() for name in d["edgetpu"] if "@" in name]
+    ratios = sorted({float(n.split("@")[1]) for n in names if n.startswith("bound_gmacs@")})
+    thresholds = sorted({float(n.split("@")[1]) for n in names if n.startswith("large_activation_mib@")})
+    features = edgetpu_features(cost, memory, ratios, thresholds)
     cpu_ops = [o for o in cost.ops if not o.on_edgetpu and not o.tail]
     times = []
     for key, device in data["devices"].items():
