@@ -197,3 +197,25 @@ def test_a_model_larger_than_the_chip_is_split_between_cached_and_streamed(tmp_p
     assert e.split.cached_bytes > 5 * 2**20 and e.split.streamed_bytes > 2 * 2**20
     assert e.split.cached_bytes <= e.split.capacity_bytes
     assert e.split.streamed_ops == [max(o.index for o in e.cost.ops if o.op == "FULLY_CONNECTED")]
+
+
+def test_a_detector_s_decoding_and_nms_are_priced_per_box_on_the_host():
+    path = REPO / "tests" / "fixtures" / "tiny_detector_int8.tflite"  # ends in TFLite_Detection_PostProcess
+    e = _estimate(path)
+    boxes = next(read_model(path).tensor(t).shape[1] for t in read_model(path).ops[-1].inputs)
+    per_box = coefficients.load()["host_decode"]["ms_per_1000_boxes"] / 1000
+    assert e.time("usb3").host_decode_ms == pytest.approx(per_box * boxes)
+    assert _estimate(REFERENCE / "mobilenet_v1_0.25_128_quant.tflite").time("usb3").host_decode_ms == 0
+
+
+def test_a_model_the_compiler_would_refuse_gets_no_estimate_and_the_gate_says_so(tmp_path):
+    from tests.helpers import int8_tflite
+    pytest.importorskip("tensorflow")
+    import tf_keras as keras
+    inputs = keras.Input((8, 8, 3))  # batch left dynamic: the compiler refuses dynamic-sized tensors
+    path = tmp_path / "dynamic.tflite"
+    path.write_bytes(int8_tflite(keras.Model(inputs, keras.layers.Conv2D(4, 3)(inputs)), 8, batch=None))
+    assert _estimate(path) is None
+    result = _compile(path, "--check-only", "--max-latency-ms", "5")
+    assert "cost model: no estimate, the compiler is expected to refuse the model" in result.output
+    assert result.exit_code == 1 and "fix what the pre-flight names first" in result.output

@@ -106,10 +106,6 @@ DECODE = {"ms_per_1000_boxes": round(0.49 / 2.1, 4), "box_channels": 64,
                     "0.49 ms on one x86-64 thread (loaded machine); scaled by the number of boxes"}
 
 
-def up(n, m):
-    return -(-n // m) * m
-
-
 def reference_memory(layouts: List[Layout]) -> Dict:
     """Compiled parameter bytes of each reference pair, predicted by each layout, against its DarwiNN package."""
     out = {}

@@ -13,8 +13,6 @@ from edge.tflite_file import ModelInfo, OpInfo
 # Ops that multiply by a constant weight tensor: the work of a systolic array.
 MATMUL_OPS = ("CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 DEPTHWISE = "DEPTHWISE_CONV_2D"
-# 4 TOPS (Coral's figure) at 500 MHz (libedgetpu's fastest clock) is 4,096 MACs a cycle: a 64 x 64 array.
-ARRAY = 64
 _BYTES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "float32": 4, "int64": 8, "float16": 2, "bool": 1}
 
 
@@ -27,7 +25,6 @@ class OpCost(NamedTuple):
     depthwise_macs: int  # multiply-accumulates of a depthwise convolution (a poor fit for a systolic array)
     parameter_bytes: int  # constant bytes as the Edge TPU's compiled layout holds them (layout.py)
     activation_bytes: int  # bytes of the op's outputs
-    array_macs: int = 0  # MACs with channels padded to the multiply array's side (ARRAY): the work as the array sees it
 
 
 class ModelCost(NamedTuple):
@@ -80,23 +77,6 @@ def op_macs(op: OpInfo, info: ModelInfo) -> tuple:
     return 0, 0
 
 
-def _up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-def array_macs(op: OpInfo, info: ModelInfo) -> int:
-    """A convolution's or fully-connected op's MACs with output and input channels padded to the array's side."""
-    if op.name not in MATMUL_OPS or len(op.inputs) < 2 or not op.outputs:
-        return 0
-    w = _shape(info, op.inputs[1])
-    if len(w) == 4:
-        pixels = _spatial(_shape(info, op.inputs[2] if op.name == "TRANSPOSE_CONV" and len(op.inputs) > 2 else op.outputs[0]))
-        return pixels * _up(w[0], ARRAY) * _up(w[1] * w[2] * w[3], ARRAY)
-    if len(w) == 2:
-        return _up(w[0], ARRAY) * _up(w[1], ARRAY)
-    return 0
-
-
 def model_cost(info: ModelInfo, rows: Iterable, layout_bytes) -> ModelCost:
     """Per-op costs; `rows` are the pre-flight's predictions (index, on_edgetpu, tail), `layout_bytes(op, info)` the
     compiled parameter bytes of an op."""
@@ -106,5 +86,5 @@ def model_cost(info: ModelInfo, rows: Iterable, layout_bytes) -> ModelCost:
         on_tpu, tail = placed.get(op.index, (False, False))
         macs, dw = op_macs(op, info)
         ops.append(OpCost(op.index, op.name, on_tpu, tail, macs, dw, layout_bytes(op, info),
-                          sum(tensor_bytes(info, t) for t in op.outputs), array_macs(op, info)))
+                          sum(tensor_bytes(info, t) for t in op.outputs)))
     return ModelCost(ops, sum(tensor_bytes(info, t) for t in info.inputs), sum(tensor_bytes(info, t) for t in info.outputs))

@@ -14,7 +14,7 @@ from typing import List, NamedTuple
 
 from edge.tflite_file import ModelInfo, OpInfo
 
-from pipeline.edgetpu.cost.features import DEPTHWISE, ModelCost, _shape
+from pipeline.edgetpu.cost.features import DEPTHWISE, MATMUL_OPS, ModelCost, _shape
 
 
 def _up(n: int, multiple: int) -> int:
@@ -29,7 +29,7 @@ class Layout(NamedTuple):
 
     def op_bytes(self, op: OpInfo, info: ModelInfo) -> int:
         """Compiled parameter bytes of one op (0 without constants)."""
-        if op.name in ("CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV") and len(op.inputs) >= 2:
+        if op.name in MATMUL_OPS and len(op.inputs) >= 2:
             w = _shape(info, op.inputs[1])
             if len(w) == 4:  # [oc, kh, kw, ic]
                 oc, taps, ic = w[0], w[1] * w[2], w[3]

@@ -100,13 +100,7 @@ def edgetpu_features(cost: ModelCost, memory: Split, ratios=(), thresholds=()) -
             "gmacs": sum(o.macs for o in tpu) / 1e9,
             "depthwise_gmacs": sum(o.depthwise_macs for o in tpu) / 1e9,
             "streamed_mib": memory.streamed_bytes / MIB,
-            "array_gmacs": sum(o.array_macs for o in tpu) / 1e9,
-            "activation_mib": sum(o.activation_bytes for o in tpu) / MIB,
-            "other_activation_mib": sum(o.activation_bytes for o in tpu if not (o.macs or o.depthwise_macs)) / MIB,
-            "elementwise_mib": sum(o.activation_bytes for o in tpu if o.op in ELEMENTWISE) / MIB,
-            "elementwise_ops": float(sum(o.op in ELEMENTWISE for o in tpu)),
-            "io_mib": (cost.input_bytes + cost.output_bytes) / MIB,
-            "ops": float(len(tpu))}
+            "elementwise_ops": float(sum(o.op in ELEMENTWISE for o in tpu))}
 
 
 def cpu_features(ops: List[OpCost]) -> Dict[str, float]:

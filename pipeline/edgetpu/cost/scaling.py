@@ -41,7 +41,6 @@ def rescaled(cost: ModelCost, info: ModelInfo, size_ratio: float = 1.0, width: f
         else:
             w_macs, w_params = width, (width if o.parameter_bytes else 1.0)
         ops.append(OpCost(o.index, o.op, o.on_edgetpu, o.tail, int(o.macs * a * w_macs), int(o.depthwise_macs * a * w_macs),
-                          int(o.parameter_bytes * w_params), int(o.activation_bytes * a * (width if o.index != last else 1.0)),
-                          int(o.array_macs * a * w_macs)))
+                          int(o.parameter_bytes * w_params), int(o.activation_bytes * a * (width if o.index != last else 1.0))))
     out_area = area if any(len(info.tensor(t).shape) >= 3 for t in info.outputs) else 1.0
     return ModelCost(ops, int(cost.input_bytes * area), int(cost.output_bytes * out_area))
