@@ -6,7 +6,7 @@ pre-flight's mapping; the flatbuffer is read once through edge/tflite_file.py.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from edge.tflite_file import ModelInfo, OpInfo
 
@@ -25,6 +25,7 @@ class OpCost(NamedTuple):
     depthwise_macs: int  # multiply-accumulates of a depthwise convolution (a poor fit for a systolic array)
     parameter_bytes: int  # constant bytes as the Edge TPU's compiled layout holds them (layout.py)
     activation_bytes: int  # bytes of the op's outputs
+    weight_shape: Tuple[int, ...] = ()  # the constant weight tensor's shape (conv, depthwise, fully connected), else ()
 
 
 class ModelCost(NamedTuple):
@@ -85,6 +86,7 @@ def model_cost(info: ModelInfo, rows: Iterable, layout_bytes) -> ModelCost:
     for op in info.ops:
         on_tpu, tail = placed.get(op.index, (False, False))
         macs, dw = op_macs(op, info)
+        weights = _shape(info, op.inputs[1]) if (op.name in MATMUL_OPS or op.name == DEPTHWISE) and len(op.inputs) > 1 else ()
         ops.append(OpCost(op.index, op.name, on_tpu, tail, macs, dw, layout_bytes(op, info),
-                          sum(tensor_bytes(info, t) for t in op.outputs)))
+                          sum(tensor_bytes(info, t) for t in op.outputs), weights))
     return ModelCost(ops, sum(tensor_bytes(info, t) for t in info.inputs), sum(tensor_bytes(info, t) for t in info.outputs))

@@ -14,6 +14,7 @@ from typing import Dict, List, NamedTuple, Optional
 
 from edge.tflite_file import ModelInfo
 
+from pipeline.edgetpu.cost import coefficients
 from pipeline.edgetpu.cost.predict import Estimate, estimate_cost
 from pipeline.edgetpu.cost.scaling import rescaled
 
@@ -62,7 +63,7 @@ def check(gate: Gate, estimate: Estimate, info: ModelInfo, run: Optional[RunFact
 
 def _at(estimate: Estimate, info: ModelInfo, ratio: float = 1.0, width: float = 1.0) -> Estimate:
     decode = estimate.times[0].host_decode_ms * ratio ** 2
-    return estimate_cost(rescaled(estimate.cost, info, ratio, width), decode)
+    return estimate_cost(rescaled(estimate.cost, info, ratio, width, coefficients.layout()), decode)
 
 
 def _latency_advice(gate: Gate, estimate: Estimate, info: ModelInfo, run: Optional[RunFacts]) -> str:

@@ -29,21 +29,24 @@ class Layout(NamedTuple):
 
     def op_bytes(self, op: OpInfo, info: ModelInfo) -> int:
         """Compiled parameter bytes of one op (0 without constants)."""
-        if op.name in MATMUL_OPS and len(op.inputs) >= 2:
-            w = _shape(info, op.inputs[1])
-            if len(w) == 4:  # [oc, kh, kw, ic]
-                oc, taps, ic = w[0], w[1] * w[2], w[3]
-            elif len(w) == 2:  # [out, in]
-                oc, taps, ic = w[0], 1, w[1]
-            else:
-                return self._raw(op, info)
-            oc_padded = _up(oc, self.out_multiple)
-            return oc_padded * taps * _up(ic, self.in_multiple) + oc_padded * self.per_channel_bytes
-        if op.name == DEPTHWISE and len(op.inputs) >= 2:
-            w = _shape(info, op.inputs[1])
-            if len(w) == 4:  # [1, kh, kw, c]
-                return w[3] * w[1] * w[2] + w[3] * self.per_channel_bytes
+        if (op.name in MATMUL_OPS or op.name == DEPTHWISE) and len(op.inputs) >= 2:
+            compiled = self.weight_bytes(op.name, _shape(info, op.inputs[1]))
+            if compiled is not None:
+                return compiled
         return self._raw(op, info)
+
+    def weight_bytes(self, op_name: str, w: tuple):
+        """Compiled bytes of a weight tensor of shape `w` for op `op_name`; None for a shape this layout does not know."""
+        if op_name == DEPTHWISE:
+            return w[3] * w[1] * w[2] + w[3] * self.per_channel_bytes if len(w) == 4 else None
+        if len(w) == 4:  # [oc, kh, kw, ic]
+            oc, taps, ic = w[0], w[1] * w[2], w[3]
+        elif len(w) == 2:  # [out, in]
+            oc, taps, ic = w[0], 1, w[1]
+        else:
+            return None
+        oc_padded = _up(oc, self.out_multiple)
+        return oc_padded * taps * _up(ic, self.in_multiple) + oc_padded * self.per_channel_bytes
 
     @staticmethod
     def _raw(op: OpInfo, info: ModelInfo) -> int:

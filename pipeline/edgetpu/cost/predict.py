@@ -28,6 +28,12 @@ class DeviceTime(NamedTuple):
     edgetpu_ms: float  # the Edge TPU's part (its ops, parameter streaming, transfers)
     cpu_ms: Optional[float]  # ops left on the CPU (None: not grounded for this host)
     host_decode_ms: float  # a detector's decoding and NMS on the host (0 for other models)
+    fitted_ms: tuple = ()  # (fastest, slowest) published time the device's coefficients were fitted on
+
+    @property
+    def extrapolated(self) -> bool:
+        """The Edge TPU's part lies outside the published times the model was fitted on: a rough figure."""
+        return bool(self.fitted_ms) and not self.fitted_ms[0] <= self.edgetpu_ms <= self.fitted_ms[1]
 
     @property
     def total_ms(self) -> float:
@@ -58,7 +64,9 @@ class Estimate(NamedTuple):
             if t.host_decode_ms:
                 parts.append(f"decode+NMS {t.host_decode_ms:.1f}")
             detail = f" ({' + '.join(parts)})" if len(parts) > 1 else ""
-            lines.append(f"  predicted {t.total_ms:.1f} ms per inference on the {t.label}{detail}")
+            outside = (f"; outside the {t.fitted_ms[0]:g}-{t.fitted_ms[1]:g} ms of the published times it was fitted on, "
+                       "so only a rough figure" if t.extrapolated else "")
+            lines.append(f"  predicted {t.total_ms:.1f} ms per inference on the {t.label}{detail}{outside}")
         return lines
 
     def as_dict(self) -> dict:
@@ -68,7 +76,8 @@ class Estimate(NamedTuple):
                 "streamed_ops": s.streamed_ops,
                 "devices": {t.device: {"label": t.label, "total_ms": round(t.total_ms, 3), "edgetpu_ms": round(t.edgetpu_ms, 3),
                                        "cpu_ms": None if t.cpu_ms is None else round(t.cpu_ms, 3),
-                                       "host_decode_ms": round(t.host_decode_ms, 3)} for t in self.times}}
+                                       "host_decode_ms": round(t.host_decode_ms, 3), "extrapolated": t.extrapolated}
+                            for t in self.times}}
 
 
 def _mib(n: int) -> str:
@@ -151,5 +160,5 @@ def estimate_cost(cost: ModelCost, decode_ms: float) -> Estimate:
         edgetpu_ms = max(linear(device["edgetpu"], features), 0.0)
         cpu = device.get("cpu")
         cpu_ms = linear(cpu, cpu_features(cpu_ops)) if cpu and cpu_ops else (0.0 if not cpu_ops else None)
-        times.append(DeviceTime(key, device["label"], edgetpu_ms, cpu_ms, decode_ms))
+        times.append(DeviceTime(key, device["label"], edgetpu_ms, cpu_ms, decode_ms, tuple(device.get("fitted_ms", ()))))
     return Estimate(data["version"], memory, times, cost)

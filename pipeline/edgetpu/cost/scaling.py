@@ -25,8 +25,23 @@ def spatial_ops(info: ModelInfo) -> set:
     return out
 
 
-def rescaled(cost: ModelCost, info: ModelInfo, size_ratio: float = 1.0, width: float = 1.0) -> ModelCost:
-    """`cost` at size_ratio times the input side and `width` times the channels."""
+def _channels(c: int, width: float) -> int:
+    """Channels after a width multiplier, rounded to a multiple of 8 as Keras' MobileNets round them."""
+    return max(8, int(c * width + 4) // 8 * 8) if width != 1.0 else c
+
+
+def _scaled_shape(o: OpCost, width: float, first: bool, last: bool) -> tuple:
+    w = o.weight_shape
+    if o.op == DEPTHWISE:
+        return (w[0], w[1], w[2], _channels(w[3], width))
+    out = w[0] if last else _channels(w[0], width)
+    inner = w[-1] if first else _channels(w[-1], width)
+    return (out,) + tuple(w[1:-1]) + (inner,)
+
+
+def rescaled(cost: ModelCost, info: ModelInfo, size_ratio: float = 1.0, width: float = 1.0, layout=None) -> ModelCost:
+    """`cost` at size_ratio times the input side and `width` times the channels; with `layout`
+    (pipeline/edgetpu/cost/layout.Layout) a weight op's compiled bytes are laid out again for its new shape."""
     area = size_ratio ** 2
     spatial = spatial_ops(info)
     weighted = [o.index for o in cost.ops if o.macs or o.depthwise_macs]
@@ -40,7 +55,12 @@ def rescaled(cost: ModelCost, info: ModelInfo, size_ratio: float = 1.0, width: f
             w_macs = w_params = width if o.index in (first, last) else width ** 2
         else:
             w_macs, w_params = width, (width if o.parameter_bytes else 1.0)
+        params = int(o.parameter_bytes * w_params)
+        shape = o.weight_shape
+        if width != 1.0 and layout is not None and o.weight_shape:
+            shape = _scaled_shape(o, width, o.index == first, o.index == last)
+            params = layout.weight_bytes(o.op, shape) or params
         ops.append(OpCost(o.index, o.op, o.on_edgetpu, o.tail, int(o.macs * a * w_macs), int(o.depthwise_macs * a * w_macs),
-                          int(o.parameter_bytes * w_params), int(o.activation_bytes * a * (width if o.index != last else 1.0))))
+                          params, int(o.activation_bytes * a * (width if o.index != last else 1.0)), shape))
     out_area = area if any(len(info.tensor(t).shape) >= 3 for t in info.outputs) else 1.0
     return ModelCost(ops, int(cost.input_bytes * area), int(cost.output_bytes * out_area))
