@@ -3,6 +3,8 @@
     pipeline compile runs/digits --check-only     prediction only; works on any machine
     pipeline compile model.tflite --check-only --json   the same for any .tflite file, as JSON on stdout
     pipeline compile runs/digits                  needs edgetpu_compiler (x86-64 Linux)
+    pipeline compile runs/digits --check-only --max-latency-ms 5 --require-on-chip
+                                                  the cost model's gates (pipeline/edgetpu/cost/): fail naming the change that fits
 
 Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, the ops each compiled file
 keeps on the CPU, and where prediction and compiler disagree) and, when the compiler succeeds and
