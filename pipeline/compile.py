@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
-from edge.integrity import sidecar_path, sidecar_record
-from edge.tflite_file import ModelFileError, read_model
+from edge.model.integrity import sidecar_path, sidecar_record
+from edge.model.tflite_file import ModelFileError, read_model
 from pipeline import metadata
 from pipeline.edgetpu import agreement, compiled_check, compiler_log, cost, preflight
 from pipeline.edgetpu.cost import gate as cost_gate
