@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compiled_layout import split as compiled_split  # noqa: E402
 
-from edge.tflite_file import read_model  # noqa: E402
+from edge.model.tflite_file import read_model  # noqa: E402
 from pipeline.edgetpu import preflight  # noqa: E402
 from pipeline.edgetpu.cost import predict  # noqa: E402
 from pipeline.edgetpu.cost.features import model_cost  # noqa: E402
@@ -102,7 +102,7 @@ FEATURE_SETS = ([("intercept", "gmacs", "streamed_mib"), ("intercept", "gmacs", 
                 + [("intercept", f"bound_gmacs@{r:g}", f"large_activation_mib@{t:g}") for r in RATIOS for t in THRESHOLDS])
 CPU_FEATURES = ("gmacs", "activation_mib", "ops")
 DECODE = {"ms_per_1000_boxes": round(0.49 / 2.1, 4), "box_channels": 64,
-          "source": "bench/results/yolo_decode.md: edge/yolo_decode.py's typical frame, 2,100 anchor points at 320x320, "
+          "source": "bench/results/yolo_decode.md: edge/answers/heads/yolo.py's typical frame, 2,100 anchor points at 320x320, "
                     "0.49 ms on one x86-64 thread (loaded machine); scaled by the number of boxes"}
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from edge.tflite_file import read_model  # noqa: E402
+from edge.model.tflite_file import read_model  # noqa: E402
 from pipeline.edgetpu import cost, preflight  # noqa: E402
 
 parser = argparse.ArgumentParser()

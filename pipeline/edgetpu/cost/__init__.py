@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from edge.tflite_file import ModelInfo, read_model
+from edge.model.tflite_file import ModelInfo, read_model
 
 from pipeline.edgetpu.cost.predict import Estimate, estimate
 

@@ -2,13 +2,13 @@
 the Edge TPU lays them out, activation bytes, and which side (Edge TPU or CPU) the pre-flight puts each op on.
 
 A latency does not depend on weight values, only on shapes, so everything here comes from tensor shapes and the
-pre-flight's mapping; the flatbuffer is read once through edge/tflite_file.py.
+pre-flight's mapping; the flatbuffer is read once through edge/model/tflite_file.py.
 """
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from edge.tflite_file import ModelInfo, OpInfo
+from edge.model.tflite_file import ModelInfo, OpInfo
 
 # Ops that multiply by a constant weight tensor: the work of a systolic array.
 MATMUL_OPS = ("CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")

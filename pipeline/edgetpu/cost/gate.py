@@ -12,7 +12,7 @@ import json
 import shlex
 from typing import Dict, List, NamedTuple, Optional
 
-from edge.tflite_file import ModelInfo
+from edge.model.tflite_file import ModelInfo
 
 from pipeline.edgetpu.cost import coefficients
 from pipeline.edgetpu.cost.predict import Estimate, estimate_cost

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import List, NamedTuple
 
-from edge.tflite_file import ModelInfo, OpInfo
+from edge.model.tflite_file import ModelInfo, OpInfo
 
 from pipeline.edgetpu.cost.features import DEPTHWISE, MATMUL_OPS, ModelCost, _shape
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional
 
-from edge.tflite_file import ModelInfo
+from edge.model.tflite_file import ModelInfo
 
 from pipeline.edgetpu.cost import coefficients
 from pipeline.edgetpu.cost.features import ModelCost, OpCost, model_cost
@@ -141,7 +141,7 @@ def _rows(info: ModelInfo, index: int) -> int:
 
 
 def estimate(info: ModelInfo, rows, cost: Optional[ModelCost] = None) -> Estimate:
-    """The estimate for a model read by edge/tflite_file.py, with the pre-flight's rows (which op runs where)."""
+    """The estimate for a model read by edge/model/tflite_file.py, with the pre-flight's rows (which op runs where)."""
     cost = cost or model_cost(info, rows, coefficients.layout().op_bytes)
     return estimate_cost(cost, host_decode_ms(info, cost))
 

@@ -9,7 +9,7 @@ advice's command is then checked by the real pre-flight of the rebuilt model.
 """
 from __future__ import annotations
 
-from edge.tflite_file import ModelInfo
+from edge.model.tflite_file import ModelInfo
 
 from pipeline.edgetpu.cost.features import DEPTHWISE, ModelCost, OpCost
 

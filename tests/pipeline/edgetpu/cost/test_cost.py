@@ -1,6 +1,6 @@
 """The Edge TPU cost model (pipeline/edgetpu/cost/): memory layout against Google's compiled twins, the cache rule,
 the prediction's shape, and where a user sees it (`pipeline compile`, edgetpu.json, report.html, measured beside
-predicted). The gates' advice, retrained at the size or width it names, is tests/test_edgetpu_cost_advice.py.
+predicted). The gates' advice, retrained at the size or width it names, is tests/pipeline/edgetpu/cost/test_advice.py.
 """
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from edge.latency import latency_document
-from edge.tflite_file import read_model
+from edge.documents.latency import latency_document
+from edge.model.tflite_file import read_model
 from pipeline.edgetpu import cost, preflight
 from pipeline.edgetpu.cost import coefficients, features, layout
 from pipeline.edgetpu.cost.scaling import rescaled
-from tests.helpers import REPO, record_artifact
+from tests.support.helpers import REPO, record_artifact
 
 REFERENCE = REPO.parent / "shared" / "reference" / "coral"
 sys.path.insert(0, str(REPO / "bench" / "edgetpu_cost"))
@@ -186,7 +186,7 @@ def test_a_model_larger_than_the_chip_is_split_between_cached_and_streamed(tmp_p
     pytest.importorskip("tensorflow")
     import tf_keras as keras
 
-    from tests.helpers import int8_tflite
+    from tests.support.helpers import int8_tflite
     inputs = keras.Input((8, 8, 3), batch_size=1)
     x = keras.layers.Flatten()(keras.layers.Conv2D(64, 1)(inputs))
     x = keras.layers.Dense(1500)(x)  # 6.1M weights: cached
@@ -209,7 +209,7 @@ def test_a_detector_s_decoding_and_nms_are_priced_per_box_on_the_host():
 
 
 def test_a_model_the_compiler_would_refuse_gets_no_estimate_and_the_gate_says_so(tmp_path):
-    from tests.helpers import int8_tflite
+    from tests.support.helpers import int8_tflite
     pytest.importorskip("tensorflow")
     import tf_keras as keras
     inputs = keras.Input((8, 8, 3))  # batch left dynamic: the compiler refuses dynamic-sized tensors

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from edge.tflite_file import read_model
+from edge.model.tflite_file import read_model
 from pipeline.edgetpu import cost, preflight
 from pipeline.edgetpu.cost import gate
 from pipeline.edgetpu.cost.scaling import rescaled
-from tests.helpers import REPO, quiet_env
+from tests.support.helpers import REPO, quiet_env
 
 REFERENCE = REPO.parent / "shared" / "reference" / "coral"
 
