@@ -329,6 +329,12 @@ def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max
 @click.option("--intermediate-tensors", help="comma-separated tensor names to output from the Edge TPU op")
 @click.option("--search-delegate", is_flag=True, help="on failure, retry with an earlier stopping point (-d)")
 @click.option("--delegate-search-step", type=int, help="step in ops for --search-delegate (-k)")
+@click.option("--max-latency-ms", type=float, help="exit non-zero when the cost model predicts more ms per inference "
+              "(on --latency-device), naming the largest input size or width that fits")
+@click.option("--latency-device", type=click.Choice(["usb3", "devboard"]), default="usb3", show_default=True,
+              help="the device --max-latency-ms is judged on: USB Accelerator on USB 3.0, or the Dev Board (PCIe)")
+@click.option("--require-on-chip", is_flag=True, help="exit non-zero when the cost model predicts any parameter streamed "
+              "from the host (not cached in the Edge TPU's on-chip memory), naming the largest width that fits")
 @reports_errors
 def compile_command(target, as_json, **options):
     """Predict the Edge TPU mapping of RUN (or a .tflite file), then compile RUN with edgetpu_compiler."""
@@ -337,7 +343,8 @@ def compile_command(target, as_json, **options):
     from pipeline import compile as compile_mod
 
     say = functools.partial(click.echo, err=True)  # stdout carries only the JSON
-    show = (lambda prediction: click.echo(json.dumps(prediction.as_dict()))) if as_json else None
+    show = (lambda prediction, estimate: click.echo(json.dumps(
+        dict(prediction.as_dict(), cost=estimate.as_dict() if estimate else None)))) if as_json else None
     result = compile_mod.compile_for_edgetpu(compile_mod.CompileConfig(**options), target, say=say, show=show)
     for model in result.models:
         say(f"wrote {model}")

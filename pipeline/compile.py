@@ -3,6 +3,8 @@
     pipeline compile runs/digits --check-only     prediction only; works on any machine
     pipeline compile model.tflite --check-only --json   the same for any .tflite file, as JSON on stdout
     pipeline compile runs/digits                  needs edgetpu_compiler (x86-64 Linux)
+    pipeline compile runs/digits --check-only --max-latency-ms 5 --require-on-chip
+                                                  the cost model's gates (pipeline/edgetpu/cost/): fail naming the change that fits
 
 Writes RUN/edgetpu.json (the pre-flight, the compiler's parsed log, the ops each compiled file
 keeps on the CPU, and where prediction and compiler disagree) and, when the compiler succeeds and
@@ -21,9 +23,10 @@ from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
 from edge.model.integrity import sidecar_path, sidecar_record
-from edge.model.tflite_file import ModelFileError
+from edge.model.tflite_file import ModelFileError, read_model
 from pipeline import metadata
-from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
+from pipeline.edgetpu import agreement, compiled_check, compiler_log, cost, preflight
+from pipeline.edgetpu.cost import gate as cost_gate
 from pipeline.edgetpu import compiler as compiler_mod
 from pipeline.report import write as write_report
 from pipeline.errors import ConfigError, PipelineError
@@ -41,6 +44,9 @@ class CompileConfig:
     intermediate_tensors: Optional[str] = None  # -i: comma-separated tensor names to output from the TPU op
     search_delegate: bool = False  # -d: on failure, retry with the stopping point moved earlier
     delegate_search_step: Optional[int] = None  # -k: step in ops for -d
+    max_latency_ms: Optional[float] = None  # fail when the cost model predicts more per inference on latency_device
+    require_on_chip: bool = False  # fail when the cost model predicts any parameter streamed from the host
+    latency_device: str = "usb3"  # the device --max-latency-ms is judged on (keys of cost/coefficients.json)
 
     @property
     def seconds(self) -> int:
@@ -48,6 +54,11 @@ class CompileConfig:
 
     def validate(self) -> None:
         """Refuse options that would be accepted and then ignored."""
+        devices = cost.coefficients.load()["devices"]
+        if self.latency_device not in devices:
+            raise ConfigError(f"--latency-device {self.latency_device!r}; expected one of {', '.join(devices)}")
+        if self.max_latency_ms is not None and not self.max_latency_ms > 0:
+            raise ConfigError(f"--max-latency-ms {self.max_latency_ms:g}; expected a positive number of milliseconds")
         if self.delegate_search_step is not None and not self.search_delegate:
             raise ConfigError("--delegate-search-step is the step of --search-delegate; give --search-delegate too, or leave it out")
         if self.check_only:
@@ -68,6 +79,7 @@ class CompileResult(NamedTuple):
     # Why not every op is shown to run on the Edge TPU (what --require-full-mapping refuses), with the first change
     # to make; None when every op is. From the compiled files and logs after a compile, else from the pre-flight.
     unmapped: Optional[str] = None
+    estimate: Optional[cost.Estimate] = None  # the cost model's memory split and times (None when the model is refused)
 
 
 def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=None) -> CompileResult:
@@ -81,15 +93,18 @@ def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=Non
         raise ConfigError(f"{target} does not exist; expected a run directory or a .tflite file")
     with writing(target, "pipeline compile") as run:
         model = run.artifact("model_int8")
-        prediction = _predict(config, model, say, show)
+        prediction, estimate, info = _predict(config, model, say, show)
         report = {**versioned(artifact("edgetpu_report").schema), "model": run.entry("model_int8")["path"],
                   "model_sha256": run.entry("model_int8")["sha256"], "preflight": prediction.as_dict(),
+                  "cost": estimate.as_dict() if estimate else None,
                   "compiler": None, "compiled": None, "disagreements": []}
         if config.check_only:
             path = _record_check_only(run, report, say)
             write_report(run.dir)  # RUN/report.html; a failure to render only warns
             unmapped = _require_full_mapping(config, predicted_unmapped(prediction))
-            return CompileResult(prediction, path, [], None, unmapped)
+            _cost_gates(config, estimate, info, _run_facts(run))
+            return CompileResult(prediction, path, [], None, unmapped, estimate)
+        _cost_gates(config, estimate, info, _run_facts(run))  # before the compiler: a model over budget is not compiled
         run.contract_of("model_int8")  # the compiled model's sidecar needs it: refuse before compiling, not after
         compiler = compiler_mod.find(config, prediction.headline())
         with scratch_folder(run.dir, prefix=".compile-") as scratch:
@@ -104,7 +119,7 @@ def compile_for_edgetpu(config: CompileConfig, target: Path, say=print, show=Non
         f"Edge TPU, {parsed.ops_on_cpu} on the CPU, {parsed.subgraphs} Edge TPU subgraph(s)")
     for line in report["disagreements"]:
         say(f"pre-flight and compiler disagree: {line}")
-    return CompileResult(prediction, report_path, written, parsed, unmapped)
+    return CompileResult(prediction, report_path, written, parsed, unmapped, estimate)
 
 
 def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, prediction: preflight.Preflight, report: dict,
@@ -143,15 +158,48 @@ def _compile(config: CompileConfig, compiler: str, model: Path, work: Path, pred
     return compiled, outputs, [log for log in logs if log.exists()], parsed, unmapped
 
 
-def _predict(config: CompileConfig, model: Path, say, show) -> preflight.Preflight:
+def _predict(config: CompileConfig, model: Path, say, show):
+    """(the pre-flight, the cost model's estimate or None, the model as read)."""
     try:
-        prediction = preflight.analyze(model, runtime=config.min_runtime_version or preflight.rules.DEFAULT_RUNTIME)
-    except ModelFileError as err:
+        data = model.read_bytes()
+        info = read_model(data)  # read once: the pre-flight and the cost model share it
+        prediction = preflight.analyze(data, runtime=config.min_runtime_version or preflight.rules.DEFAULT_RUNTIME, info=info)
+    except (ModelFileError, OSError) as err:
         raise PipelineError(f"cannot run the pre-flight on {model}: {err}") from err
+    estimate = cost.for_model(info, prediction)
     if show:
-        show(prediction)
+        show(prediction, estimate)
     say(preflight.table(prediction))
-    return prediction
+    for line in estimate.lines() if estimate else ["cost model: no estimate, the compiler is expected to refuse the model"]:
+        say(line)
+    return prediction, estimate, info
+
+
+def _run_facts(run: Run) -> Optional[cost_gate.RunFacts]:
+    """How the run was trained, for the gates' advice; None for a run that records no training config (imported)."""
+    training = run.manifest.get("training")
+    config = training.get("config") if isinstance(training, dict) else None
+    if not isinstance(config, dict) or not config.get("model") or not config.get("data"):
+        return None
+    from models import min_image_size
+    try:
+        low = min_image_size(config["model"])
+    except ValueError:
+        return None
+    return cost_gate.RunFacts(str(run.dir), config, low)
+
+
+def _cost_gates(config: CompileConfig, estimate, info, run_facts) -> None:
+    """--max-latency-ms and --require-on-chip: refuse with the change that fits."""
+    if config.max_latency_ms is None and not config.require_on_chip:
+        return
+    if estimate is None:
+        raise PipelineError("--max-latency-ms/--require-on-chip: the cost model has no estimate for a model the compiler "
+                            "is expected to refuse; fix what the pre-flight names first")
+    failed = cost_gate.check(cost_gate.Gate(config.max_latency_ms, config.require_on_chip, config.latency_device),
+                             estimate, info, run_facts)
+    if failed:
+        raise PipelineError(failed)
 
 
 def _check_file(config: CompileConfig, model: Path, say, show) -> CompileResult:
@@ -160,9 +208,10 @@ def _check_file(config: CompileConfig, model: Path, say, show) -> CompileResult:
         # Outputs of a full compile belong in a run, with the labels and sidecars the device needs.
         raise ConfigError(f"{model} is a model file: a full compile needs a run directory (made by `pipeline export RUN "
                           "--int8`); for any .tflite file use --check-only, or run edgetpu_compiler on it yourself")
-    prediction = _predict(config, model, say, show)
+    prediction, estimate, info = _predict(config, model, say, show)
     unmapped = _require_full_mapping(config, predicted_unmapped(prediction))
-    return CompileResult(prediction, None, [], None, unmapped)
+    _cost_gates(config, estimate, info, None)
+    return CompileResult(prediction, None, [], None, unmapped, estimate)
 
 
 def _record_check_only(run: Run, report: dict, say) -> Path:

@@ -150,11 +150,11 @@ class Preflight(NamedTuple):
         return entries
 
 
-def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIME) -> Preflight:
+def analyze(source: Union[str, Path, bytes], runtime: int = rules.DEFAULT_RUNTIME, info: Optional[ModelInfo] = None) -> Preflight:
     """Predict the compiler's mapping of an int8 .tflite model (path or bytes), with what to change for each op that
-    stays on the CPU."""
+    stays on the CPU. `info`: the model already read from the same bytes (read here when None)."""
     data = source if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
-    info = read_model(data)
+    info = info or read_model(data)
     producer = {t: op.index for op in info.ops for t in op.outputs}
     # after[k]: op k runs on the CPU after the Edge TPU segment (it has a mapped op upstream);
     # cause[k]: the op with a problem of its own that put it there.

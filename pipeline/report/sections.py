@@ -16,7 +16,7 @@ import numbers
 from typing import Any, Callable, Dict, List, Optional
 
 from pipeline import tasks
-from pipeline.report import latency, plots
+from pipeline.report import latency, plots, predicted
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
@@ -237,6 +237,7 @@ def edgetpu_section(run: Run) -> dict:
         "advice": pre.get("advice"),  # what to change, per problem (None in a report from before the advice)
         "compiler": report.get("compiler"), "compiled": report.get("compiled") or [],
         "disagreements": report.get("disagreements") or [],
+        "cost": report.get("cost"),  # the cost model's memory split and times (None in a report from before it)
     }
 
 
@@ -254,7 +255,9 @@ def latency_section(run: Run) -> dict:
     bench = _read_json(run, latency.KEY)
     measured = next((key for key in run.recorded() if run.entry(key).get("sha256") == bench.get("model_sha256")
                      and key != latency.KEY), None)
-    return {"ran": True, "error": None, "bench": bench, "measured": measured}
+    recorded = _read_json(run, "edgetpu_report") if run.has("edgetpu_report") else None
+    return {"ran": True, "error": None, "bench": bench, "measured": measured,
+            "predicted": predicted.beside(bench, recorded, measured)}
 
 
 # ---------------------------------------------------------------------------------------------
