@@ -24,7 +24,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 from edge.model.integrity import sidecar_path, sidecar_record
 from edge.model.tflite_file import ModelFileError, read_model
-from pipeline import metadata
+from pipeline import metadata, tasks
 from pipeline.edgetpu import agreement, compiled_check, compiler_log, cost, preflight
 from pipeline.edgetpu.cost import gate as cost_gate
 from pipeline.edgetpu import compiler as compiler_mod
@@ -186,7 +186,8 @@ def _run_facts(run: Run) -> Optional[cost_gate.RunFacts]:
         low = min_image_size(config["model"])
     except ValueError:
         return None
-    return cost_gate.RunFacts(str(run.dir), config, low)
+    task = tasks.of_run(run)
+    return cost_gate.RunFacts(str(run.dir), config, low, task.input_size_step(run), task.size_note)
 
 
 def _cost_gates(config: CompileConfig, estimate, info, run_facts) -> None:

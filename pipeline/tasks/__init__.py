@@ -74,6 +74,14 @@ class Task:
     def check(self, config) -> None:
         """Refuse options the task cannot honour (ConfigError), before anything is read."""
 
+    def input_size_step(self, run) -> int:
+        """The steps the input sizes of `run`'s models come in: `pipeline compile`'s cost gates suggest a size of them."""
+        return 8
+
+    def size_note(self, size: int) -> str:
+        """What the cost gates' advice adds for the programs that run the task's models at a new input size."""
+        return ""
+
     def default_image_size(self, model: str) -> int:
         raise NotImplementedError
 

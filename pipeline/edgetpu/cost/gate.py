@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 from edge.model.tflite_file import ModelInfo
 
+from pipeline import tasks
 from pipeline.edgetpu.cost import coefficients
 from pipeline.edgetpu.cost.predict import Estimate, estimate_cost
 from pipeline.edgetpu.cost.scaling import rescaled
@@ -29,6 +30,8 @@ class RunFacts(NamedTuple):
     run_dir: str
     train_config: Dict
     min_size: int
+    size_step: int = 8  # the task's steps of input size (a detector's: its coarsest stride)
+    size_note: Callable[[int], str] = lambda size: ""  # what the task's clients are told of a new size
 
 
 class Gate(NamedTuple):
@@ -70,14 +73,13 @@ def _latency_advice(gate: Gate, estimate: Estimate, info: ModelInfo, run: Option
     side = input_side(info)
     if side is None:
         return "the model's input is not a square image, so no smaller size can be suggested"
-    # A detector's anchor grid needs a multiple of its largest stride (32); a classifier takes any multiple of 8.
-    step = 32 if run and run.train_config.get("task") == "detect" else 8
+    step = run.size_step if run else 8
     low = run.min_size if run else step
     for s in range(side - step, max(low, step) - 1, -step):
         t = _at(estimate, info, s / side).time(gate.device)
         if t.total_ms <= gate.max_latency_ms:
             return (f"the largest input size that meets it is {s}x{s} (predicted {t.total_ms:.2f} ms)"
-                    + _frigate(run, s) + _retrain(run, gate, image_size=s))
+                    + _size_note(run, s) + _retrain(run, gate, image_size=s))
     floor = _at(estimate, info, max(low, step) / side).time(gate.device).total_ms
     width = _largest_width(gate, estimate, info, run, lambda e: e.time(gate.device).total_ms <= gate.max_latency_ms)
     if width:
@@ -116,11 +118,8 @@ def _largest_width(gate: Gate, estimate: Estimate, info: ModelInfo, run: Optiona
     return None
 
 
-def _frigate(run: Optional[RunFacts], size: int) -> str:
-    if run and run.train_config.get("task") == "detect":
-        return (f"; Frigate is then given that size as its model's `width: {size}` and `height: {size}` "
-                "(with the model trained and exported at it)")
-    return ""
+def _size_note(run: Optional[RunFacts], size: int) -> str:
+    return run.size_note(size) if run else ""
 
 
 def _retrain(run: Optional[RunFacts], gate: Gate, image_size: Optional[int] = None, option=None) -> str:
@@ -131,8 +130,7 @@ def _retrain(run: Optional[RunFacts], gate: Gate, image_size: Optional[int] = No
     suffix = f"{image_size}px" if image_size else f"{option[0]}{option[1]:g}"
     out = f"{run.run_dir.rstrip('/')}-{suffix}"
     words = ["pipeline", "train"]
-    if c.get("task") and c["task"] != "classify":
-        words += ["--task", c["task"]]
+    words += tasks.option(c.get("task") or tasks.DEFAULT).split()
     words += ["--data", c["data"]]
     if c.get("val_data"):
         words += ["--val-data", c["val_data"]]

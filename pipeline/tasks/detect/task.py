@@ -40,6 +40,15 @@ class Detect(Task):
     # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
     train_defaults = TRAIN_DEFAULTS["detect"]
 
+    def input_size_step(self, run) -> int:
+        from pipeline.tasks.detect import heads
+
+        return max(heads.of_run(run).strides())  # the coarsest feature stride divides the input size
+
+    def size_note(self, size: int) -> str:
+        return (f"; Frigate is then given that size as its model's `width: {size}` and `height: {size}` "
+                "(with the model trained and exported at it)")
+
     def report_sections(self):
         from pipeline.tasks.detect import report  # mAP, PR curves, clients, disagreements: its parity too
 

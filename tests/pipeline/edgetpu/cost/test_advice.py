@@ -100,8 +100,10 @@ def test_a_detector_s_advice_names_the_size_to_give_frigate():
     data = path.read_bytes()
     info, estimate = read_model(data), cost.for_model(data, preflight.analyze(data))
     budget = estimate.time("usb3").total_ms - 1e-3
+    from pipeline import tasks
+
     facts = gate.RunFacts("runs/det", {"task": "detect", "data": "coco.json", "model": "mobilenet_v2", "image_size": 224,
-                                       "epochs": 10}, 32)
+                                       "epochs": 10}, 32, 32, tasks.get("detect").size_note)  # a detector's coarsest stride
     message = gate.check(gate.Gate(budget, False, "usb3"), estimate, info, facts)
     size = int(re.search(r"the largest input size that meets it is (\d+)x\1", message).group(1))
     assert f"Frigate is then given that size as its model's `width: {size}` and `height: {size}`" in message

@@ -131,7 +131,7 @@ def test_bad_gate_options_are_refused_in_one_line(args, message):
 
 
 def _reference_run(tmp_path):
-    from test_compile import reference_run  # the run set-up the compile stage's tests use
+    from tests.pipeline.test_compile import reference_run  # the run set-up the compile stage's tests use
     return reference_run(tmp_path, "mobilenet_v1_0.25_128_quant")
 
 
