@@ -26,7 +26,7 @@ from pipeline.importing.saved_model import Loaded, read as read_saved_model
 
 SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf looks for in the cwd
 SAMPLE_COUNT, SAMPLE_SIZE = 20, 128
-NEEDS = "onnx, onnx2tf and onnxruntime (pip install -e '.[import]')"
+NEEDS = "onnx, onnx2tf and onnxruntime (the `import` extra)"
 
 
 def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.ndarray] = None) -> Loaded:
@@ -96,8 +96,14 @@ def check_format(path: Path) -> None:
 
 
 def _need(name: str):
-    if importlib.util.find_spec(name) is None:
-        raise ConfigError(f"importing an ONNX model needs {NEEDS}; {name} is not installed")
+    """Module NAME, once all three the conversion needs are there: a missing one is named, with the command that
+    installs it, before any work (onnx2tf is imported only at the conversion, after the checks)."""
+    if any(importlib.util.find_spec(n) is None for n in ("onnx", "onnxruntime", "onnx2tf")):
+        from pipeline.importing.install_command import import_install_command
+
+        missing = [n for n in ("onnx", "onnxruntime", "onnx2tf") if importlib.util.find_spec(n) is None]
+        raise ConfigError(f"importing an ONNX model needs {NEEDS}; {', '.join(missing)} not installed; install with: "
+                          f"{import_install_command(missing)}")
     return importlib.import_module(name)
 
 
