@@ -72,6 +72,9 @@ def slow_files_first(items) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests.docs_extra import deselect_without_the_extra
+
+    deselect_without_the_extra(config, items)
     slow_files_first(items)
     cache = {}
     for item in items:
@@ -82,6 +85,12 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.docs_extra import summary
+
+    summary(terminalreporter)
 
 
 @pytest.fixture(autouse=True)

@@ -34,11 +34,21 @@ WRITERS = {
 TEMPORARY = (".tmp", ".old")
 
 
-def start(args: List[str], run_dir: Path, env: Optional[dict] = None) -> subprocess.Popen:
+def start(args: List[str], run_dir: Path, env: Optional[dict] = None, prefix=()) -> subprocess.Popen:
     args = [str(run_dir) if a == "RUN" else a for a in args]
     # A session of its own: the signals these tests send go to this child alone, never to the pytest worker's group.
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=env or quiet_env(), start_new_session=True)
+    return subprocess.Popen([*prefix, sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env or quiet_env(), start_new_session=True)
+
+
+def _without_root_override() -> tuple:
+    """What the command is started under so file permissions hold for it: nothing for a user; for root (CI), util-linux's
+    setpriv without the capabilities that let root ignore them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH)."""
+    if os.geteuid() != 0:
+        return ()
+    caps = "-dac_override,-dac_read_search"
+    assert shutil.which("setpriv"), "root ignores file permissions, and util-linux's setpriv is not here to drop that"
+    return ("setpriv", "--bounding-set", caps, "--inh-caps", caps, "--")
 
 
 def finish(process: subprocess.Popen, timeout: float = 300):
@@ -443,8 +453,6 @@ def test_a_kill_between_training_and_writing_finishes_without_training_again(tmp
 @pytest.mark.parametrize("code_in", [errno.EROFS, errno.EACCES])
 def test_other_os_errors_name_the_path_and_the_reason(run_copy, code_in):
     """A read-only or forbidden run folder: one message, exit 1, nothing changed."""
-    if os.geteuid() == 0 and code_in == errno.EACCES:
-        pytest.skip("root ignores file permissions; the read-only mount case covers a refused write")
     if code_in == errno.EROFS:
         mount = run_copy.parent / "ro"
         mount.mkdir()
@@ -457,7 +465,7 @@ def test_other_os_errors_name_the_path_and_the_reason(run_copy, code_in):
         target = run_copy
     try:
         before = tree_snapshot(target)
-        code, out, err = finish(start(WRITERS["export"], target))
+        code, out, err = finish(start(WRITERS["export"], target, prefix=_without_root_override() if code_in == errno.EACCES else ()))
         assert_clean_message(code, err, {1})
         assert str(target) in err and os.strerror(code_in) in err, err[-2000:]
         assert tree_snapshot(target) == before
