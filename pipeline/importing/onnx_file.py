@@ -146,6 +146,12 @@ def _check_ops(model, path: Path) -> None:
                               "replace it in the source model)")
 
 
+def _through_tensorflow() -> dict:
+    """onnx2tf 2.x writes .tflite files straight from its own graph by default, and no SavedModel; its TensorFlow
+    path ("tf_converter", the only one 1.x has) writes the SavedModel our export quantizes."""
+    return {"tflite_backend": "tf_converter"} if int(_version("onnx2tf").split(".")[0]) >= 2 else {}
+
+
 def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
     import onnx2tf
 
@@ -158,7 +164,7 @@ def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.nda
             with contextlib.redirect_stdout(log):
                 onnx2tf.convert(input_onnx_file_path=str(Path(here, path)), output_folder_path=str(folder),
                                 output_signaturedefs=True, batch_size=batch, overwrite_input_shape=overwrite,
-                                not_use_onnxsim=True, non_verbose=True)
+                                not_use_onnxsim=True, non_verbose=True, **_through_tensorflow())
         except SystemExit as stop:  # onnx2tf ends with sys.exit(1) on a model it cannot convert
             raise ConfigError(f"onnx2tf {_version('onnx2tf')} could not convert {path} (exit {stop.code}): "
                               f"{_last_error(log.getvalue())}") from None
