@@ -1,8 +1,8 @@
-"""onnx2tf for the ONNX import tests on Python 3.10 and 3.11, installed as `pipeline import` tells a user to.
+"""onnx2tf for the ONNX import tests, installed as `pipeline import` tells a user to.
 
-    folder = onnx2tf_folder(tmp_path_factory)   # None where the environment has onnx2tf already (the extra, 3.12+)
+    folder = onnx2tf_folder(tmp_path_factory)   # None where the environment has onnx2tf already
 
-There the `import` extra cannot hold onnx2tf (pyproject.toml): its 1.29.24 pins TensorFlow 2.19. The command
+The `import` extra cannot hold onnx2tf (pyproject.toml says why, in numbers). The command
 `pipeline import` prints for it (pipeline/importing/install_command.py) is run once per session (or CI run), with
 `--target` into a folder of its own so the test venv stays as the user's `.[host,test]` made it; the tests' processes
 find it on PYTHONPATH.

@@ -3,8 +3,8 @@ ImageNet mean/std) imports through onnx2tf, its int8 model is within 1 pp of onn
 images with every op predicted on the Edge TPU and no TRANSPOSE left; a file that is not ONNX, an op onnx2tf cannot
 take and a dynamic size without --image-size are refused, nothing written.
 
-Needs onnx, onnxruntime and onnx2tf: README command 2 installs the `import` extra, and on Python 3.10 and 3.11 the tests
-install onnx2tf alone as `pipeline import` tells a user to (tests/onnx2tf_alone.py). No PyTorch: the PyTorch model is a
+Needs onnx, onnxruntime and onnx2tf: README command 2 installs the `import` extra, and the tests install onnx2tf alone
+as `pipeline import` tells a user to (tests/onnx2tf_alone.py). No PyTorch: the PyTorch model is a
 committed file (tests/fixtures/tiny_classifier.onnx, made by tests/fixtures/make_tiny_onnx.py).
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ def _missing(*names: str) -> list:
 
 @pytest.fixture(scope="module")
 def converter(tmp_path_factory):
-    """onnx, onnxruntime (the `import` extra, which README command 2 installs) and onnx2tf: where the extra cannot hold it
-    (Python 3.10 and 3.11), installed as `pipeline import` says (tests/onnx2tf_alone.py) and put on the path of this
-    process and of the commands it starts."""
+    """onnx, onnxruntime (the `import` extra, which README command 2 installs) and onnx2tf, which the extra cannot
+    hold: installed as `pipeline import` says (tests/onnx2tf_alone.py) and put on the path of this process and of the
+    commands it starts."""
     from tests.onnx2tf_alone import onnx2tf_folder
 
     missing = _missing("onnx", "onnxruntime")

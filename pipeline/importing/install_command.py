@@ -1,20 +1,19 @@
 """The exact command that installs what `pipeline import` of an ONNX model needs, on the Python running it.
 
-    import_install_command(["onnx2tf"])   # 'python3.11 -m pip install --no-deps onnx2tf==1.29.24' on 3.10 and 3.11
+    import_install_command(["onnx2tf"])   # '/path/to/python -m pip install --no-deps onnx2tf==1.29.24'
 
-On Python 3.12 and 3.13 the package's `import` extra holds all of it (onnx2tf 2.x). On 3.10 and 3.11 the newest
-onnx2tf, 1.29.24, pins TensorFlow 2.19 exactly, which the host's TensorFlow 2.21 cannot meet (pyproject.toml), so it
-is installed on its own without its pins: the one piece the extra cannot hold there.
+The package's `import` extra holds onnx and onnxruntime but cannot hold onnx2tf on any supported Python
+(pyproject.toml says why, in numbers): onnx2tf is installed on its own, without its pins, the one release that runs
+beside TensorFlow 2.21 on 3.10 to 3.13.
 """
 from __future__ import annotations
 
 import shlex
 import sys
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Sequence
 
-ONNX2TF_WITHOUT_PINS = "onnx2tf==1.29.24"  # before Python 3.12 (onnx2tf 2.x needs 3.12)
-EXTRA_HOLDS_ONNX2TF = (3, 12)
+ONNX2TF = "onnx2tf==1.29.24"  # its Requires-Python: >= 3.10.12
 
 
 def _source_tree() -> str:
@@ -23,11 +22,8 @@ def _source_tree() -> str:
     return shlex.quote(f"{root}[host,import]") if (root / "pyproject.toml").is_file() else "'edgeflow[host,import]'"
 
 
-def import_install_command(missing: Sequence[str], version: Tuple[int, int] = tuple(sys.version_info[:2])) -> str:
+def import_install_command(missing: Sequence[str]) -> str:
     """The command that installs MISSING (module names) for `pipeline import` of an ONNX model."""
     pip = f"{shlex.quote(sys.executable)} -m pip install"
-    extra = f"{pip} -e {_source_tree()}"
-    if version >= EXTRA_HOLDS_ONNX2TF:
-        return extra
-    alone = f"{pip} --no-deps {ONNX2TF_WITHOUT_PINS}"
-    return alone if list(missing) == ["onnx2tf"] else f"{extra} && {alone}"
+    alone = f"{pip} --no-deps {ONNX2TF}"
+    return alone if list(missing) == ["onnx2tf"] else f"{pip} -e {_source_tree()} && {alone}"
