@@ -26,7 +26,7 @@ from pipeline.importing.saved_model import Loaded, read as read_saved_model
 
 SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf looks for in the cwd
 SAMPLE_COUNT, SAMPLE_SIZE = 20, 128
-NEEDS = "onnx, onnx2tf and onnxruntime (the `import` extra)"
+NEEDS = "onnx and onnxruntime (the `import` extra) and onnx2tf"
 
 
 def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.ndarray] = None) -> Loaded:
@@ -96,9 +96,9 @@ def check_format(path: Path) -> None:
 
 
 def _need(name: str):
-    """Module NAME, once all three the conversion needs are there: a missing one is named, with the command that
-    installs it, before any work (onnx2tf is imported only at the conversion, after the checks)."""
-    if any(importlib.util.find_spec(n) is None for n in ("onnx", "onnxruntime", "onnx2tf")):
+    """Module NAME; when it is missing, one line naming what is missing of the three an ONNX import needs, with the
+    command that installs them."""
+    if importlib.util.find_spec(name) is None:
         from pipeline.importing.install_command import import_install_command
 
         missing = [n for n in ("onnx", "onnxruntime", "onnx2tf") if importlib.util.find_spec(n) is None]
@@ -137,6 +137,7 @@ def _image_input(model, path: Path) -> ModelInput:
 
 def _check_ops(model, path: Path) -> None:
     """Refuse, naming the op and its node, what onnx2tf has no converter for (a custom domain, an op it lacks)."""
+    _need("onnx2tf")  # its converters are looked up below: missing, it is named before anything is converted
     for node in model.graph.node:
         custom = node.domain not in ("", "ai.onnx")
         if custom or importlib.util.find_spec(f"onnx2tf.ops.{node.op_type}") is None:
