@@ -28,6 +28,7 @@ def test_the_host_range_is_3_10_to_3_13_and_the_package_allows_the_device_3_9():
     assert [v in allowed for v in ("3.8", "3.9", "3.13", "3.14")] == [False, True, True, False]
 
 
+@pytest.mark.slow  # builds the device venv when no test of this session has (about 2 minutes)
 def test_pipeline_on_the_device_python_refuses_in_one_line(tmp_path_factory, tmp_path):
     """The device venv (Python 3.9, `.[edge,test]`) has the `pipeline` command too: it says which Python it needs."""
     from tests.device_env import shared_env
@@ -72,3 +73,17 @@ def test_pipeline_import_without_onnx2tf_prints_the_command_and_writes_nothing(t
     assert len(lines) == 1 and "onnx2tf not installed; install with: " in lines[0], done.stderr[-2000:]
     assert lines[0].endswith(import_install_command(["onnx2tf"])), lines[0]
     assert not run.exists() or not (run / "manifest.json").exists()
+
+
+def test_one_distribution_owns_the_tflite_reader():
+    """edge/ parses models with the `tflite` package; ai-edge-litert 2.1.2 (onnx2tf 2.x's pin) ships a `tflite/`
+    package of its own over it, which breaks every export: whatever was installed here, `tflite` is the only owner
+    of its files, and its reader is the one imported."""
+    import importlib.metadata
+
+    import tflite
+
+    owners = sorted({d.metadata["Name"] for d in importlib.metadata.distributions()
+                     if any(f.parts[:2] == ("tflite", "__init__.py") for f in (d.files or ()))})
+    assert owners == ["tflite"], f"distributions that each install site-packages/tflite/__init__.py: {owners}"
+    assert hasattr(tflite, "Model")
