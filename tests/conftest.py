@@ -72,9 +72,9 @@ def slow_files_first(items) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    from tests.docs_extra import deselect_without_the_extra
+    from tests.deselected import deselect
 
-    deselect_without_the_extra(config, items)
+    deselect(config, items)
     slow_files_first(items)
     cache = {}
     for item in items:
@@ -88,7 +88,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter):
-    from tests.docs_extra import summary
+    from tests.deselected import summary
 
     summary(terminalreporter)
 
