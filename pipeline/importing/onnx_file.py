@@ -14,6 +14,7 @@ import importlib.util
 import io
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import List, Optional
@@ -104,7 +105,8 @@ def _need(name: str):
         missing = [n for n in ("onnx", "onnxruntime", "onnx2tf") if importlib.util.find_spec(n) is None]
         raise ConfigError(f"importing an ONNX model needs {NEEDS}; {', '.join(missing)} not installed; install with: "
                           f"{import_install_command(missing)}")
-    return importlib.import_module(name)
+    with recursion_limit_kept():  # onnx2tf sets it on import
+        return importlib.import_module(name)
 
 
 def _load(onnx, path: Path):
@@ -140,11 +142,25 @@ def _check_ops(model, path: Path) -> None:
     _need("onnx2tf")  # its converters are looked up below: missing, it is named before anything is converted
     for node in model.graph.node:
         custom = node.domain not in ("", "ai.onnx")
-        if custom or importlib.util.find_spec(f"onnx2tf.ops.{node.op_type}") is None:
+        with recursion_limit_kept():  # finding onnx2tf.ops.X imports onnx2tf
+            missing = custom or importlib.util.find_spec(f"onnx2tf.ops.{node.op_type}") is None
+        if missing:
             where = f"domain {node.domain!r}, " if custom else ""
             raise ConfigError(f"{path}: ONNX op {node.op_type} ({where}node {node.name or '(unnamed)'!r}) is not one onnx2tf "
                               f"{_version('onnx2tf')} converts; expected standard ONNX ops (re-export without it, or "
                               "replace it in the source model)")
+
+
+@contextlib.contextmanager
+def recursion_limit_kept():
+    """Python's recursion limit as it was, after what runs inside: importing onnx2tf sets it to the C int maximum, after
+    which a deep recursion in C (json's decoder on a file nested 100,000 deep) overflows the stack and kills the process
+    instead of raising RecursionError, the one-line refusal edge.bounded.loads_json gives."""
+    limit = sys.getrecursionlimit()
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _through_tensorflow() -> dict:
@@ -153,7 +169,16 @@ def _through_tensorflow() -> dict:
     return {"tflite_backend": "tf_converter"} if int(_version("onnx2tf").split(".")[0]) >= 2 else {}
 
 
+ONNX2TF_RECURSION_LIMIT = 2_147_483_647  # what importing onnx2tf sets (1.29.24), for its recursive walks of the graph
+
+
 def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
+    with recursion_limit_kept():  # onnx2tf's own limit holds for its conversion, and not after
+        sys.setrecursionlimit(ONNX2TF_RECURSION_LIMIT)
+        _convert_with_onnx2tf(path, folder, overwrite, sample_images, batch)
+
+
+def _convert_with_onnx2tf(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
     import onnx2tf
 
     here = os.getcwd()
