@@ -9,7 +9,7 @@ find it on PYTHONPATH.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import os
 import shlex
 import subprocess
@@ -35,8 +35,11 @@ def _install(folder: Path) -> None:
 
 def onnx2tf_folder(tmp_path_factory) -> Optional[Path]:
     """The folder holding onnx2tf installed alone, or None when this environment has it."""
-    if importlib.util.find_spec("onnx2tf") is not None:
+    try:  # installed in this environment (its metadata on sys.path; a module imported from the folder earlier is not)
+        importlib.metadata.distribution("onnx2tf")
         return None
+    except importlib.metadata.PackageNotFoundError:
+        pass
     given = os.environ.get("EDGEFLOW_ENVS")
     root = Path(given) if given else session_root(tmp_path_factory)
     root.mkdir(parents=True, exist_ok=True)
