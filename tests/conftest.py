@@ -87,6 +87,12 @@ def pytest_collection_modifyitems(config, items):
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
 
 
+def pytest_report_header(config):
+    from tests.deselected import header
+
+    return header()
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.deselected import summary
 

@@ -20,8 +20,8 @@ def _missing(modules) -> List[str]:
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
-def deselect(config, items) -> None:
-    """Take out of ITEMS the tests this environment lacks the packages for (see above)."""
+def _rules():
+    """(why, which tests) for each kind this environment lacks the packages for."""
     rules = []
     if _missing(DOCS_MODULES):
         rules.append((f"docs tests: {', '.join(_missing(DOCS_MODULES))} not installed here (the `docs` extra); .ci/docs runs them",
@@ -29,7 +29,17 @@ def deselect(config, items) -> None:
     if _missing(("tflite_runtime",)):
         rules.append(("pycoral-route tests: tflite_runtime is not installed here (the `edge` extra on Python 3.9 to 3.11); "
                       "the device suite runs them (.ci/edge-env)", lambda item: "tflite_runtime" in item.keywords))
-    for why, applies in rules:
+    return rules
+
+
+def header() -> List[str]:
+    """The session header's lines: printed by the process that reports, with xdist too (its workers deselect)."""
+    return [f"deselected where missing: {why}" for why, _ in _rules()]
+
+
+def deselect(config, items) -> None:
+    """Take out of ITEMS the tests this environment lacks the packages for (see above)."""
+    for why, applies in _rules():
         taken = [item for item in items if applies(item)]
         if taken:
             config.hook.pytest_deselected(items=taken)
@@ -40,3 +50,6 @@ def deselect(config, items) -> None:
 def summary(terminalreporter) -> None:
     for why, nodeids in _said.items():
         terminalreporter.write_line(f"deselected {len(nodeids)} {why}")
+    if not _said and terminalreporter.config.getoption("numprocesses", None):
+        for line in header():  # xdist: the workers deselected, this process only reports (-q hides the header)
+            terminalreporter.write_line(line)
