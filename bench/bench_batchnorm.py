@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_batchnorm.py            writes bench/results/batchnorm.md
 
 The issue-20 case: 4 classes (which half of which of scikit-learn's two photos a crop comes from),
-240 training and 80 held-out 640x480 JPEGs (tests/helpers.py write_camera_jpegs(halves=True)),
+240 training and 80 held-out 640x480 JPEGs (tests/support/helpers.py write_camera_jpegs(halves=True)),
 trained from scratch as `pipeline train --data train --val-data val --model M --image-size 96
 --epochs 15` does it. "without" is the same code with the re-estimation callback left out, that
 is Keras' moving averages, as train.py did before: training itself is the same (same seed, same
@@ -42,7 +42,7 @@ def one(model: str, options: dict, size: int, epochs: int, variant: str, data: P
 
 def main() -> None:
     sys.path.insert(0, str(REPO))
-    from tests.helpers import write_camera_jpegs
+    from tests.support.helpers import write_camera_jpegs
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,13 +2,13 @@
 
     .venv/bin/python bench/bench_batchnorm_seeds.py      writes bench/results/batchnorm_seeds.md
 
-The issue-20 photo folders (tests/helpers.py write_camera_jpegs(halves=True): 4 classes, 240
+The issue-20 photo folders (tests/support/helpers.py write_camera_jpegs(halves=True): 4 classes, 240
 training and 80 held-out 640x480 JPEGs) and their `pipeline prepare` TFRecords. MobileNetV2 0.35
 and MobileNetV3 Small at 96 px, 15 epochs from scratch, seeds 1234 (the default), 1 and 2, on
 both forms: held-out accuracy per epoch. The two forms hold the same bytes but feed the examples
 in another order, so their runs differ as two seeds do. Then, on each folder run's saved model,
 the statistics re-estimated again with 7, 28 and 64 batches of 32, four shuffles each: how much
-the estimate alone moves held-out accuracy. This is what the epochs in tests/test_batchnorm.py
+the estimate alone moves held-out accuracy. This is what the epochs in tests/pipeline/training/test_batchnorm.py
 were chosen from.
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _python(*args) -> subprocess.CompletedProcess:
 def main() -> None:
     sys.path.insert(0, str(REPO))
     from pipeline import prepare
-    from tests.helpers import write_camera_jpegs
+    from tests.support.helpers import write_camera_jpegs
 
     histories, noise = {}, {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,8 +4,8 @@
 
 For each JPEG of bench_clients.write_photo_crops (160-420 px) and each input size, the pixels training's input
 pipeline makes for an example given each client's fit (pipeline/data/decode.py, TensorFlow) against the tensor
-that client sets (edge.clients: MediaPipe's resize and value mapping exact from its decoded pixels, pycoral's
-exact on the same Pillow; tests/test_client_reproductions.py checks both against the real clients). Prints, per
+that client sets (edge.clients.feeds: MediaPipe's resize and value mapping exact from its decoded pixels, pycoral's
+exact on the same Pillow; tests/clients/test_reproductions.py checks both against the real clients). Prints, per
 fit, the largest and the mean absolute difference in grey levels and the share of bytes that differ.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ def main() -> None:
     import tensorflow as tf
 
     from bench.bench_clients import write_photo_crops
-    from edge import clients
-    from edge.contract import PixelContract
+    from edge.clients import feeds as clients
+    from edge.pixels.contract import PixelContract
     from pipeline.data.client_fits import FITS
     from pipeline.data.decode import DECODERS
 
@@ -41,7 +41,7 @@ def main() -> None:
         files = sorted(write_photo_crops(Path(tmp), per_class=args.per_class).rglob("*.jpg"))
         data = [f.read_bytes() for f in files]
         print(f"{len(files)} photo crops (JPEG, 160-420 px a side)\n")
-        print("| input | fit | its client's tensor (edge.clients) | max abs | mean abs | bytes differing |")
+        print("| input | fit | its client's tensor (edge.clients.feeds) | max abs | mean abs | bytes differing |")
         print("|---|---|---|---|---|---|")
         for size in args.size or [32, 96]:
             details = {"shape": [1, size, size, 3], "dtype": np.uint8, "quantization": (1 / 128, 128)}
@@ -52,7 +52,7 @@ def main() -> None:
                              lambda d: clients.edgeflow(d, raw, contract)),
                 "corner_bilinear": ("MediaPipe ImageClassifier", lambda d: clients.mediapipe_classify(d, details)),
                 "lanczos": ("pycoral classify_image.py", lambda d: clients.pycoral_classify(d, details)),
-                "bilinear": ("OpenCV INTER_LINEAR of the full decode (edge.clients._resize_linear)",
+                "bilinear": ("OpenCV INTER_LINEAR of the full decode (edge.clients.feeds._resize_linear)",
                              lambda d: clients._resize_linear(clients.mediapipe_pixels(d), (size, size))[np.newaxis]),
             }
             for fit, (who, reference) in references.items():

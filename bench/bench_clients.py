@@ -1,4 +1,4 @@
-"""Top-1 of one int8 model as each known client feeds it: edgeflow's contract, the reproductions in edge.clients,
+"""Top-1 of one int8 model as each known client feeds it: edgeflow's contract, the reproductions in edge.clients.feeds,
 and the real clients where they run here (pycoral's classify_image.py, MediaPipe's ImageClassifier).
 
     .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--model mobilenet_v2 --alpha 0.35] [--camera] [--digits] \
@@ -91,7 +91,7 @@ def write_photo_crops(root: Path, per_class: int = 200, seed: int = 0) -> Path:
     """Class folders of non-square JPEG crops (160..420 px a side) of the halves of two real photos."""
     from PIL import Image
 
-    from tests.helpers import sample_photos
+    from tests.support.helpers import sample_photos
 
     rng = np.random.default_rng(seed)
     for name, data in sample_photos().items():
@@ -138,7 +138,7 @@ def heldout(run: Path, tmp: Path):
 
 def answers_by_feed(model: Path, images, feed, ties: dict, label: str) -> list:
     """argmax answers of the int8 model fed by `feed`; ties[label]: how many images have a tie at the top."""
-    from edge.interpreter import make_interpreter
+    from edge.model.interpreter import make_interpreter
 
     interpreter = make_interpreter(model)
     details, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
@@ -163,8 +163,8 @@ def run_in(python: Path, driver: str, model: Path, images, extra_env=None, *args
 
 
 def measure(name: str, run: Path, tmp: Path, envs: dict) -> dict:
-    from edge import clients
-    from edge.contract import PixelContract
+    from edge.clients import feeds as clients
+    from edge.pixels.contract import PixelContract
 
     images, labels = heldout(run, tmp)
     alone = tmp / "alone"
@@ -175,7 +175,7 @@ def measure(name: str, run: Path, tmp: Path, envs: dict) -> dict:
     parity = json.loads((run / "parity" / "report.json").read_text())["models"]["int8_cpu"]["top1"]
 
     feeds = {
-        "edgeflow contract (edge.clients.edgeflow)": lambda p, d: clients.edgeflow(p, d, contract),
+        "edgeflow contract (edge.clients.feeds.edgeflow)": lambda p, d: clients.edgeflow(p, d, contract),
         "pycoral classify_image.py, reproduced": clients.pycoral_classify,
         "MediaPipe ImageClassifier, reproduced": clients.mediapipe_classify,
         "pycoral detect_image.py letterbox (top-left), reproduced": lambda p, d: clients.pycoral_detect(p, d).tensor,
@@ -231,7 +231,7 @@ def main() -> None:
             (tmp / "mrun").mkdir()
             results.append(measure(f"the run {args.run}", args.run.resolve(), tmp / "mrun", envs))  # no training
         elif args.camera:
-            from tests.helpers import write_camera_jpegs
+            from tests.support.helpers import write_camera_jpegs
 
             data = write_camera_jpegs(tmp / "photos", per_class=200, halves=True)
         else:
@@ -279,7 +279,7 @@ def main() -> None:
           f"TensorFlow {tf.__version__}, Pillow {PIL.__version__}. No timing: only training's randomness and the "
           "libraries move these numbers.\n")
     print("Same model file, same held-out files (parity's bundle, byte for byte); only the preprocessing differs. "
-          "\"reproduced\" rows feed the int8 model in this process the tensor edge.clients computes for that client; "
+          "\"reproduced\" rows feed the int8 model in this process the tensor edge.clients.feeds computes for that client; "
           "\"real\" rows run the client itself on the .tflite alone. A tie between two classes' uint8 scores is "
           "answered by argmax (the first class) in the in-process rows, by pycoral's argpartition in pycoral's.\n")
     for r in results:

@@ -5,7 +5,7 @@ model too, or only the int8 one? And a calibration set fed as the clients feed, 
     .venv/bin/python bench/bench_clients_float.py calibration TRAIN_FOLDER SIZE OUT.npy
 
 `score` prints the float model's top-1 on the held-out JPEGs (a folder of class folders) as MediaPipe and pycoral
-feed them (edge.clients' reproductions) and stretched with Pillow's antialiased bilinear.
+feed them (edge.clients.feeds' reproductions) and stretched with Pillow's antialiased bilinear.
 `calibration` writes every training JPEG three times (MediaPipe's feed, LANCZOS, antialiased bilinear) as uint8.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from edge import clients  # noqa: E402
+from edge.clients import feeds as clients  # noqa: E402
 from pipeline.quant import convention  # noqa: E402
 
 

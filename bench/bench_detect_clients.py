@@ -1,5 +1,5 @@
 """A detection run's held-out files in the real clients: COCOeval of what pycoral's detect_image.py and MediaPipe's
-ObjectDetector find with the int8 file alone, next to `pipeline parity`'s rows for them (edge.clients' reproductions)
+ObjectDetector find with the int8 file alone, next to `pipeline parity`'s rows for them (edge.clients.feeds' reproductions)
 and its int8 row.
 
     .venv/bin/python bench/bench_detect_clients.py RUN --device-python P39 --mediapipe-python PMP
@@ -32,12 +32,12 @@ THRESHOLD = 0.005
 
 
 def as_detections(answers, examples, side=None):
-    """The drivers' objects (tests/detect_drivers.py: pixel boxes xmin, ymin, xmax, ymax) as Detections normalized to
+    """The drivers' objects (tests/support/detect_drivers.py: pixel boxes xmin, ymin, xmax, ymax) as Detections normalized to
     each picture (to the fitted square of SIDE pixels when given: the stretch maps normalized coordinates to the
     picture's as they are)."""
     import numpy as np
 
-    from pipeline.detection.evaluate import Detections
+    from pipeline.tasks.detect.evaluate import Detections
 
     out = []
     for found, e in zip(answers, examples):
@@ -69,11 +69,11 @@ def main() -> None:
 
     from PIL import Image
 
-    from edge.bundle import image_file
-    from pipeline.detection.evaluate import evaluate
-    from pipeline.detection.heldout import recorded_heldout
+    from edge.documents.bundle import image_file
+    from pipeline.tasks.detect.evaluate import evaluate
+    from pipeline.tasks.detect.data.heldout import recorded_heldout
     from pipeline.rundir.run import Run
-    from tests import detect_drivers
+    from tests.support import detect_drivers
 
     run = Run.open(Path(args.run))
     report = json.loads(run.artifact("parity_report").read_text())

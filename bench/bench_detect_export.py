@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_detect_export.py > bench/results/detect_export.md
 
 For each registry backbone, a detector (random weights, nothing downloaded) is converted by
-pipeline.detection.postprocess.convert both ways: the float twin and the int8 model with Coral's uint8 input.
+pipeline.tasks.detect.heads.ssd.postprocess.convert both ways: the float twin and the int8 model with Coral's uint8 input.
 Both run on ai_edge_litert with 1 thread on the same input (a shapes image), invocations interleaved in one
 loop so the machine's noise falls on both alike; the medians are compared. Target: int8 / float <= 0.6.
 The post-processing op (float in both) is inside both invocations.
@@ -37,10 +37,10 @@ def _models(backbone: str, size: int, options: dict):
     import tensorflow as tf
     from PIL import Image
 
-    from models.detector import build_detector
-    from pipeline.detection.anchors import AnchorSpec
-    from pipeline.detection.postprocess import Settings, convert
-    from pipeline.detection.shapes import CLASSES, shapes
+    from pipeline.tasks.detect.heads.ssd.model import build_detector
+    from pipeline.tasks.detect.heads.ssd.anchors import AnchorSpec
+    from pipeline.tasks.detect.heads.ssd.postprocess import Settings, convert
+    from pipeline.tasks.detect.data.shapes import CLASSES, shapes
 
     spec = AnchorSpec()
     tf.keras.utils.set_random_seed(0)

@@ -6,7 +6,7 @@ a picture that is not square (letterbox: the picture in the top-left corner, zer
 1. Writes `shapes` (1,200 images, seed 0) widened to 16:9 as COCO in DIR/wide: each 128x128 picture on the left
    of a 128x228 canvas filled with its mean colour, every box kept whole.
 2. Trains two detectors on it with `pipeline train --task detect` defaults, side by side as processes: as the
-   code trains (LETTERBOX_SHARE of pipeline/tasks/detect.py letterboxed, the rest stretched) and with the share
+   code trains (LETTERBOX_SHARE of pipeline/tasks/detect/task.py letterboxed, the rest stretched) and with the share
    set to 0 in that process (every image stretched, the code before the share); with --shares, one more
    detector per share given, the share set in its process the same way.
 3. Scores each run's recorded held-out images (wide) by COCOeval with both feeds: stretch (the pixel contract,
@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-WITH_SHARE = ("import sys, pipeline.tasks.detect as d; d.LETTERBOX_SHARE = {share!r}; from pipeline.cli import main; "
+WITH_SHARE = ("import sys, pipeline.tasks.detect.task as d; d.LETTERBOX_SHARE = {share!r}; from pipeline.cli import main; "
               "main(sys.argv[1:])")
 
 
@@ -33,7 +33,7 @@ def write_wide(folder: Path) -> Path:
     import numpy as np
     from PIL import Image
 
-    from pipeline.detection.shapes import CLASSES, shapes
+    from pipeline.tasks.detect.data.shapes import CLASSES, shapes
 
     (folder / "images").mkdir(parents=True, exist_ok=True)
     images, annotations = [], []
@@ -59,12 +59,12 @@ def write_wide(folder: Path) -> Path:
 def scores(run_dir: Path) -> dict:
     import tf_keras as keras
 
-    from pipeline.detection.anchors import anchors
-    from pipeline.detection.evaluate import evaluate
-    from pipeline.detection.heldout import recorded_heldout
-    from pipeline.detection.infer import predict
+    from pipeline.tasks.detect.heads.ssd.anchors import anchors
+    from pipeline.tasks.detect.evaluate import evaluate
+    from pipeline.tasks.detect.data.heldout import recorded_heldout
+    from pipeline.tasks.detect.heads.ssd.infer import predict
     from pipeline.rundir.run import Run
-    from pipeline.tasks.detect_export import recorded_anchor_spec
+    from pipeline.tasks.detect.export import recorded_anchor_spec
 
     run = Run.open(run_dir)
     model = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
@@ -92,7 +92,7 @@ def main() -> None:
                for name, share in shares.items()]]
     if any(p.wait() for p in procs):
         sys.exit("a training failed")
-    from pipeline.tasks.detect import LETTERBOX_SHARE
+    from pipeline.tasks.detect.task import LETTERBOX_SHARE
 
     print(f"\n| training (letterbox share {LETTERBOX_SHARE:g} vs 0) | stretch feed mAP@.5 | mAP@[.5:.95] | "
           "letterbox feed (pycoral) mAP@.5 | mAP@[.5:.95] |\n|---|---|---|---|---|")

@@ -3,9 +3,9 @@ tuning split and held-out side by side.
 
     .venv/bin/python bench/bench_detect_remedy_rungs.py RUN [--calibration-data FILE.npy] [--calibration-samples N]
 
-For the export as asked (the options) and for each rung's export config (pipeline/quant/remedy.py's LADDER; the
+For the export as asked (the options) and for each rung's export config (pipeline/remedy/ladder.py's LADDER; the
 rungs a detector skips are printed with why), converted in memory by the detection export's own `convert`: mAP@.5
-and agreement on the tuning split scored as the ladder scores it (pipeline/tasks/detect_tuning.py), and on the
+and agreement on the tuning split scored as the ladder scores it (pipeline/tasks/detect/tuning.py), and on the
 held-out images parity reports on, scored by the same functions (read here only to show how well the tuning split
 predicts them; the ladder never sees them). Also "bias-asked": bias correction on the user's own calibration set.
 Prints a markdown table; nothing in RUN changes.
@@ -33,10 +33,10 @@ def main() -> None:
     import numpy as np
 
     from pipeline import export, tasks
-    from pipeline.quant import remedy, tuning_split
+    from pipeline.remedy import ladder as remedy, tuning_split
     from pipeline.rundir.run import Run
-    from pipeline.detection.heldout import recorded_heldout
-    from pipeline.tasks import detect_export
+    from pipeline.tasks.detect.data.heldout import recorded_heldout
+    from pipeline.tasks.detect import export as detect_export
 
     run = Run.open(args.run)
     task = tasks.of_run(run).tuning()

@@ -69,8 +69,8 @@ def _timed(args, allowed=(0,)):
 
 def feed_ratio(tmp: Path) -> dict:
     from pipeline import tasks
-    from pipeline.detection.specs import open_detection
-    from pipeline.detection.tfrecords import write_tfrecords
+    from pipeline.tasks.detect.data.specs import open_detection
+    from pipeline.tasks.detect.data.tfrecords import write_tfrecords
     from pipeline.training import fit, strategy as strategy_mod
     from pipeline.training.config import config_from_options
 

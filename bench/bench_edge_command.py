@@ -12,7 +12,7 @@ an order that alternates so drift in machine load hits each alike:
   bare      the interpreter the device side picks (1 thread), input set once, one invoke per image: its rate
             as invokes / wall time of the pass (what the ratios use: the same exposure to the machine's other
             load as the command) and as 1 / median invoke (the interpreter's own speed, load filtered out)
-  runner    in this process, edge.timing.end_to_end_rate: the runner's score loop alone
+  runner    in this process, edge.answers.timing.end_to_end_rate: the runner's score loop alone
   command   `edge evaluate MODEL --data photos --out p.json --threads 1` as a subprocess (`python -m
             edge.cli`, what the `edge` script runs, with this tree first on PYTHONPATH), over all the JPEGs
             and over one of them; (N - 1) / (time(N) - time(1)) takes away process start, imports, the
@@ -50,7 +50,7 @@ TARGET = 0.75
 def prepare(folder: Path, work: Path):
     """(model with its sidecar, data folder of every JPEG, data folder of one JPEG) under `work`."""
     from bench_edge_speed import CONTRACT, MODEL, PHOTOS, exported_contract
-    from edge.integrity import write_sidecar
+    from edge.model.integrity import write_sidecar
 
     model = work / MODEL
     shutil.copyfile(folder / MODEL, model)
@@ -90,8 +90,8 @@ def per_image(tree: Path, model: Path, photos: Path, one: Path, out: Path, count
 
 def rounds(model: Path, photos: Path, one: Path, count: int, out: Path, baseline: Optional[Path]):
     from bench_edge_speed import exported_contract
-    from edge.runner import Runner
-    from edge.timing import end_to_end_rate, invoke_seconds
+    from edge.answers.runner import Runner
+    from edge.answers.timing import end_to_end_rate, invoke_seconds
 
     files = sorted(photos.rglob("*.jpg"))
     runner = Runner.with_contract(model, exported_contract(model.parent), edgetpu=False, threads=1)
@@ -165,7 +165,7 @@ def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optio
         f"- model: MobileNetV2 1.0 224, int8 as `pipeline export --int8` converts it (Coral's input wrapper: uint8 scale 1/128,"
         f" zero point 128), 10 classes ({len(data) / 1e6:.2f} MB), with a sidecar recording the contract the export records"
         " (mean 128, std 128: camera bytes pass straight in; JPEGs decoded at 1/2 scale)",
-        f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/helpers.py write_camera_jpegs)",
+        f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/support/helpers.py write_camera_jpegs)",
         f"- machine load (1-minute load average): {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after; the 2 cores are "
         "shared with other agents' work, so every ratio is taken within one round",
         "",

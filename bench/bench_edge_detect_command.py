@@ -6,14 +6,14 @@
     # 2. in the device env (.ci/edge-env --make .venv39): the measurement, written to bench/results/edge_detect_command.md
     .venv39/bin/python bench/bench_edge_detect_command.py measure --dir /tmp/edge_detect
 
-The measurement imports no TensorFlow. It opens the bundle's int8 detector as the device does (edge.detect.open_detector,
+The measurement imports no TensorFlow. It opens the bundle's int8 detector as the device does (edge.answers.detect.open_detector,
 1 thread) and, round after round, in an order that alternates so drift in machine load hits each alike:
   bare      every bundle image decoded beforehand; per image: set the input, invoke (the model's own
-            post-processing op runs inside it), read the four outputs (edge.detect.get_raw). Its rate as
+            post-processing op runs inside it), read the four outputs (edge.answers.detect.get_raw). Its rate as
             images / wall time of the pass (what the ratios use) and as 1 / median image (load filtered out)
   in-process  what the command does after its model is open, in this process: list and check the bundle,
-            edge.evaluation.evaluate_detections (decoding ahead on a worker), the predictions document written
-            (edge.predictions.write_detections)
+            edge.answers.evaluation.evaluate_detections (decoding ahead on a worker), the predictions document written
+            (edge.documents.predictions.write_detections)
   command   `edge evaluate MODEL --data BUNDLE --out p.json --threads 1` as a subprocess (`python -m edge.cli`,
             what the `edge` script runs, this tree first on PYTHONPATH), over the whole bundle and over a bundle of
             its first image; (N - 1) / (time(N) - time(1)) takes away process start, imports, the model's load and
@@ -87,9 +87,9 @@ def make(out: Path, epochs: int, heldout: int, head: str = "ssd", model: str = "
 
 def one_image_bundle(bundle: Path, work: Path) -> Path:
     """A bundle holding the first image of `bundle` alone, written by the bundle writer the pipeline uses."""
-    from edge.bundle import read_bundle, write_bundle
-    from edge.contract import PixelContract
-    from edge.documents import MANIFEST_NAME
+    from edge.documents.bundle import read_bundle, write_bundle
+    from edge.pixels.contract import PixelContract
+    from edge.documents.schema import MANIFEST_NAME
 
     read = read_bundle(bundle)
     first = read.images[0]
@@ -114,9 +114,9 @@ def command(model: Path, bundle: Path, one: Path, out: Path, count: int):
 
 def bare_pass(detector, pixels, with_objects: bool = False):
     """(images / wall seconds, 1 / median image seconds, this thread's CPU seconds per image): set_input, invoke, the
-    four outputs read, per image; with_objects: also edge.detect.objects at threshold 0 (what `edge bench` counts as
+    four outputs read, per image; with_objects: also edge.answers.detect.objects at threshold 0 (what `edge bench` counts as
     reading the detections)."""
-    from edge.detect import get_raw, objects
+    from edge.answers.detect import get_raw, objects
 
     interpreter, feed, indices = detector.runner.interpreter, detector.runner.feed, detector.indices
     times = []
@@ -136,8 +136,8 @@ def bare_pass(detector, pixels, with_objects: bool = False):
 def in_process(model: Path, detector, bundle: Path, out: Path):
     """(images/s, CPU seconds per wall second, the main thread's CPU seconds per image) of the command's work after the
     model is open, in this process (the decoding worker's CPU is in the second, not the third)."""
-    from edge.evaluation import detection_samples, detections_document, evaluate_detections
-    from edge.predictions import write_detections
+    from edge.answers.evaluation import detection_samples, detections_document, evaluate_detections
+    from edge.documents.predictions import write_detections
 
     cpu, main, start = _cpu_seconds(), time.thread_time(), time.perf_counter()
     samples, labels = detection_samples(bundle, detector.runner.labels)
@@ -153,8 +153,8 @@ def _cpu_seconds() -> float:
 
 
 def rounds(model: Path, bundle: Path, one: Path, count: int, out: Path):
-    from edge.detect import open_detector
-    from edge.evaluation import detection_samples
+    from edge.answers.detect import open_detector
+    from edge.answers.evaluation import detection_samples
 
     detector = open_detector(model, threads=1)
     samples, _ = detection_samples(bundle, detector.runner.labels)
@@ -176,9 +176,9 @@ def rounds(model: Path, bundle: Path, one: Path, count: int, out: Path):
 
 def breakdown(model: Path, detector, bundle: Path, samples, out: Path):
     """Milliseconds per image of each step of the command, each alone in this process, one after another."""
-    from edge import detect as det
-    from edge import predictions as predictions_doc
-    from edge.evaluation import detection_samples, detections_document
+    from edge.answers import detect as det
+    from edge.documents import predictions as predictions_doc
+    from edge.answers.evaluation import detection_samples, detections_document
 
     runner, n = detector.runner, len(samples)
     steps = {"list the bundle, read and hash every image (sha256 check)": [], "decode to the input (contract pixels)": [],
@@ -242,7 +242,7 @@ def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes
     runner = detector.runner
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
-    from edge.detect import image_size
+    from edge.answers.detect import image_size
 
     n = len(samples)
     height, width = pixels[0].shape[:2]
@@ -319,7 +319,7 @@ def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes
         "",
         f"Main thread CPU share: {_spread(r['bare'][2] / r['in_process'][2] for r in rows)}.",
         "",
-        "Against bare + objects (edge.detect.objects at threshold 0 after the outputs are read, what `edge bench` reports as"
+        "Against bare + objects (edge.answers.detect.objects at threshold 0 after the outputs are read, what `edge bench` reports as"
         f" reading the detections), `edge evaluate` per image is at {_spread(r['command'][0] / r['bare_objects'][0] for r in rows)}.",
         "",
         f"Target: `edge evaluate` >= {TARGET} of the bare rate. Per image the command took {command_ms:.2f} ms (median of"

@@ -53,7 +53,7 @@ def build_model(path: Path) -> Path:
 
 def measure(model: Path, rounds: int, per_round: int, threads: int):
     from edge import get_scores, make_interpreter, set_input
-    from edge.interpreter import backend_name
+    from edge.model.interpreter import backend_name
 
     interpreter = make_interpreter(model, edgetpu=False, threads=threads)
     ind, outd = interpreter.get_input_details()[0], interpreter.get_output_details()[0]

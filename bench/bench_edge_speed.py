@@ -7,8 +7,8 @@
 
 `run` imports no TensorFlow. Per interpreter: the model loaded at 1 thread, invokes timed in
 interleaved rounds (so drift in machine load hits each alike). End to end: the interpreter the
-device side picks by default (edge.interpreter.choose_backend) runs what `edge bench --images`
-runs (edge.timing.end_to_end_rate over edge.runner.Runner's score loop: decode and resize ahead on a
+device side picks by default (edge.model.interpreter.choose_backend) runs what `edge bench --images`
+runs (edge.answers.timing.end_to_end_rate over edge.answers.runner.Runner's score loop: decode and resize ahead on a
 worker thread, set_input, invoke, get_scores), in rounds interleaved with bare invokes on the same
 interpreter. The command itself (`edge evaluate`, process and all) is timed by bench_edge_command.py. Also the JPEG decode
 and resize alone, full size vs the pixel contract's reduced scale, and their mean absolute difference.
@@ -45,9 +45,9 @@ def make(out: Path, per_class: int = 50) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_export import mobilenet_models
-    from edge.contract import PixelContract
+    from edge.pixels.contract import PixelContract
     from pipeline.quant import convention
-    from tests.helpers import write_camera_jpegs
+    from tests.support.helpers import write_camera_jpegs
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MODEL).write_bytes(mobilenet_models()[1])
@@ -58,7 +58,7 @@ def make(out: Path, per_class: int = 50) -> None:
 
 def exported_contract(folder: Path):
     """The pixel contract `make` recorded beside the model (the export's: mean 128, std 128 for an int8 model)."""
-    from edge.contract import PixelContract
+    from edge.pixels.contract import PixelContract
 
     return PixelContract.from_record(json.loads((folder / CONTRACT).read_text()), str(folder / CONTRACT))
 
@@ -96,7 +96,7 @@ def cpu_info() -> str:
 
 
 def installed_interpreters():
-    from edge.interpreter import CPU_ORDER, _import_backend, _probe_backend
+    from edge.model.interpreter import CPU_ORDER, _import_backend, _probe_backend
 
     return [(name, _import_backend(name)) for name in CPU_ORDER if _probe_backend(name) is True]
 
@@ -124,8 +124,8 @@ def invoke_times(modules, data: bytes, rounds: int, per_round: int):
 
 def end_to_end(model: Path, files, rounds: int):
     """(backend, why, bare invokes/s, images/s): what `edge bench --images` measures, rounds interleaved."""
-    from edge.runner import Runner
-    from edge.timing import end_to_end_rate
+    from edge.answers.runner import Runner
+    from edge.answers.timing import end_to_end_rate
 
     runner = Runner.with_contract(model, exported_contract(model.parent), edgetpu=False, threads=1)
     loaded, interpreter = runner.loaded, runner.interpreter
@@ -152,7 +152,7 @@ def _cpu_seconds() -> float:
 
 def decode_costs(files, size=(224, 224)):
     """ms per image for decode + resize at full size and at the contract's scale, and their pixel difference."""
-    from edge.preprocess import load_image, load_pixels
+    from edge.pixels.preprocess import load_image, load_pixels
 
     timings = {True: [], False: []}
     for scaled in (False, True, False, True):
@@ -189,7 +189,7 @@ def run(folder: Path, rounds: int, write: bool) -> int:
         f"- model: MobileNetV2 1.0 224 from models.build, int8 as `pipeline export --int8` converts it (bench/export_path.py: "
         f"Coral's input wrapper, uint8 input scale 1/128 zero point 128), batch 1 "
         f"({len(data) / 1e6:.2f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}), 1 interpreter thread",
-        f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/helpers.py write_camera_jpegs)",
+        f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/support/helpers.py write_camera_jpegs)",
         f"- machine load (1-minute load average) before the end-to-end rounds: {load_before[0]:.2f}, after the run: "
         f"{os.getloadavg()[0]:.2f}; the 2 cores are shared with other work, so every ratio below comes from one run",
         "",

@@ -18,9 +18,9 @@ It imports no TensorFlow. Every model runs on the CPU interpreter the device sid
 each alike:
   classifier bare    the input set once, one invoke per image: images / wall time of the pass
   detector bare      every image decoded beforehand; per image set the input, invoke (the post-processing op
-                     inside), read the four outputs and keep the objects at threshold 0 (edge.detect.objects):
+                     inside), read the four outputs and keep the objects at threshold 0 (edge.answers.detect.objects):
                      the invoke plus the output reading a detector cannot do without
-  yolo bare          the same for the YOLO head, whose reading is the host decode + NMS (edge.yolo_decode)
+  yolo bare          the same for the YOLO head, whose reading is the host decode + NMS (edge.answers.heads.yolo)
   command, W workers `python -m edge.cli evaluate MODEL --data photos --out p.json --threads 1 --workers W` (what
                      `edge` runs) over all the JPEGs and over one; (N - 1) / (time(N) - time(1)) is what the
                      command does per image, start-up and model load taken away (bench_edge_command.py's method)
@@ -92,7 +92,7 @@ def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, wo
 
 
 def classifier_bare(runner, count: int) -> float:
-    from edge.timing import invoke_seconds
+    from edge.answers.timing import invoke_seconds
 
     start = time.perf_counter()
     invoke_seconds(runner.interpreter, count)
@@ -104,9 +104,9 @@ def rounds(speed: Path, detect_models: dict, work: Path, count: int):
     from bench_edge_command import prepare, timed_command
     from bench_edge_detect_command import bare_pass
     from bench_edge_speed import exported_contract
-    from edge.detect import open_detector
-    from edge.runner import Runner
-    from edge.timing import feed_seeded_input
+    from edge.answers.detect import open_detector
+    from edge.answers.runner import Runner
+    from edge.answers.timing import feed_seeded_input
 
     model, photos, one = prepare(speed, work)
     files = sorted(photos.rglob("*.jpg"))
@@ -237,13 +237,13 @@ def thread_costs(runner, detectors, files) -> dict:
     thread's CPU ms outside the invoke itself)}, each measured
     alone (no workers beside it, whose load on the caches would be counted otherwise). The invoking thread: the
     classifier's set_input, invoke, scores and prediction entry; a detector's set_input, invoke and the copy of its
-    outputs (edge.detect.read_outputs); both plus the pipeline's hand-over of one item. The workers besides the decode:
+    outputs (edge.answers.detect.read_outputs); both plus the pipeline's hand-over of one item. The workers besides the decode:
     a detector's reading (an anchor-free head's decode + NMS), its objects and its entry written as JSON."""
-    from edge import detect as det
-    from edge import predictions as predictions_doc
-    from edge.classify import invoke
-    from edge.evaluation import Sample, prediction
-    from edge.prefetch import pipelined
+    from edge.answers import detect as det
+    from edge.documents import predictions as predictions_doc
+    from edge.answers.classify import invoke
+    from edge.answers.evaluation import Sample, prediction
+    from edge.files.prefetch import pipelined
 
     samples = [Sample(f, f.name, 0) for f in files[:200]]
     pixels = [runner.pixels(s.path) for s in samples]
@@ -290,10 +290,10 @@ def _sleeps(thread_id: int) -> int:
 
 def where_work_ran(detectors, files) -> dict:
     """{(kind, workers): (share of the decodes the invoking thread ran, share of the post-processings, its sleeps per
-    image)}: `edge evaluate`'s in-process path (edge.evaluation.evaluate_detections, as the command calls it) with each
+    image)}: `edge evaluate`'s in-process path (edge.answers.evaluation.evaluate_detections, as the command calls it) with each
     stage wrapped to note the thread it ran on. Counts, not times: they hold on a loaded machine too."""
-    import edge.prefetch as prefetch_module
-    from edge.evaluation import Sample, evaluate_detections
+    import edge.files.prefetch as prefetch_module
+    from edge.answers.evaluation import Sample, evaluate_detections
 
     samples = [Sample(f, f.name, None) for f in files]
     caller = threading.current_thread().name
@@ -335,7 +335,7 @@ def handover_shares(runner, detectors, files, count: int) -> dict:
     the first HANDOVER_IMAGES JPEGs with sys.setswitchinterval at each interval, each round's passes in alternating order
     beside a bare pass, so the load hits each alike."""
     from bench_edge_detect_command import bare_pass
-    from edge.evaluation import Sample, evaluate_detections
+    from edge.answers.evaluation import Sample, evaluate_detections
 
     files = files[:HANDOVER_IMAGES]
     samples = [Sample(f, f.name, None) for f in files]
@@ -377,7 +377,7 @@ def bare_cpu_ms(runner, detectors, files) -> dict:
     """CPU ms per image of the bare path on its own thread: the classifier's invoke; a detector's set input, invoke
     and reading the objects (the YOLO head's host decode + NMS included)."""
     from bench_edge_detect_command import bare_pass
-    from edge.timing import invoke_seconds
+    from edge.answers.timing import invoke_seconds
 
     start = time.thread_time()
     invoke_seconds(runner.interpreter, 200)
@@ -391,7 +391,7 @@ def bare_cpu_ms(runner, detectors, files) -> dict:
 def idle_share(bare_ms: float, main_ms: float, work_ms: float, workers: int, cores: int = 2) -> float:
     """The share of the bare rate an idle machine of `cores` cores allows, from CPU costs alone: the invoking thread
     needs main_ms per image, the workers work_ms (decode and what else runs there), which the invoking thread takes
-    its share of while it would wait (edge.prefetch), so `workers` + 1 threads share it, and all of it shares the
+    its share of while it would wait (edge.files.prefetch), so `workers` + 1 threads share it, and all of it shares the
     cores. An upper bound (no cache or memory contention, no waiting between the threads)."""
     period = max(main_ms, (main_ms + work_ms) / min(cores, workers + 1))
     return bare_ms / period
@@ -431,14 +431,14 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         f"- SSD detector: the tiny detection run's int8 model (input {ssd[0]}x{ssd[1]}, ending in TFLite_Detection_PostProcess "
         "as SSD detectors do), checked against its run's manifest; the same JPEGs (decoded at the contract's reduced scale)",
         f"- YOLO detector: the tiny `--head yolo` run's int8 model (input {yolo[0]}x{yolo[1]}, two outputs decoded on the host: "
-        "edge.yolo_decode's decode + NMS), checked against its run's manifest; the same JPEGs",
+        "edge.answers.heads.yolo's decode + NMS), checked against its run's manifest; the same JPEGs",
         *([f"- SSD MobileNetV2 320: a detection run on a MobileNetV2 backbone at input {detectors['big'].runner.size[0]}x"
            f"{detectors['big'].runner.size[1]} (1 epoch on 128 shapes images: its accuracy is not what is measured), ending "
            "in TFLite_Detection_PostProcess: an invoke of the cost of the detectors boards run (Google's SSD MobileNet "
            "in shared/reference/coral is there only compiled for the Edge TPU, which this CPU interpreter cannot run); "
            "the same JPEGs, decoded at full size (480 // 320 = 1)"] if "big" in detectors else []),
         *(["- YOLO MobileNetV2 320: the same backbone, input and training with the `--head yolo` head (two outputs decoded "
-           "on the host, edge.yolo_decode's decode + NMS): the YOLO head judged at an invoke of a board detector's cost; "
+           "on the host, edge.answers.heads.yolo's decode + NMS): the YOLO head judged at an invoke of a board detector's cost; "
            "the same JPEGs"] if "bigyolo" in detectors else []),
         f"- machine load (`uptime`): before `{uptime_before}`; after `{uptime_after}`. A load near the core count means "
         "nothing else ran beside the benchmark; above it, other work shared the cores, and every ratio is taken "
@@ -480,7 +480,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         "image, which waiting for a core does not stretch; contention for caches under load still inflates them): the "
         "invoking thread needs its own (set the input, invoke, copy the outputs, the hand-over), the workers the decode "
         "plus what runs there (a detector's objects and its entry as JSON; the YOLO head's decode + NMS), which the "
-        "invoking thread takes a share of while it would otherwise wait (edge.prefetch), and all of it shares the 2 cores: "
+        "invoking thread takes a share of while it would otherwise wait (edge.files.prefetch), and all of it shares the 2 cores: "
         "bare / max(invoking thread, (invoking thread + workers) / min(2, W + 1)).",
         "",
         "| model | bare, CPU ms | invoking thread, CPU ms | workers: decode + the rest, CPU ms | upper bound, 1 worker | upper bound, 2 workers |",
@@ -500,7 +500,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
             "costs more than its decode (the SSD MobileNetV2 320 row), and there the ratio measures the arrangement."]
     lines += ["", "Where the work ran: `edge evaluate`'s path in this process over the same JPEGs, each stage noting its "
               "thread. While it would wait for the next image the invoking thread runs a decode or post-processing no "
-              "worker has started (edge.prefetch); its sleeps are its voluntary context switches (Linux). Counts, which "
+              "worker has started (edge.files.prefetch); its sleeps are its voluntary context switches (Linux). Counts, which "
               "a loaded machine does not distort as it does times.", "",
               "| detector | workers | decodes on the invoking thread | post-processings on it | its sleeps per image |",
               "|---|---|---|---|---|"]
@@ -511,7 +511,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         "",
         "## The decode alone: its cost, and threads against processes",
         "",
-        "The pixel contract's decode + resize of one 640x480 JPEG (edge.contract.PixelContract.load_pixels), CPU ms of "
+        "The pixel contract's decode + resize of one 640x480 JPEG (edge.pixels.contract.PixelContract.load_pixels), CPU ms of "
         "the decoding thread, median over the images:",
         "",
         "| input size | CPU ms per image here | on a Cortex-A53 (x" + f"{A53_FACTOR}, range x{A53_RANGE[0]} to x{A53_RANGE[1]}) |",
@@ -526,7 +526,7 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         lines.append(f"| {way} | {_spread(v[0] for v in values)} | {_spread(v[1] for v in values)} |")
     lines += ["", f"A pure-Python loop runs at **{gil:.2f}** of the speed it has beside a decoding process while a thread "
               "decodes beside it instead (1.0: the decode never holds the GIL the loop wants; both take a core). The "
-              "workers are threads: edge.prefetch.", ""]
+              "workers are threads: edge.files.prefetch.", ""]
     lines += board_section(decode, costs)
     return "\n".join(lines) + "\n"
 

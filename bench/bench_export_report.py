@@ -41,7 +41,7 @@ def _pipeline(*args) -> float:
 
 def _trained(work: Path, model: str, size: int, with_float: bool) -> Path:
     from pipeline import train
-    from tests.helpers import write_class_folders
+    from tests.support.helpers import write_class_folders
 
     data = write_class_folders(work / f"data_{model}", per_class=4)
     with contextlib.redirect_stdout(sys.stderr):  # training's progress lines are not the results

@@ -3,10 +3,10 @@ the Edge TPU mapping, and int8 top-1 against the original model run as given.
 
     .venv/bin/python bench/bench_import.py --torch-python TORCH_VENV/bin/python > bench/results/import.md
 
-1. A classifier trained by a plain Keras 3 script (its own Rescaling and class order; tests/test_import.py's script),
+1. A classifier trained by a plain Keras 3 script (its own Rescaling and class order; tests/pipeline/importing/test_import.py's script),
    saved as .keras: imported with --labels.
 2. A small CNN trained with PyTorch (the CPU wheel, .ci/torch-env) and exported by torch.onnx.export (NCHW, ImageNet
-   mean/std; tests/test_import_onnx.py's script): imported with the ImageNet normalization. Target: int8 top-1 within
+   mean/std; tests/pipeline/importing/test_onnx.py's script): imported with the ImageNet normalization. Target: int8 top-1 within
    1 pp of onnxruntime's on the held-out images, 100% of the ops predicted on the Edge TPU.
 Each stage runs as its own process under /usr/bin/time -v (TensorFlow's import included); training is not timed.
 """
@@ -26,9 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.helpers import quiet_env, write_class_folders  # noqa: E402
-from tests.test_import import PLAIN_KERAS_SCRIPT  # noqa: E402
-from tests.test_import_onnx import IMAGENET, TORCH_SCRIPT  # noqa: E402
+from tests.support.helpers import quiet_env, write_class_folders  # noqa: E402
+from tests.pipeline.importing.test_import import PLAIN_KERAS_SCRIPT  # noqa: E402
+from tests.pipeline.importing.test_onnx import IMAGENET, TORCH_SCRIPT  # noqa: E402
 
 PIPELINE = [sys.executable, "-m", "pipeline"]
 

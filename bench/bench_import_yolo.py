@@ -1,5 +1,5 @@
 """Benchmark of `pipeline import --task detect`: an Ultralytics YOLOv8n built from yolov8n.yaml (no download), trained a
-few epochs on `shapes` written in YOLO layout and exported format=onnx by the user's own script (tests/test_import_yolo.py),
+few epochs on `shapes` written in YOLO layout and exported format=onnx by the user's own script (tests/pipeline/tasks/detect/heads/yolo/test_import.py),
 then imported with its decoding tail cut and exported --int8 in the YOLO head's layout.
 
     .venv/bin/python bench/bench_import_yolo.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
@@ -45,14 +45,14 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work.resolve()
     if not args.reuse:
-        from tests.test_import_yolo import train_ultralytics
+        from tests.pipeline.tasks.detect.heads.yolo.test_import import train_ultralytics
 
         made = train_ultralytics(args.ultralytics_python, work, args.size, args.epochs)
     else:
         made = {"train": work / "train" / "data.yaml", "val": work / "val" / "data.yaml",
                 "onnx": next((work / "runs" / "train" / "weights").glob("*.onnx"))}
         if args.val_count:
-            from tests.test_import_yolo import write_shapes_yolo
+            from tests.pipeline.tasks.detect.heads.yolo.test_import import write_shapes_yolo
 
             folder = work / f"val{args.val_count}-seed{args.val_seed}"
             shutil.rmtree(folder, ignore_errors=True)

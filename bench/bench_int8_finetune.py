@@ -4,7 +4,7 @@ fine-tuning the weights (and the activation ranges) against the float logits giv
     .venv/bin/python bench/bench_int8_finetune.py RUN [--epochs 6] [--lr 1e-5] [--range-lr 0] [--views 8] [--eval-views 5]
         [--baseline RUN/model_int8.tflite] [--save OUT.tflite] [--skip-chaos] [--zero-anywhere]
 
-1. Step 0: RUN's Keras model with the `ranges` rung's pinned ranges (pipeline/quant/float_edits.py), calibrated as
+1. Step 0: RUN's Keras model with the `ranges` rung's pinned ranges (pipeline/remedy/float_edits.py), calibrated as
    the ladder's rung calibrates (every training image outside the tuning split, seed + 1) and converted by the
    export's own converter. Its activation tensors' scales and zero points are read from the .tflite.
 2. The simulation: the float graph with each conv/depthwise/dense folded with the BatchNorm behind it as the
@@ -17,7 +17,7 @@ fine-tuning the weights (and the activation ranges) against the float logits giv
    by one grey level: how much of int8's error is a fixed function of the model a fine-tuning could learn away.
 4. Fine-tuning: the folded weights and biases (and with --range-lr the activation ranges, LSQ-style, ReLU outputs'
    lower ends fixed at 0, each zero point kept an integer as the converter keeps it unless --zero-anywhere) trained by Adam to bring the simulation's centred logits to the float model's, on
-   `--views` fresh seeded views (pipeline/quant/tuning_split.py's `random_view`) of every training image outside
+   `--views` fresh seeded views (pipeline/remedy/tuning_split.py's `random_view`) of every training image outside
    the tuning split each epoch. The weights go back into the float model (the BatchNorm kept: its beta takes the
    bias, the kernel is divided by the fold), every simulated tensor's range is pinned at its grid, and the model is
    converted with the same calibration images: the converted model's grid is checked to be the simulated one.
@@ -45,7 +45,7 @@ SIMULATED = ("conv", "depthwise", "dense")
 
 
 def _inbound(layer):
-    from pipeline.quant import float_edits as fe
+    from pipeline.remedy import float_edits as fe
 
     return [parent.name for parent in fe._flat(layer._inbound_nodes[0].inbound_layers)]
 
@@ -81,7 +81,7 @@ class Simulation:
         import tensorflow as tf
         import tf_keras as keras
 
-        from pipeline.quant import float_edits as fe
+        from pipeline.remedy import float_edits as fe
 
         self.grid = dict(grid)  # key -> (scale, zero point)
         self.ranges = {}  # key -> (low, high) variables, when learned
@@ -224,7 +224,7 @@ class Simulation:
 
     def write_back(self) -> None:
         """The trained folded weights into the float model's layers: the kernel unfolded, the bias into beta."""
-        from pipeline.quant import float_edits as fe
+        from pipeline.remedy import float_edits as fe
 
         for kind, _, _, p in self.steps:
             if kind not in SIMULATED:
@@ -283,16 +283,17 @@ def main() -> None:
     import tensorflow as tf
     import tf_keras as keras
 
-    from edge.classify import get_scores, set_input
+    from edge.answers.classify import get_scores, set_input
     from pipeline import export
     from pipeline.data import load_split
     from pipeline.data.heldout import heldout_examples
-    from pipeline.quant import convention, float_edits, remedy, tuning_split
+    from pipeline.quant import convention
+    from pipeline.remedy import float_edits, ladder as remedy, tuning_split
     from pipeline.quant.calibration import calibration_images
     from pipeline.quant.convert import Mode, convert, keras_function, make_converter
     from pipeline.quant.flatten import flatten
     from pipeline.rundir.run import Run
-    from pipeline.tasks.classify_parity import _heldout_pixels
+    from pipeline.tasks.classify.parity import _heldout_pixels
 
     start = time.monotonic()
     load = lambda: f"load {os.getloadavg()[0]:.1f}"  # noqa: E731

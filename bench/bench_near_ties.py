@@ -20,10 +20,10 @@ def main() -> None:
     import numpy as np
 
     from pipeline.data.heldout import heldout_examples
-    from pipeline.quant import remedy, tuning_split
+    from pipeline.remedy import ladder as remedy, tuning_split
     from pipeline.quant.convention import contract as model_contract
     from pipeline.rundir.run import Run
-    from pipeline.tasks.classify_parity import _heldout_pixels
+    from pipeline.tasks.classify.parity import _heldout_pixels
 
     for path in sys.argv[1:]:
         run = Run.open(path)

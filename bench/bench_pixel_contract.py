@@ -1,4 +1,4 @@
-"""How far training's tf.data preprocessing is from the pixel contract (edge.preprocess), on real photos.
+"""How far training's tf.data preprocessing is from the pixel contract (edge.pixels.preprocess), on real photos.
 
     .venv/bin/python bench/bench_pixel_contract.py > bench/results/pixel_contract.md
 
@@ -40,9 +40,9 @@ def main() -> None:
     import PIL
     import tensorflow as tf
 
-    from edge.preprocess import load_pixels
+    from edge.pixels.preprocess import load_pixels
     from pipeline.data import training_pixels
-    from tests.helpers import sample_photos, write_camera_jpegs
+    from tests.support.helpers import sample_photos, write_camera_jpegs
 
     photos = {f"{name}.jpg (640x427)": raw for name, raw in sample_photos().items()}
     with tempfile.TemporaryDirectory() as tmp:

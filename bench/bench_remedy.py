@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_remedy.py [--runs DIR]      writes bench/results/remedy_bench.md
 
-The photo folders of tests/helpers.py (write_camera_jpegs(halves=True): 4 classes, 240 training JPEGs seed 0,
+The photo folders of tests/support/helpers.py (write_camera_jpegs(halves=True): 4 classes, 240 training JPEGs seed 0,
 160 held-out JPEGs seed 1), MobileNetV2 alpha 0.35 and MobileNetV3 Small at 96 px, 15 epochs from scratch
 (trained once into DIR, default runs/bench_remedy, and reused). For each case (a model and the export's
 options): `pipeline export RUN --int8 OPTIONS` then `pipeline parity RUN` on one copy of the run (the default's
@@ -43,7 +43,7 @@ def pipeline(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 def photo_folders(runs: Path) -> Path:
     """RUNS/photos/{train,val}: 240 training JPEGs (seed 0) and 160 held-out ones (seed 1), 4 classes; made once."""
     sys.path.insert(0, str(REPO))
-    from tests.helpers import write_camera_jpegs
+    from tests.support.helpers import write_camera_jpegs
 
     photos = runs / "photos"
     if not (photos / "val").is_dir():

@@ -9,7 +9,7 @@ model: peak memory is the rungs', not the model's accuracy's.
 
 RUN is copied first (the export writes into it). Prints one line per rung: its seconds and the peak resident
 memory while it ran (from the previous row to its own): this process's (VmHWM), and the whole tree's, this process
-and its children alive at once (the ladder's rungs run in children: pipeline/quant/child.py), sampled every 0.2 s
+and its children alive at once (the ladder's rungs run in children: pipeline/children/child.py), sampled every 0.2 s
 two ways: VmRSS summed (a page two processes share counts twice: TensorFlow's libraries, about 370 MB, and what a
 forked child shares with the process it was forked from) and Pss summed (each shared page split among the
 processes that map it: what the tree holds, the figure for "within a laptop's memory"); then the whole export's. `/usr/bin/time -v` around
@@ -115,7 +115,7 @@ def main() -> None:
     args, options = parser.parse_known_args()  # the rest: export options (--per-tensor, --calibration-samples N)
 
     from pipeline import export
-    from pipeline.quant import remedy
+    from pipeline.remedy import ladder as remedy
 
     options = [o for o in options if o != "--"]
     config = export.ExportConfig(mode=export.Mode.INT8, repair=True, per_tensor="--per-tensor" in options,

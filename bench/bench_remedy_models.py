@@ -6,8 +6,8 @@ where the gate fails.
     .venv/bin/python bench/bench_remedy_models.py --data photos --model mobilenet_v3_large --option minimalistic=0
     .venv/bin/python bench/bench_remedy_models.py --write            writes bench/results/remedy_models.md
 
-Data: `photos`, the camera-JPEG folders of tests/helpers.py (4 classes, 240 training JPEGs, 160 held-out), or
-`flowers`, TFRecords in the Kaggle TPU flowers schema from tests/helpers.py (3 classes, 240 training records
+Data: `photos`, the camera-JPEG folders of tests/support/helpers.py (4 classes, 240 training JPEGs, 160 held-out), or
+`flowers`, TFRecords in the Kaggle TPU flowers schema from tests/support/helpers.py (3 classes, 240 training records
 seed 0, 180 held-out records seed 1). The model is trained once per (data, model, size, seed) into
 RUNS/DATA/MODEL-SIZE-sSEED.trained (15 epochs, `pipeline train --seed SEED`; mobilenet_v2 at --alpha, default
 1.0; other model options, `--option KEY=VALUE`, through a config file's `model_options`); for each export (defaults, --per-tensor, --per-tensor --calibration-samples 8) one copy gets `pipeline export RUN --int8 OPTIONS` then `pipeline parity RUN` (default gate), and
@@ -37,7 +37,7 @@ EXPORTS = ([], ["--per-tensor"], ["--per-tensor", "--calibration-samples", "8"])
 def flower_records(runs: Path) -> tuple:
     """Globs of RUNS/flowers/{train,val}: 80 records per class seed 0, 60 per class seed 1; made once."""
     sys.path.insert(0, str(REPO))
-    from tests.helpers import write_kaggle_tfrecords
+    from tests.support.helpers import write_kaggle_tfrecords
 
     root = runs / "flowers"
     if not (root / "val").is_dir():

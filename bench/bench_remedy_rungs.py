@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_remedy_rungs.py RUN [--per-tensor] [--calibration-samples 8] [--views 4 16]
     .venv/bin/python bench/bench_remedy_rungs.py RUN --views 1 --rungs distil-5 --qat DISTIL_LOSS=logits DISTIL_LEARNING_RATE=1e-5
 
-For the export as asked (OPTIONS) and for each rung's export config (pipeline/quant/remedy.py's LADDER, plus the
+For the export as asked (OPTIONS) and for each rung's export config (pipeline/remedy/ladder.py's LADDER, plus the
 float edits alone and together), converted in memory by the export stage's own `convert`: agreement and top-1
 on the tuning split scored as the ladder scores it (seeded views of a quarter of the training images), with more
 views too, and on the held-out images parity reports on (read here only to show how well the tuning split
@@ -43,9 +43,9 @@ def main() -> None:
     from pipeline import export
     from pipeline.data.heldout import heldout_examples
     from pipeline.quant.calibration import calibration_images
-    from pipeline.tasks.classify_export import convert
-    from pipeline.tasks.classify_parity import _heldout_pixels
-    from pipeline.quant import remedy, tuning_split
+    from pipeline.tasks.classify.export import convert
+    from pipeline.tasks.classify.parity import _heldout_pixels
+    from pipeline.remedy import ladder as remedy, tuning_split
     from pipeline.rundir.run import Run
 
     from pipeline.quant import qat
@@ -108,7 +108,7 @@ def main() -> None:
     if not args.rungs or "float-check" in args.rungs:
         import tf_keras as keras
 
-        from pipeline.quant import float_edits
+        from pipeline.remedy import float_edits
 
         original = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
         for name, candidate in rows:

@@ -63,7 +63,7 @@ def input_pipeline_ratio(tmp: Path, epochs: int) -> dict:
 
     import models
     from pipeline import data
-    from tests.helpers import write_kaggle_tfrecords
+    from tests.support.helpers import write_kaggle_tfrecords
 
     pattern = write_kaggle_tfrecords(tmp / "tfrec", per_class=700, files=8)  # 2,100 JPEGs
     source = data.open_source(pattern)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_train_process.py [--pairs 3] [--epochs 10 3] [--data-dir DIR]
 
 Data, made on the fly (or reused from --data-dir): 1,024 camera-like 256x256 JPEGs in 4 classes
-(tests/helpers.py write_camera_jpegs, halves=True, seed 0) as 4 TFRecord shards by `pipeline prepare`,
+(tests/support/helpers.py write_camera_jpegs, halves=True, seed 0) as 4 TFRecord shards by `pipeline prepare`,
 and a fixed held-out shard of 256 more (seed 1) that neither command trains on.
 
 Per run length, PAIRS pairs, the two commands alternated (which goes first swaps every pair), each
@@ -41,7 +41,7 @@ def make_data(root: Path) -> dict:
     if not (shards / "labels.txt").exists() or not (heldout / "labels.txt").exists():
         sys.path.insert(0, str(REPO))
         from pipeline import prepare
-        from tests.helpers import write_camera_jpegs
+        from tests.support.helpers import write_camera_jpegs
 
         for folder, per_class, seed, count in ((shards, 256, 0, 4), (heldout, 64, 1, 1)):
             shutil.rmtree(folder, ignore_errors=True)

@@ -24,12 +24,13 @@ def one(box_iou: str, count: int, epochs: int) -> dict:
     import tensorflow as tf
     import tf_keras as keras
 
-    from models.yolo_head import build_yolo_detector
+    from pipeline.tasks.detect.heads.yolo.model import build_yolo_detector
     from pipeline.data import Split
-    from pipeline.detection import augment, yolo_trainer
-    from pipeline.detection.evaluate import evaluate
-    from pipeline.detection.specs import open_detection
-    from pipeline.detection.yolo_infer import predict
+    from pipeline.tasks.detect.data import augment
+    from pipeline.tasks.detect.heads.yolo import trainer as yolo_trainer
+    from pipeline.tasks.detect.evaluate import evaluate
+    from pipeline.tasks.detect.data.specs import open_detection
+    from pipeline.tasks.detect.heads.yolo.infer import predict
 
     tf.keras.utils.set_random_seed(1234)
     source = open_detection(f"shapes?count={count}")

@@ -6,7 +6,7 @@ model's CPU invoke beside it.
 Cases, each on int8 outputs as the Edge TPU hands them back:
 - typical: a few objects (each seen by a handful of points), every other point at the bounded floor (-4 logit);
 - all candidates: every one of the 2,100 points above the score cut (the worst case for the filter, softmax and NMS);
-- Frigate's reading (edge/frigate_yolo.py) of the typical case, for comparison with its own plugin's cost.
+- Frigate's reading (edge/clients/frigate.py) of the typical case, for comparison with its own plugin's cost.
 --invoke also builds untrained int8 models at 320 (small_cnn, MobileNetV2 alpha 0.35; TensorFlow needed) and times
 ai-edge-litert's invoke on one CPU thread: latency does not depend on the weights.
 """
@@ -28,7 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edge import frigate_yolo, yolo_decode  # noqa: E402
+from edge.clients import frigate as frigate_yolo
+from edge.answers.heads import yolo as yolo_decode  # noqa: E402
 
 SIZE = 320
 
@@ -75,8 +76,8 @@ def invoke_ms(repeats: int) -> dict:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     from ai_edge_litert.interpreter import Interpreter
 
-    from models.yolo_head import build_yolo_detector
-    from pipeline.detection.yolo_export import convert
+    from pipeline.tasks.detect.heads.yolo.model import build_yolo_detector
+    from pipeline.tasks.detect.heads.yolo.export import convert
 
     found = {}
     rng = np.random.default_rng(0)

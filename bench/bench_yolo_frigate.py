@@ -16,15 +16,15 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow loads: th
 
 import numpy as np  # noqa: E402
 
-from edge import frigate_yolo  # noqa: E402
-from edge.bundle import image_file  # noqa: E402
-from edge.classify import invoke  # noqa: E402
-from edge.detect import get_raw, kept, open_detector  # noqa: E402
-from pipeline.detection.evaluate import evaluate  # noqa: E402
-from pipeline.detection.heldout import recorded_heldout  # noqa: E402
+from edge.clients import frigate as frigate_yolo  # noqa: E402
+from edge.documents.bundle import image_file  # noqa: E402
+from edge.answers.classify import invoke  # noqa: E402
+from edge.answers.detect import get_raw, kept, open_detector  # noqa: E402
+from pipeline.tasks.detect.evaluate import evaluate  # noqa: E402
+from pipeline.tasks.detect.data.heldout import recorded_heldout  # noqa: E402
 from pipeline.inference.client_scores import detect_clients  # noqa: E402
 from pipeline.rundir.run import Run  # noqa: E402
-from pipeline.tasks.detect_scores import iou  # noqa: E402
+from pipeline.tasks.detect.scores import iou  # noqa: E402
 
 MATCH_IOU = 0.9  # "the same object": same class and boxes this close
 THRESHOLD = 0.4  # Frigate's default score, and edge detect's

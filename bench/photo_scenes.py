@@ -8,7 +8,7 @@ and pasted (a random 75-100% of the object's region, scaled to 10-55% of the ima
 noise) onto crops of the same photos' object-free parts (trees and lake, leaves, plants, the flag), beside zero to
 two unlabelled pasted rectangles of background: four classes (pagoda, dahlia, parrot, face), one to five objects per
 image, none more than 30% hidden by another, saved as JPEGs at camera-like qualities with OUT/annotations.json in
-COCO's form (pipeline.detection.coco's writer). The object and background regions below were picked by eye on the photos.
+COCO's form (pipeline.tasks.detect.data.coco's writer). The object and background regions below were picked by eye on the photos.
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def _covered(a, b) -> float:
 
 
 def scenes(count: int, size=(256, 192), seed: int = 0):
-    """DetSource of `count` composed photos (pipeline.detection.examples' in-memory form)."""
-    from pipeline.detection.examples import DetSource, make_example
+    """DetSource of `count` composed photos (pipeline.tasks.detect.data.examples' in-memory form)."""
+    from pipeline.tasks.detect.data.examples import DetSource, make_example
 
     rng = np.random.default_rng(seed)
     photos = {name: Image.open(path).convert("RGB") for name, path in photo_paths().items()}
@@ -110,7 +110,7 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
 
 
 def main() -> None:
-    from pipeline.detection.coco import write_coco
+    from pipeline.tasks.detect.data.coco import write_coco
 
     parser = argparse.ArgumentParser()
     parser.add_argument("out")

@@ -6,21 +6,21 @@ without TensorFlow.
 
     from edge import Runner, open_detector, detect_file
     runner = Runner.open("model_int8.tflite")                 # a classifier: runner.classify(image, k=3)
-    detector = open_detector("detector_int8.tflite")          # the same opening policy (edge.runner)
+    detector = open_detector("detector_int8.tflite")          # the same opening policy (edge.answers.runner)
     objects = detect_file(detector, "street.jpg")
 
 Imports numpy, Pillow and one TFLite interpreter (for Edge TPU models tflite_runtime first, for
-CPU models ai_edge_litert first; edge.interpreter), the interpreter only when a model is loaded. Nothing here imports the
+CPU models ai_edge_litert first; edge.model.interpreter), the interpreter only when a model is loaded. Nothing here imports the
 host-side packages (pipeline/, models/). docs/architecture.md lists the modules by group.
 """
 from __future__ import annotations
 
-from edge.classify import Class, classify, get_scores, input_details, input_size, set_input, top_k
-from edge.detect import Box, Detector, Object, detect_file, detect_pixels, open_detector
+from edge.answers.classify import Class, classify, get_scores, input_details, input_size, set_input, top_k
+from edge.answers.detect import Box, Detector, Object, detect_file, detect_pixels, open_detector
 from edge.errors import EdgeError, EdgeTpuUnavailable, InputError, IntegrityError, ModelCheckError, ModelLoadError
-from edge.interpreter import BACKEND_ORDER, backend_name, load_backend, make_interpreter, open_model
-from edge.preprocess import dequantize, quantize
-from edge.runner import Runner
+from edge.model.interpreter import BACKEND_ORDER, backend_name, load_backend, make_interpreter, open_model
+from edge.pixels.preprocess import dequantize, quantize
+from edge.answers.runner import Runner
 
 __all__ = [
     "BACKEND_ORDER", "Box", "Class", "Detector", "EdgeError", "EdgeTpuUnavailable", "InputError", "IntegrityError",

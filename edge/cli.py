@@ -5,7 +5,7 @@
     edge evaluate RUN/model_int8.tflite --data RUN/eval_bundle --out predictions.json
     edge bench RUN/model_int8.tflite --runs 100 --threads 2
 
-Each command opens one edge.runner.Runner (the model's sha256 checked against its sidecar or the run's
+Each command opens one edge.answers.runner.Runner (the model's sha256 checked against its sidecar or the run's
 manifest.json when either is there, --no-verify skips that with a warning; its pixel contract, labels
 and interpreter chosen and said on stderr), runs it, and prints. Errors print one line on stderr: exit 2
 when the asked-for hardware (Edge TPU) is missing, 1 otherwise.
@@ -21,15 +21,23 @@ from typing import Iterator, List, Optional, Tuple
 import click
 import numpy as np
 
-from edge.atomic import write_json_atomic
+from edge.files.atomic import write_json_atomic
 from edge.errors import EdgeError, InputError, exits_cleanly
-from edge.evaluation import Tally, check_labels, data_folder, list_samples, prediction, predictions_document, source_of
-from edge.image_files import images_under
-from edge.interpreter import CPU_ORDER
-from edge.latency import latency_document
-from edge.runner import Runner
-from edge.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
-from edge.workers import checked_workers
+from edge.answers.evaluation import (
+    Tally,
+    check_labels,
+    data_folder,
+    list_samples,
+    prediction,
+    predictions_document,
+    source_of,
+)
+from edge.pixels.image_files import images_under
+from edge.model.interpreter import CPU_ORDER
+from edge.documents.latency import latency_document
+from edge.answers.runner import Runner
+from edge.answers.timing import end_to_end_rate, feed_seeded_input, invoke_seconds
+from edge.files.workers import checked_workers
 
 _fail_cleanly = exits_cleanly(EdgeError)
 
@@ -160,8 +168,8 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
     """Print the objects a detector finds in each IMAGE (a folder: every image under it; `-`: the image paths read
     from standard input one a line, each detected as it arrives, e.g. frames a camera saves): label, score, box in the
     image's pixels."""
-    from edge import detect as det
-    from edge.outputs import check_output
+    from edge.answers import detect as det
+    from edge.files.outputs import check_output
 
     checked_workers(workers)  # refused before the model opens; the default waits for its interpreter
     stream = images == ("-",)
@@ -219,7 +227,7 @@ class _Frame(str):
 def _checked_stream(images, out: Optional[Path], overwrite: bool):
     """The streamed paths as frames, each one's annotated file named and checked as it arrives: a file that may not be
     written makes that image's error (nothing drawn for it, its objects not reported)."""
-    from edge.outputs import check_output
+    from edge.files.outputs import check_output
 
     taken: set = set()
     for image_path in images:
@@ -246,7 +254,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
     checked_workers(workers)  # refused before the model opens; the default waits for its interpreter
     data = data_folder(Path(data_dir))
     runner = _open(model, edgetpu, no_verify, threads, labels_file, mean, std, backend)
-    from edge import detect as det
+    from edge.answers import detect as det
 
     if det.is_detector(runner.interpreter):  # objects per image, not scores: the host scores them against its boxes
         _evaluate_detector(Path(model), runner, data, out, workers)
@@ -270,9 +278,9 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
 
 
 def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, workers: int) -> None:
-    from edge import detect as det
-    from edge.evaluation import detection_samples, detections_document, evaluate_detections
-    from edge.predictions import write_detections
+    from edge.answers import detect as det
+    from edge.answers.evaluation import detection_samples, detections_document, evaluate_detections
+    from edge.documents.predictions import write_detections
 
     detector = det.Detector(runner, det.output_indices(runner.interpreter))
     samples, labels = detection_samples(data, runner.labels)
@@ -327,7 +335,7 @@ def bench(model: str, runs: int, threads: Optional[int], edgetpu: bool, no_verif
     click.echo(f"first invoke (load + first run): {first * 1000:.2f} ms")
     click.echo(f"steady state over {runs} runs: median {median:.3f} ms, p90 {float(np.percentile(ms, 90)):.3f} ms"
                f" ({1000 / median:.1f} invokes/s)")
-    from edge import detect as det
+    from edge.answers import detect as det
 
     if det.is_detector(runner.interpreter):  # the post-processing op is inside the invoke; the reading after it here
         detector = det.Detector(runner, det.output_indices(runner.interpreter))

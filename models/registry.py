@@ -82,7 +82,7 @@ def _mobilenet_v2(inputs, num_classes: int, imagenet: bool, alpha: float = 1.0, 
 def _mobilenet_v3(kind: str):
     """MobileNetV3 Small or Large. minimalistic=1 (the default): Keras' minimalistic variant, ReLU and 3x3
     kernels, no hard-swish and no squeeze-excite (Keras' MobileNetV3 docs), every op on the Edge TPU
-    (tests/test_compile.py). minimalistic=0: the full variant, hard-swish and squeeze-excite, for a CPU
+    (tests/pipeline/test_compile.py). minimalistic=0: the full variant, hard-swish and squeeze-excite, for a CPU
     board: the Edge TPU has no HARD_SWISH, so the compiler leaves the rest of the model on the CPU."""
 
     def builder(inputs, num_classes: int, imagenet: bool, dropout: float = 0.2, minimalistic: float = 1):

@@ -29,7 +29,7 @@ def _end_now(code: int) -> None:
     interpreter's teardown: what it wrote is already durable (fsynced, committed) and its own files closed, and
     what it said is flushed here. The teardown frees TensorFlow's objects one by one, about 1 s after a training
     (bench/results/train.md, step 4); after a stop it would wait for library threads the user just asked to stop,
-    and once in the fault battery (tests/test_faults.py) it aborted in native code after a clean Ctrl-C ("Fatal
+    and once in the fault battery (tests/faults/test_faults.py) it aborted in native code after a clean Ctrl-C ("Fatal
     Python error: PyThreadState_Get ... Python runtime state: finalizing", exit 134 instead of 130)."""
     for stream in (sys.stdout, sys.stderr):
         try:

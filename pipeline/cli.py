@@ -239,7 +239,7 @@ def predict_command(run_dir, data_specs, out, model, top_k, out_format, skip_bad
     """Predict unlabeled data with RUN's model and write a Kaggle submission (id,label) or JSON."""
     from pathlib import Path
 
-    from edge.outputs import check_output
+    from edge.files.outputs import check_output
     from pipeline import predict
     from pipeline.errors import ConfigError
 
@@ -356,7 +356,7 @@ def import_command(model, data_spec, run_dir, task, val_data, labels_file, image
     from pathlib import Path
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as train: tf.keras is tf-keras in the later stages
-    from pipeline import importing
+    from pipeline import import_model as importing
     from pipeline.importing.contract import Given
 
     if tuning_fraction is not None and not val_data:

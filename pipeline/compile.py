@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
-from edge.integrity import sidecar_path, sidecar_record
-from edge.tflite_file import ModelFileError
+from edge.model.integrity import sidecar_path, sidecar_record
+from edge.model.tflite_file import ModelFileError
 from pipeline import metadata
 from pipeline.edgetpu import agreement, compiled_check, compiler_log, preflight
 from pipeline.edgetpu import compiler as compiler_mod

@@ -45,7 +45,7 @@ class RunConfig:
     min_accuracy: Optional[float] = None  # parity gate: top-1 floor; None = better than the majority class
     remedy: bool = False  # int8 export: the remedy ladder when the model fails the gate on a tuning split
     clients: Tuple[str, ...] = ()  # parity gate: clients gated like the int8 model (the rest are reported)
-    head: Optional[str] = None  # detect: ssd | yolo (pipeline/detection/heads.py); None = train's default
+    head: Optional[str] = None  # detect: ssd | yolo (pipeline/tasks/detect/heads/__init__.py); None = train's default
     require_full_mapping: bool = False  # exit 1 at the end when not every op is shown on the Edge TPU (after parity)
 
     @property

@@ -5,7 +5,7 @@
 int8 is post-training quantization calibrated on real training images (class-balanced, seeded, so
 two exports of one run give identical bytes), or quantization-aware fine-tuning first with
 `--qat-epochs N`. With `--remedy`, an int8 model that fails the parity gate on a tuning split of the
-training data is repaired by the remedy ladder (pipeline/quant/remedy.py). The int8 model is verified (integer only, static, batch 1, op versions that
+training data is repaired by the remedy ladder (pipeline/remedy/ladder.py). The int8 model is verified (integer only, static, batch 1, op versions that
 edgetpu_compiler 16 parses) before anything is written; a model that fails is refused. Its input
 follows Coral's convention (pipeline/quant/convention.py): uint8 with scale 1/128 and zero point 128,
 so camera bytes go straight in. Each model carries TFLite metadata (pipeline/metadata: normalization,
@@ -13,7 +13,7 @@ labels, pixel contract, provenance) and gets a sidecar `<model>.json` (sha256, l
 input quantization, pixel contract) for the device.
 
 This module is the stage: the options (ExportConfig) and the run's lock; the run's task converts and writes
-(pipeline/tasks/classify_export.py, detect_export.py).
+(pipeline/tasks/classify/export.py, detect_export.py).
 """
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ class ExportConfig:
     # int8 only: quantization.json's per-layer errors. They cost a second conversion (the debugger's), and a third (the
     # float size) when no float TFLite was exported: about half an int8 export's time (bench/results/export_report.md).
     layer_errors: bool = True
-    repair: bool = False  # int8 only: when the model fails the gate on a tuning split, the remedy ladder (pipeline/quant/remedy.py)
+    repair: bool = False  # int8 only: when the model fails the gate on a tuning split, the remedy ladder (pipeline/remedy/ladder.py)
     gate: GateLimits = GATE  # the limits the remedy ladder applies
     remedy: Optional[str] = None  # set by the ladder: the rung that made this model, recorded in its facts and metadata
     calibration_exclude: Tuple[int, ...] = ()  # set by the ladder: training-split positions calibration leaves out
-    float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/quant/float_edits.py)
+    float_edits: Tuple[str, ...] = ()  # set by the ladder: weight edits on a copy of the float model (pipeline/remedy/float_edits.py)
     qat_distil: bool = False  # set by the ladder: QAT learns the float model's answers, not the labels (pipeline/quant/qat.py)
     clients: Tuple[str, ...] = ()  # with repair: clients whose feed of the tuning split the ladder judges too (remedy.py)
     calibration_clients: Tuple[str, ...] = ()  # set by the ladder: these clients' feeds of the calibration images join them

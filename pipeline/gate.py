@@ -174,9 +174,9 @@ def enforce(failures: List[str]) -> None:
 
 
 def classification_scores(entry: Mapping[str, Any]) -> Dict[str, Score]:
-    """A classifier's parity model entry (pipeline/tasks/classify_parity.py) as the gate sees it: top-1 and agreement counted in images, and
+    """A classifier's parity model entry (pipeline/tasks/classify/parity.py) as the gate sees it: top-1 and agreement counted in images, and
     macro-F1 exactly from the per-class counts (with --max-drop 1, 0.90 -> 0.89 passes and 0.90 -> 0.8899 fails)."""
-    from edge.metrics import counts_of, macro_f1_exact
+    from edge.answers.metrics import counts_of, macro_f1_exact
 
     return {"top1": Score.counted(entry["correct"], entry["images"]),
             AGREEMENT: Score.counted(entry["agree"], entry["images"]),

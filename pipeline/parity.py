@@ -5,7 +5,7 @@
     pipeline parity runs/digits --device-results predictions.json   adds the Edge TPU's answers
 
 Every model sees the held-out images as the device will: the original files, decoded and resized
-by the pixel contract (edge.preprocess). The float SavedModel is the reference. The float TFLite
+by the pixel contract (edge.pixels.preprocess). The float SavedModel is the reference. The float TFLite
 model (when exported: it is optional, for every task), the int8 model on the CPU interpreter and, when
 given, the predictions a device made with `edge evaluate` on the bundle are each compared with it, and so is
 the int8 model as each known client feeds it (pipeline/inference/client_scores.py; --clients gates the named
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from edge.bundle import image_file
+from edge.documents.bundle import image_file
 from pipeline import gate, tasks
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.errors import ConfigError

@@ -6,10 +6,10 @@
 --model float (the default): the SavedModel in padded batches under the strategy training would choose
 (pipeline/inference/batched.py), the images decoded by training's input pipeline (pipeline/data/decode.py).
 --model int8 | edgetpu: the exported TFLite model one image at a time, the images decoded by the pixel
-contract (edge.preprocess): what the device would answer. The output keeps each input's identity and the
+contract (edge.pixels.preprocess): what the device would answer. The output keeps each input's identity and the
 input order. An input with no id, a repeated id or an image that cannot be decoded is refused, named, and
 nothing is written; with --skip-bad it is left out and listed. The stage only reads the run: it writes --out.
-The options are checked here; the run's task predicts (pipeline/tasks/classify_predict.py, detect_predict.py).
+The options are checked here; the run's task predicts (pipeline/tasks/classify/predict.py, detect_predict.py).
 """
 from __future__ import annotations
 

@@ -125,8 +125,8 @@ def signals_left_as_found():
 @pytest.fixture
 def ctrl_c_as_at_a_terminal():
     """For a test that sends SIGINT to a process it starts: the process begins with SIGINT at its default even when
-    pytest was started with SIGINT ignored (tests/edge/signal_moments.py)."""
-    from tests.edge.signal_moments import ctrl_c_as_at_a_terminal
+    pytest was started with SIGINT ignored (tests/edge/tests.support.signal_moments.py)."""
+    from tests.support.signal_moments import ctrl_c_as_at_a_terminal
 
     with ctrl_c_as_at_a_terminal():
         yield
@@ -134,8 +134,8 @@ def ctrl_c_as_at_a_terminal():
 
 @pytest.fixture(scope="session")
 def session_folder(tmp_path_factory) -> Path:
-    """A folder all xdist workers of this pytest session share, new each session (tests/session_cache.py)."""
-    from tests.session_cache import session_root
+    """A folder all xdist workers of this pytest session share, new each session (tests/support/session_cache.py)."""
+    from tests.support.session_cache import session_root
 
     return session_root(tmp_path_factory)
 
@@ -161,7 +161,7 @@ def trained_digits(session_folder):
     xdist worker and shared read-only by the tests of export, the remedy ladder and (exported) the later stages.
 
     Tests that change a run work on a copy (`shutil.copytree`)."""
-    from tests.session_cache import built_once
+    from tests.support.session_cache import built_once
 
     return built_once(session_folder / "trained", _train_digits) / "run"
 
@@ -173,7 +173,7 @@ def exported_run(session_folder, trained_digits):
 
     Tests that change a run work on a copy (`shutil.copytree`).
     """
-    from tests.session_cache import built_once
+    from tests.support.session_cache import built_once
 
     return built_once(session_folder / "exported", lambda folder: _export_digits(trained_digits, folder)) / "run"
 

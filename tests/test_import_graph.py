@@ -1,19 +1,63 @@
-"""Which way pipeline/'s imports go: no cycle, and no domain module importing a stage (read from the source with ast,
-imports inside functions included, so a lazy import cannot hide one)."""
+"""Which way the imports go (read from the source with ast, imports inside functions included, so a lazy import cannot
+hide one): no cycle; no two packages importing each other; the shared layers below the stages and tasks, never above;
+no task or head named outside its own folder; `edge` and `models` import nothing of the others.
+
+The layers of pipeline/, top down (docs/architecture.md):
+  stages        one module per command (pipeline/<stage>.py), the CLI
+  tasks         pipeline/tasks/<task>/ (each task's own modules and its heads), behind the registry pipeline/tasks/*.py
+  shared layers every other package and module of pipeline/: the run directory, data, training, quantization, the
+                remedy ladder, the Edge TPU, the parity and report skeletons, ...; they name no task and no head.
+"""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
-# The stage level: one module per command, the command lines, and the report every stage rewrites.
-STAGES = {f"pipeline.{name}" for name in ("prepare", "train", "export", "compile", "parity", "predict", "end_to_end",
-                                          "cli", "__main__")}
+# The stage level: one module per command, the command lines.
+STAGES = {f"pipeline.{name}" for name in ("prepare", "train", "import_model", "export", "compile", "parity", "predict",
+                                          "end_to_end", "cli", "__main__")}
+TASKS_DIR = REPO / "pipeline" / "tasks"
+
+
+def _task_names() -> Set[str]:
+    """The registered tasks: the folders of pipeline/tasks/ holding a task.py."""
+    return {path.parent.name for path in TASKS_DIR.glob("*/task.py")}
+
+
+def _head_names() -> Set[str]:
+    """Every task's heads: the folders of pipeline/tasks/<task>/heads/."""
+    return {path.name for path in TASKS_DIR.glob("*/heads/*") if (path / "__init__.py").exists()}
+
+
+def _task_of(module: str) -> str:
+    """The task whose package `module` is in ('' for any other module)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["pipeline", "tasks"] else ""
 
 
 def _is_stage(module: str) -> bool:
-    return module in STAGES or module == "pipeline.report" or module.startswith("pipeline.report.")
+    return module in STAGES
+
+
+def _is_shared(module: str) -> bool:
+    """A shared layer: pipeline/ below the stages, outside the task registry and the task packages."""
+    parts = module.split(".")
+    return parts[0] == "pipeline" and not _is_stage(module) and parts[:2] != ["pipeline", "tasks"] and module != "pipeline"
+
+
+def _unit(module: str) -> str:
+    """The package a module counts in for 'no two packages import each other': pipeline/<package>/ as a whole, a task's
+    folder as a whole, and each module directly in pipeline/ on its own."""
+    parts = module.split(".")
+    if parts[0] != "pipeline" or len(parts) == 1:
+        return parts[0]
+    if parts[1] == "tasks" and len(parts) > 3:
+        return ".".join(parts[:3])
+    if (REPO / "pipeline" / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
 
 
 def _modules(package: str) -> Dict[str, Path]:
@@ -100,19 +144,78 @@ def test_the_walk_finds_the_imports_it_is_about():
     graph = _graph("pipeline", "edge", "models")
     assert "pipeline.parity" in graph["pipeline.end_to_end"]  # imported inside run()
     assert "pipeline.inference.bundle" in graph["pipeline.cli"]  # imported inside parity_command()
-    assert "pipeline.inference.disagreements" in graph["pipeline.tasks.classify_parity"]  # from pipeline.inference import disagreements
+    assert "pipeline.tasks.classify.disagreements" in graph["pipeline.tasks.classify.parity"]  # from package import module
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _mutual({"p.a.x": {"p.b.y"}, "p.b.y": set(), "p.b.z": {"p.a.w"}, "p.a.w": set()},
+                   lambda m: ".".join(m.split(".")[:2])) == [("p.a", "p.b")]
+    assert {"classify", "detect"} <= _task_names() and {"ssd", "yolo"} <= _head_names()
 
 
 def test_no_import_cycle():
     assert _cycles(_graph("pipeline", "edge", "models")) == []
 
 
-def test_no_domain_module_imports_a_stage():
-    """Stages (one module per command, the CLI, the report) use the domains below them, never the other way."""
-    upward = {module: sorted(m for m in imported if _is_stage(m))
-              for module, imported in _graph("pipeline").items() if not _is_stage(module)}
-    assert {module: stages for module, stages in upward.items() if stages} == {}
+def _mutual(graph: Dict[str, Set[str]], unit) -> List[Tuple[str, str]]:
+    edges = {(unit(a), unit(b)) for a, imported in graph.items() for b in imported if unit(a) != unit(b)}
+    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+
+
+def test_no_two_packages_import_each_other():
+    """A package that imports another and is imported back is one package in two folders: the layering has a hole."""
+    assert _mutual(_graph("pipeline", "edge", "models"), _unit) == []
+
+
+def test_imports_go_down_only():
+    """Shared layers import no stage and no task package; a stage imports no task package (the registry chooses);
+    a task imports no stage and no other task."""
+    graph = _graph("pipeline")
+    wrong = {}
+    for module, imported in graph.items():
+        task = _task_of(module)
+        for other in imported:
+            if _is_shared(module) and (_is_stage(other) or _task_of(other)):
+                wrong.setdefault(module, []).append(other)
+            elif _is_stage(module) and _task_of(other):
+                wrong.setdefault(module, []).append(other)
+            elif task and (_is_stage(other) or _task_of(other) not in ("", task)):
+                wrong.setdefault(module, []).append(other)
+    assert {module: sorted(found) for module, found in wrong.items()} == {}
+
+
+def _names_in(path: Path, names: Set[str]) -> List[str]:
+    """Where the source names one of `names`: a string constant equal to it, or an identifier containing it as a word
+    (`_is_yolo`, `YOLO`, `detect_export`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}")
+        elif isinstance(node, (ast.Name, ast.Attribute, ast.FunctionDef, ast.ClassDef, ast.alias)):
+            name = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None) or ""
+            words = set(name.lower().strip("_").split("_"))
+            if words & names:
+                found.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)} {name}")
+    return found
+
+
+def test_no_task_or_head_named_in_a_shared_layer_or_a_stage():
+    """A new task is a folder and a new head is a folder: nothing outside them asks which one it is."""
+    names = _task_names() | _head_names()
+    found = []
+    for module, path in _modules("pipeline").items():
+        if _is_shared(module) or _is_stage(module):
+            found += _names_in(path, names)
+    assert found == []
+
+
+def test_no_head_named_outside_its_folder():
+    """Inside a task, only the head's own folder and the heads' registry name a head."""
+    heads = _head_names()
+    found = []
+    for module, path in _modules("pipeline").items():
+        parts = module.split(".")
+        if _task_of(module) and not ("heads" in parts[3:4]):
+            found += _names_in(path, heads)
+    assert found == []
 
 
 def test_edge_and_models_import_nothing_of_the_others():

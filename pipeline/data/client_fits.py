@@ -131,7 +131,7 @@ _INTER_BITS, _COEF_BITS = 5, 15  # OpenCV's warp, as MediaPipe runs it: coordina
 
 
 def _mediapipe_warp(image: tf.Tensor, image_size: int) -> tf.Tensor:
-    """MediaPipe's stretch of the whole picture (edge.clients._warp_bilinear), integer for integer: output pixel x
+    """MediaPipe's stretch of the whole picture (edge.clients.feeds._warp_bilinear), integer for integer: output pixel x
     samples source x * in / out rounded to 1/32 pixel, bilinear with each weight rounded to 1/32768, no
     antialiasing, the border replicated."""
     def axis(n_in: tf.Tensor):

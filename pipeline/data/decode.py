@@ -1,4 +1,4 @@
-"""Decoding and resizing as the pixel contract (edge/preprocess.py) says, in pure TensorFlow, so the
+"""Decoding and resizing as the pixel contract (edge/pixels/preprocess.py) says, in pure TensorFlow, so the
 input pipeline still runs on a TPU host: JPEG with the accurate integer DCT at the scale the contract's
 version asks for, bilinear resize with antialiasing. What remains different is measured in
 bench/results/pixel_contract.md.
@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from edge.contract import PixelContract
+from edge.pixels.contract import PixelContract
 from edge.errors import InputError
-from edge.preprocess import load_image
+from edge.pixels.preprocess import load_image
 from pipeline.data.client_fits import CONTRACT_FIT, fit_to_size
 from pipeline.errors import DataError
 
@@ -70,7 +70,7 @@ DECODERS = {"digits": _decode_pixels, "tfrecord": _decode_encoded, "folder": _de
 
 
 def check_image(data: bytes, where: str) -> None:
-    """The pixel contract's own check (edge.preprocess): what the device would refuse, training refuses too."""
+    """The pixel contract's own check (edge.pixels.preprocess): what the device would refuse, training refuses too."""
     try:
         # A JPEG at its smallest DCT scale (1/8): every byte of it is still read and entropy-decoded, so a
         # truncated or unreadable file fails as it does at full size, at about 40% of the CPU.

@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from edge.image_files import IMAGE_SUFFIXES
+from edge.pixels.image_files import IMAGE_SUFFIXES
 from pipeline.data.decode import check_image
 from pipeline.data.examples import AUTOTUNE, Example, Source, digest
 from pipeline.data.tfrecords import open_tfrecords

@@ -14,7 +14,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from edge.errors import InputError
-from edge.labels import parse_labels
+from edge.model.labels import parse_labels
 from pipeline.data.decode import check_image
 from pipeline.data.examples import AUTOTUNE, Example, Source, digest
 from pipeline.errors import DataError

@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from edge.image_files import IMAGE_SUFFIXES
+from edge.pixels.image_files import IMAGE_SUFFIXES
 from pipeline.data.decode import DECODERS
 from pipeline.data.examples import AUTOTUNE
 from pipeline.data.tfrecords import identified_records, positioned_images

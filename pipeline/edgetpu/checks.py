@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Optional
 
-from edge.tflite_file import ModelInfo, OpInfo, TensorInfo, constant_data
+from edge.model.tflite_file import ModelInfo, OpInfo, TensorInfo, constant_data
 from pipeline.edgetpu import rules
 
 

@@ -14,8 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Sequence
 
-from edge.tflite_file import (EDGETPU_CUSTOM_OP, ModelFileError, TensorSignature, cpu_ops, edgetpu_min_runtime_versions,
-                              io_signatures, read_model)
+from edge.model.tflite_file import (
+    EDGETPU_CUSTOM_OP,
+    ModelFileError,
+    TensorSignature,
+    cpu_ops,
+    edgetpu_min_runtime_versions,
+    io_signatures,
+    read_model,
+)
 from pipeline.errors import PipelineError
 
 

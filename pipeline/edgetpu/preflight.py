@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from edge.tflite_file import ModelInfo, OpInfo, dynamic_tensors, ops_over_version, read_model
+from edge.model.tflite_file import ModelInfo, OpInfo, dynamic_tensors, ops_over_version, read_model
 from pipeline.edgetpu import rules
 from pipeline.edgetpu.checks import Problem, check_op, static_advice, version_advice
 from pipeline.quant.verify import postprocess_tail

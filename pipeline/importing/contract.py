@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from edge.errors import InputError
-from edge.preprocess import Normalization, normalization
+from edge.pixels.preprocess import Normalization, normalization
 from pipeline.errors import ConfigError
 
 LAYOUTS = ("nhwc", "nchw")

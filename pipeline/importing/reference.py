@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from edge.preprocess import normalization
+from edge.pixels.preprocess import normalization
 from pipeline.errors import ManifestError
 from pipeline.importing.contract import InputContract
 
@@ -86,10 +86,10 @@ def _onnx(path: Path, origin):
 def detections(run_dir: Path, origin: Dict[str, Any], images) -> list:
     """An imported detector's own answers on uint8 pixels [S, S, 3]: the original ONNX file in onnxruntime, its decoded
     output (1, 4 + C, N) (xywh in input pixels, class scores) through the host decoding's rules (one class per box,
-    its score filter, class-agnostic NMS, the best 25: edge/yolo_decode.py's Settings), as pipeline.detection's
+    its score filter, class-agnostic NMS, the best 25: edge/answers/heads/yolo.py's Settings), as the detect task's
     Detections with boxes normalized to the input."""
-    from edge import yolo_decode
-    from pipeline.detection.evaluate import Detections
+    from edge.answers.heads import yolo as yolo_decode
+    from pipeline.tasks.detect.evaluate import Detections
     from pipeline.importing.wrap import prepare
 
     path = _checked(run_dir, origin)

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 
 class TaskImport:
-    """The interface; each method is one step of pipeline/importing/__init__.py's import_model, in order."""
+    """The interface; each method is one step of pipeline/import_model.py's import_model, in order."""
 
     def read(self, fmt: str, path: Path, scratch: Path, config):
         """The model read by its format's reader, as a SavedModel in `scratch` (saved_model.Loaded)."""

@@ -5,7 +5,7 @@
 
 This module gathers from the run what the bundle holds (the held-out examples as stored, the labels, the
 int8 and Edge TPU models with their entries, the contract they take); its layout, writer and reader are
-edge/bundle.py's. It only reads the run.
+edge/documents/bundle.py's. It only reads the run.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from edge.atomic import fsync_dir
-from edge.bundle import ShippedModel, write_bundle as write_bundle_files
+from edge.files.atomic import fsync_dir
+from edge.documents.bundle import ShippedModel, write_bundle as write_bundle_files
 from pipeline import tasks
 from pipeline.errors import PipelineError
 from pipeline.rundir.files import fsync_tree, scratch_folder

@@ -7,7 +7,7 @@
 
 A user's accuracy depends on how their program turns a file into the model's input (resize filter,
 antialiasing, how a non-square picture is fitted) and, for a detector, how it maps the boxes back to the
-picture. Each client's feed is edge.clients' reproduction of it; every held-out file goes in byte for byte as
+picture. Each client's feed is edge.clients.feeds' reproduction of it; every held-out file goes in byte for byte as
 parity's bundle ships it, so the rows answer "what does a user get who runs the int8 file in this client".
 CLIENTS (classifiers) and DETECT_CLIENTS (detectors) are the tables: a new client is one more entry.
 """
@@ -17,9 +17,9 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from edge import clients
-from edge.classify import get_scores, input_details, invoke
-from edge.contract import PixelContract
+from edge.clients import feeds as clients
+from edge.answers.classify import get_scores, input_details, invoke
+from edge.pixels.contract import PixelContract
 from edge.errors import InputError
 from pipeline.errors import ConfigError
 
@@ -132,10 +132,11 @@ YOLO_UNREADABLE = {
 
 def yolo_reading(detector: Any) -> Optional[Dict[str, Callable[[Any], Any]]]:
     """None for an SSD model; for an anchor-free one, per client that reads it differently from edgeflow's decode, the
-    reading (interpreter -> edge.detect.Raw): Frigate's yolo-generic code (edge/frigate_yolo.py). pycoral and MediaPipe
+    reading (interpreter -> edge.answers.detect.Raw): Frigate's yolo-generic code (edge/clients/frigate.py). pycoral and MediaPipe
     cannot read it (YOLO_UNREADABLE)."""
-    from edge import frigate_yolo, yolo_decode
-    from edge.detect import Raw
+    from edge.clients import frigate as frigate_yolo
+    from edge.answers.heads import yolo as yolo_decode
+    from edge.answers.detect import Raw
 
     if not isinstance(detector.indices, yolo_decode.Layout):
         return None
@@ -179,15 +180,15 @@ def _each_client(interpreter: Any, names: Sequence[str], files: Sequence[bytes],
 def detect_clients(detector: Any, files: Sequence[bytes], names: Sequence[str] = tuple(DETECT_CLIENTS)
                    ) -> Tuple[Dict[str, list], Dict[str, str]]:
     """Per client, the int8 detector's objects on each held-out file as that client feeds it and maps the boxes
-    back (pipeline.detection.evaluate.Detections, boxes normalized to the picture), through `detector`'s own
+    back (pipeline.tasks.detect.evaluate.Detections, boxes normalized to the picture), through `detector`'s own
     interpreter and output reading; and, for a client that cannot feed this model or one of these files, the
     one-line reason.
 
     Every object the op keeps is scored, whatever the client's own threshold (0.4 in pycoral's detect_image.py
     and Frigate): the same scoring as the int8 row, whose mAP counts them all. A client's threshold only cuts
     what its user sees, which the rows' agreement (detections scoring at least 0.4) measures."""
-    from edge.detect import get_raw
-    from pipeline.detection.evaluate import Detections
+    from edge.answers.detect import get_raw
+    from pipeline.tasks.detect.evaluate import Detections
 
     interpreter = detector.runner.interpreter
     contract = detector.runner.contract

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from edge.bundle import image_file
-from edge.integrity import sha256_bytes
-from edge.predictions import Predictions, read_predictions
+from edge.documents.bundle import image_file
+from edge.model.integrity import sha256_bytes
+from edge.documents.predictions import Predictions, read_predictions
 from pipeline.errors import DataError
 from pipeline.inference.bundle import DEVICE_MODELS
 
@@ -23,7 +23,7 @@ ANSWERS = {"classify": "a classifier's scores", "detect": "a detector's objects"
 
 class Checked(NamedTuple):
     path: Path
-    results: Predictions  # edge.predictions' reading of the document
+    results: Predictions  # edge.documents.predictions' reading of the document
     model_key: str  # the run's artifact the device ran
 
     def facts(self) -> dict:

@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1  # of the JSON output
 
 
 def ranked(scores: np.ndarray, k: int) -> np.ndarray:
-    """Class ids [N, k] by descending score, ties to the lower id (a stable sort, as edge.classify.top_k)."""
+    """Class ids [N, k] by descending score, ties to the lower id (a stable sort, as edge.answers.classify.top_k)."""
     return np.argsort(-scores, axis=1, kind="stable")[:, :k]
 
 

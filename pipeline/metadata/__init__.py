@@ -23,10 +23,10 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional
 
-from edge.contract import PixelContract
+from edge.pixels.contract import PixelContract
 from edge.errors import EdgeError
-from edge.labels import labels_from_model
-from edge.model_metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
+from edge.model.labels import labels_from_model
+from edge.model.metadata import EDGEFLOW_RECORD, embedded_record, read_metadata
 from pipeline.errors import PipelineError
 from pipeline.metadata import flatbuffer, model_file
 from pipeline.metadata.description import (AssociatedFile, ColorSpace, FeatureContent, FileType, ImageContent,

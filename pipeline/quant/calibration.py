@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from edge.bounded import open_regular
+from edge.files.bounded import open_regular
 from pipeline.errors import DataError
 
 DEFAULT_CALIBRATION_SAMPLES = 300
@@ -105,7 +105,7 @@ def calibration_images(run, config, image_size: int) -> Tuple[np.ndarray, np.nda
 def client_feeds(run, positions: np.ndarray, names: Tuple[str, ...], image_size: int) -> np.ndarray:
     """The pixels each named client hands a Coral-convention uint8 input (bytes as they are) for the training images at
     `positions` (of the train split), opened from their stored files as parity ships a held-out image."""
-    from edge.bundle import image_file
+    from edge.documents.bundle import image_file
     from pipeline.data.identity import resolve_split
     from pipeline.inference.client_scores import CLIENTS
     from pipeline.quant.convention import SCALE, ZERO_POINT

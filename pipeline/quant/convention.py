@@ -28,8 +28,8 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from edge.contract import PixelContract
-from edge.preprocess import normalization
+from edge.pixels.contract import PixelContract
+from edge.pixels.preprocess import normalization
 from pipeline.errors import PipelineError
 
 MEAN = 128.0  # the pixel contract's mean and std for an int8 model: tensor value = (pixel - 128) / 128

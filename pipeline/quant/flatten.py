@@ -1,6 +1,6 @@
 """A nested tf-keras functional model (a Keras application used as a layer) rebuilt as one flat functional graph.
 
-tfmot's quantize wrappers and the float weight edits (pipeline/quant/float_edits.py) work layer by layer on one
+tfmot's quantize wrappers and the float weight edits (pipeline/remedy/float_edits.py) work layer by layer on one
 graph; a base network called as a layer hides its convolutions inside one `Functional` layer. The flat model is
 built from fresh copies of every layer with the trained weights, so editing it never touches the original.
 """

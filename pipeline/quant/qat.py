@@ -134,7 +134,7 @@ def distil(run: Run, epochs: int, seed: int = 0, exclude=()) -> "keras.Model":
     import tensorflow as tf
 
     from pipeline.data import load_split
-    from pipeline.quant.tuning_split import random_view
+    from pipeline.remedy.tuning_split import random_view
 
     teacher = keras.models.load_model(str(run.artifact("keras_model")), compile=False)
     student = quantize_aware(teacher)

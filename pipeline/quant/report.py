@@ -57,7 +57,7 @@ def layer_errors(make_converter: Callable, images: np.ndarray) -> List[Dict[str,
 
 def op_counts(info) -> Dict[str, int]:
     """{"CONV_2D v3": 3, ...} from a parsed model (JSON keys, sorted)."""
-    from edge.tflite_file import op_counts as counts_by_version
+    from edge.model.tflite_file import op_counts as counts_by_version
 
     return {f"{name} v{version}": n for (name, version), n in sorted(counts_by_version(info).items())}
 

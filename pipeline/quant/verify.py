@@ -2,7 +2,7 @@
 
 `pipeline export --int8` runs `verify_int8` on the converted bytes before anything is written: a model
 that fails is refused with every offending op named (index, name, what is wrong). The model is read
-with `edge.tflite_file` (no TensorFlow), the same reader the device side uses.
+with `edge.model.tflite_file` (no TensorFlow), the same reader the device side uses.
 
 One float op is allowed, and only at the end: a detector's `TFLite_Detection_PostProcess` (anchor decoding
 and non-maximum suppression) writing the model's outputs, with the DEQUANTIZE ops that feed it. It is
@@ -91,7 +91,7 @@ def integer_only_problems(info, requantize_ok: bool = False) -> List[str]:
 
 def shape_problems(info) -> List[str]:
     """Dynamic dimensions anywhere, or a batch other than 1 on an input or output (the Edge TPU needs batch 1)."""
-    from edge.tflite_file import dynamic_tensors
+    from edge.model.tflite_file import dynamic_tensors
 
     problems = [f"{_tensor_label(info, t.index)} has dynamic shape {list(t.shape_signature)}, expected static shapes"
                 for t in dynamic_tensors(info)]
@@ -105,7 +105,7 @@ def shape_problems(info) -> List[str]:
 
 def edgetpu_version_problems(info) -> List[str]:
     """Ops whose version edgetpu_compiler 16 refuses to parse, with the layer (output tensor) they came from."""
-    from edge.tflite_file import ops_over_version
+    from edge.model.tflite_file import ops_over_version
 
     problems = []
     for op, limit in ops_over_version(info, edgetpu_rules.MAX_PARSED_VERSION):  # one table, owned by the compile stage's rules
@@ -116,7 +116,7 @@ def edgetpu_version_problems(info) -> List[str]:
 
 def verify_static(model: bytes):
     """Read a float/float16/dynamic-range model back and refuse dynamic shapes or batch != 1; returns its ModelInfo."""
-    from edge.tflite_file import read_model
+    from edge.model.tflite_file import read_model
 
     info = read_model(model)
     problems = shape_problems(info)
@@ -130,7 +130,7 @@ def verify_int8(model: bytes, io_dtype: str):
 
     Returns the parsed ModelInfo on success.
     """
-    from edge.tflite_file import read_model
+    from edge.model.tflite_file import read_model
 
     info = read_model(model)
     problems = []

@@ -3,7 +3,7 @@
     edge bench model_int8_edgetpu.tflite --edgetpu --json bench.json     (on the device)
     pipeline report RUN --latency bench.json                             (here)
 
-The file is checked by its reader (edge/latency.py, beside its writer), copied to RUN/latency.json and
+The file is checked by its reader (edge/documents/latency.py, beside its writer), copied to RUN/latency.json and
 recorded in the manifest, so every later rewrite of the report keeps it. The report says which of the
 run's models it measured, by sha256.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edge.latency import read_latency
+from edge.documents.latency import read_latency
 from pipeline.rundir.files import json_bytes
 from pipeline.rundir.run import writing
 

@@ -19,8 +19,9 @@ from typing import Any, Callable, Dict, List, Optional
 from pipeline import tasks
 from pipeline.gate import CLASSIFICATION, GATED
 from pipeline.inference.parity_report import worst_client
-from pipeline.inference import disagreements
-from pipeline.report import detection, latency, plots
+from pipeline.tasks.classify import disagreements
+from pipeline.tasks.detect import report as detection
+from pipeline.report import latency, plots
 from pipeline.rundir.run import Run
 
 # (stage, the artifact that says it ran, the command that runs it)
@@ -34,7 +35,7 @@ STAGES = (
 _COMMAND = {stage: command for stage, _, command in STAGES}
 # Keys of an epoch in history.json that are not metrics.
 _NOT_METRICS = ("epoch", "seconds", "resumed", "lr")
-# Numbers parity/report.json gives every model today (pipeline/tasks/classify_parity.py `compare`): the table shows
+# Numbers parity/report.json gives every model today (pipeline/tasks/classify/parity.py `compare`): the table shows
 # them, or what they add up to, in its own columns. Any other number gets a column named by its key.
 _PARITY_KNOWN = ("images", "correct", "agree", "drop_images", "top1", "agreement", "drop_pp", "score_error_mean",
                  "score_error_max")

@@ -1,6 +1,6 @@
 """Atomic file writes and content hashes, so a failed stage never leaves half a file behind.
 
-The writers and `signals_held` are edge.atomic's (one implementation for both sides); this module adds
+The writers and `signals_held` are edge.files.atomic's (one implementation for both sides); this module adds
 what only the host needs: hashes of files and folders, and `scratch_folder` and `staged_path` for whole
 directories. Several paths at once, with the manifest, go through a run's transaction (journal.py).
 """
@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from edge.atomic import fsync_dir, json_bytes, signals_held, write_bytes_atomic, write_json_atomic, write_text_atomic
+from edge.files.atomic import (
+    fsync_dir,
+    json_bytes,
+    signals_held,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 __all__ = ["json_bytes", "scratch_folder", "sha256_of", "signals_held", "staged_path", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 

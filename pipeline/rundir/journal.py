@@ -34,9 +34,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
-from edge.confined import OutsideFolder, inside
-from edge.atomic import fsync_dir, write_bytes_atomic, write_new_file, write_temp_sibling
+from edge.files.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
+from edge.files.confined import OutsideFolder, inside
+from edge.files.atomic import fsync_dir, write_bytes_atomic, write_new_file, write_temp_sibling
 from pipeline.rundir.files import fsync_tree
 from pipeline.errors import ManifestError
 from pipeline.rundir.manifest import MANIFEST_NAME

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath, Path
 from typing import Any, Callable, Dict
 
-from edge.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
-from edge.documents import MANIFEST_NAME  # one name, on the host and the device
+from edge.files.bounded import MAX_DOCUMENT_BYTES, loads_json, read_regular
+from edge.documents.schema import MANIFEST_NAME  # one name, on the host and the device
 from pipeline.errors import ManifestError
 from pipeline.rundir.files import json_bytes, write_bytes_atomic
 

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from edge.confined import OutsideFolder, inside
-from edge.contract import PixelContract
+from edge.files.confined import OutsideFolder, inside
+from edge.pixels.contract import PixelContract
 from edge.errors import InputError
 from pipeline.errors import ManifestError, RunBusy
 from pipeline.rundir import journal, lock, manifest as manifest_io
@@ -86,7 +86,7 @@ class Run:
 
     @property
     def contract(self) -> PixelContract:
-        """The run's pixel contract (edge.contract): how images become the SavedModel's input, on every side."""
+        """The run's pixel contract (edge.pixels.contract): how images become the SavedModel's input, on every side."""
         recorded = self.manifest.get("preprocessing")
         if not isinstance(recorded, dict):
             raise ManifestError("the run records no pixel contract (it was trained by an earlier edgeflow); train it again")

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from edge.confined import OutsideFolder, no_symlink_below
-from edge.integrity import sha256_bytes, sidecar_path
+from edge.files.confined import OutsideFolder, no_symlink_below
+from edge.model.integrity import sha256_bytes, sidecar_path
 from pipeline.errors import ManifestError
 from pipeline.rundir import journal, manifest as manifest_io
 from pipeline.rundir.artifacts import artifact

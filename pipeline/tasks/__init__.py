@@ -105,7 +105,7 @@ class Task:
         raise NotImplementedError
 
     def tuning(self):
-        """The remedy ladder's view of the task (pipeline/quant/remedy.py's TuningTask): its tuning split drawn from
+        """The remedy ladder's view of the task (pipeline/remedy/ladder.py's TuningTask): its tuning split drawn from
         the training data, how the reference and a candidate model are scored on it by the gate's metrics, the
         limits as its parity gate reads them, and the rungs that do not apply to it."""
         raise NotImplementedError
@@ -135,11 +135,11 @@ class Task:
 
     def prepare(self, config, source: str, out: str):
         """`pipeline prepare`: write `source` as TFRecord shards and labels.txt into `out`; returns a
-        PrepareResult (pipeline/tasks/class_shards.py)."""
+        PrepareResult (pipeline/tasks/classify/shards.py)."""
         raise NotImplementedError
 
 
-_MODULES: Dict[str, str] = {"classify": "pipeline.tasks.classify", "detect": "pipeline.tasks.detect"}
+_MODULES: Dict[str, str] = {"classify": "pipeline.tasks.classify.task", "detect": "pipeline.tasks.detect.task"}
 _LOADED: Dict[str, Task] = {}
 
 

@@ -10,7 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
-from pipeline.detection.heads import DEFAULT as DEFAULT_HEAD
+from pipeline.tasks.detect.heads import DEFAULT as DEFAULT_HEAD
 from pipeline.errors import ConfigError
 from pipeline.training.schedule import WarmupSchedule
 
@@ -40,7 +40,7 @@ def _click():
 
 
 def _head_choice():
-    from pipeline.detection.heads import HEADS
+    from pipeline.tasks.detect.heads import HEADS
 
     return _click().Choice(HEADS)
 
@@ -128,7 +128,7 @@ class TrainConfig:
     task: str = option("classify", resume=True, flag=Flag(
         "--task", "what the model learns: classify or detect (boxes and classes)", _task_choice))
 
-    # detect: the detector's head (pipeline/detection/heads.py)
+    # detect: the detector's head (pipeline/tasks/detect/heads/__init__.py)
     head: str = option(DEFAULT_HEAD, resume=True, flag=Flag(
         "--head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo (anchor-free, "
         "YOLOv8's head and loss, decoded on the host: Frigate's yolo-generic layout, docs/yolo.md)", _head_choice))
@@ -184,7 +184,7 @@ class TrainConfig:
                 models.check_weights_file(self.weights)
         except (ValueError, OSError) as err:
             raise ConfigError(str(err)) from err
-        from pipeline.detection.heads import HEADS
+        from pipeline.tasks.detect.heads import HEADS
 
         if self.head not in HEADS:
             raise ConfigError(f"head {self.head!r}, expected one of {', '.join(HEADS)}")

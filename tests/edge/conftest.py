@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_paths import INT8
+from tests.support.edge_paths import INT8
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def int8_copy(tmp_path: Path) -> Path:
 def fake_packages(tmp_path: Path, monkeypatch):
     """Put packages of our making (a fake pycoral, tflite_runtime) first on sys.path; forget them and the
     cached interpreter backend afterwards."""
-    from edge import interpreter as interp
+    from edge.model import interpreter as interp
 
     names = ("pycoral", "tflite_runtime")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from edge.bundle import SCHEMA_VERSION as BUNDLE_SCHEMA
-from edge.integrity import sha256_bytes, write_sidecar
-from edge.contract import PixelContract
-from edge_paths import EDGETPU, IMAGES, LABELS, run_edge
+from edge.documents.bundle import SCHEMA_VERSION as BUNDLE_SCHEMA
+from edge.model.integrity import sha256_bytes, write_sidecar
+from edge.pixels.contract import PixelContract
+from tests.support.edge_paths import EDGETPU, IMAGES, LABELS, run_edge
 
 
 _run = run_edge

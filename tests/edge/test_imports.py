@@ -55,7 +55,7 @@ print(json.dumps({{"tf_at_import": before, "backend": backend, "tf_after": "tens
 
 
 def test_import_and_load_do_not_import_tensorflow_when_another_interpreter_is_there():
-    from edge_paths import INT8
+    from tests.support.edge_paths import INT8
 
     expected = _expected_backend()
     if expected in (None, "tensorflow.lite"):
@@ -65,7 +65,7 @@ def test_import_and_load_do_not_import_tensorflow_when_another_interpreter_is_th
 
 
 def test_backend_order_skips_missing_interpreters():
-    from edge_paths import INT8
+    from tests.support.edge_paths import INT8
 
     blocked = ("tflite_runtime",)
     got = _run(PROBE.format(blocked=blocked, model=str(INT8)))
@@ -85,7 +85,7 @@ def test_no_interpreter_is_a_clear_error():
 
 @pytest.mark.host
 def test_tensorflow_lite_is_the_last_resort():
-    from edge_paths import INT8
+    from tests.support.edge_paths import INT8
 
     got = _run(PROBE.format(blocked=("tflite_runtime", "ai_edge_litert"), model=str(INT8)))
     assert got["backend"] == "tensorflow.lite" and got["tf_after"] is True

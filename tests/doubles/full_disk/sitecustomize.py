@@ -1,6 +1,6 @@
 """A TEST DOUBLE of a disk that fills, for machines where the tests cannot mount a small tmpfs (not root).
 
-Put this folder on PYTHONPATH. Every file the project's one atomic writer (edge.atomic) creates, as a
+Put this folder on PYTHONPATH. Every file the project's one atomic writer (edge.files.atomic) creates, as a
 temporary sibling (`write_temp_sibling`: the lock's note, the journal, the manifest) or under a name chosen
 beforehand (`write_new_file`: a transaction's new files, under the names its journal records), then spends
 its size, in whole 4 KiB pages as tmpfs counts them, from EDGEFLOW_TEST_DISK_FREE bytes; the write that does
@@ -14,7 +14,7 @@ real test mounts a tmpfs and fills it.
 import errno
 import os
 
-import edge.atomic as _atomic
+import edge.files.atomic as _atomic
 
 PAGE = 4096
 _real_sibling = _atomic.write_temp_sibling

@@ -1,0 +1,1 @@
+"""On-device decoding of each detector head's outputs (numpy only)."""

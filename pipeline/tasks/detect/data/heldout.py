@@ -1,0 +1,56 @@
+"""A detection run's held-out images, and the tuning images an import set aside from its --val-data: the ones its
+manifest records by identity, read again and checked, for parity, the device bundle and the remedy ladder."""
+from __future__ import annotations
+
+from pipeline.errors import DataError, ManifestError
+
+
+def recorded_heldout(run) -> list:
+    """The recorded held-out images, checked against the identities training recorded."""
+    from pipeline.data.identity import recorded_split
+    from pipeline.tasks.detect.data.specs import open_detection
+
+    recorded = ((run.data.identity or {}).get("heldout") or {}).get("examples")
+    if recorded is None:
+        raise ManifestError(f"{run.dir}'s manifest records no held-out images (data.identity.heldout.examples); "
+                            "expected the manifest written by `pipeline train --task detect`")
+    if run.data.val_spec:
+        examples = _val_share(run, "heldout")
+    else:
+        source = open_detection(run.data.train_spec, images=run.data.images)  # the folders training found COCO file names in
+        examples = [source.examples[i] for i in source.indices("heldout", recorded_split(run))]
+    _check(examples, recorded, "held-out")
+    return examples
+
+
+def recorded_tuning(run) -> list:
+    """The tuning images `pipeline import` set aside from --val-data, checked against the identities it recorded;
+    empty for a run that set none aside (trained, or imported without --val-data or before edgeflow did)."""
+    from pipeline.data.identity import tunes_on_val
+
+    recorded = ((run.data.identity or {}).get("tuning") or {}).get("examples")
+    if not recorded or not tunes_on_val(run):
+        return []
+    examples = _val_share(run, "tuning")
+    _check(examples, recorded, "tuning")
+    return examples
+
+
+def _val_share(run, split: str) -> list:
+    """The --val-data images of `split` ('heldout' or 'tuning'): all of them held out, unless an import set a tuning
+    share aside (`recorded_tuning` asks only then)."""
+    from pipeline.data.examples import val_indices
+    from pipeline.data.identity import recorded_split, tunes_on_val
+    from pipeline.tasks.detect.data.specs import open_detection
+
+    examples = open_detection(run.data.val_spec, run.labels, run.data.images).examples
+    if not tunes_on_val(run):
+        return examples
+    return [examples[i] for i in val_indices(examples, split, recorded_split(run))]
+
+
+def _check(examples: list, recorded: list, name: str) -> None:
+    got = [[e.id, e.digest] for e in examples]
+    if got != recorded:
+        changed = next((r[0] for r, g in zip(recorded, got) if r != g), None) or f"{len(got)} images, {len(recorded)} recorded"
+        raise DataError(f"the {name} images are not the ones training recorded ({changed}); expected the same data")

@@ -1,0 +1,81 @@
+"""An imported YOLO detector behind edgeflow's pixel contract and in its YOLO head's layout: a SavedModel whose input is
+raw RGB pixels 0..255 [1, S, S, 3] and whose outputs are box distributions (1, N, 64) and class logits (1, N, C),
+N the anchor points of strides 8, 16, 32 level by level and row-major, as pipeline/tasks/detect/heads/yolo/model.py's detector gives them.
+
+The converted graph (onnx2tf, NHWC) ends at the cut (yolo_tail.py): per stride a (1, S/s, S/s, 64) and a
+(1, S/s, S/s, C) map, told apart by shape. Each is reshaped to (1, cells, channels) and the levels concatenated:
+reshapes and concatenations the Edge TPU maps, and no transpose. The class logits are clamped to [-4, 4] in the
+graph, as the head bounds its own, so an int8 output spends its levels on scores a client can tell apart.
+
+    write(converted_saved_model, contract, folder, num_classes)
+    detector = load(folder)        # detector(image, training=False) -> {"box_dist", "class_logits"}, as export calls it
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.tasks.detect.heads.yolo.model import LOGIT_LIMIT  # the head's bound on its class logits
+from pipeline.errors import ConfigError
+from pipeline.tasks.detect.heads.yolo.onnx_tail import BOX_CHANNELS, STRIDES
+
+
+def write(source: Path, contract, folder: Path, num_classes: int) -> None:
+    from dataclasses import replace
+
+    import tensorflow as tf
+
+    from pipeline.importing.wrap import prepare
+
+    contract = replace(contract, layout="nhwc")  # the converted graph's own layout
+    inner = tf.saved_model.load(str(source))
+    fn = inner.signatures["serving_default"]
+    (in_name, _), = fn.structured_input_signature[1].items()
+    size = contract.image_size
+    names = _levels(fn, size, num_classes)
+
+    class ImportedDetector(tf.Module):
+        def __init__(self):
+            super().__init__(name="imported_yolo")
+            self.inner = inner  # tracked: its variables are saved with the wrapper
+
+        @tf.function(input_signature=[tf.TensorSpec([1, size, size, 3], tf.float32, name="image")])
+        def serve(self, image):
+            out = fn(**{in_name: prepare(image, contract)})
+            boxes = [tf.reshape(out[names[s][0]], [1, -1, BOX_CHANNELS]) for s in STRIDES]
+            logits = [tf.reshape(out[names[s][1]], [1, -1, num_classes]) for s in STRIDES]
+            bounded = tf.clip_by_value(tf.concat(logits, axis=1), -LOGIT_LIMIT, LOGIT_LIMIT)
+            return {"box_dist": tf.concat(boxes, axis=1), "class_logits": bounded}
+
+    module = ImportedDetector()
+    tf.saved_model.save(module, str(folder), signatures={"serving_default": module.serve})
+
+
+def _levels(fn, size: int, num_classes: int) -> dict:
+    """stride -> (the box map's output name, the logits map's), by their NHWC shapes."""
+    shapes = {name: spec.shape.as_list() for name, spec in fn.structured_outputs.items()}
+    found = {}
+    for stride in STRIDES:
+        grid = size // stride
+        box = [n for n, s in shapes.items() if s == [1, grid, grid, BOX_CHANNELS]]
+        cls = [n for n, s in shapes.items() if s == [1, grid, grid, num_classes]]
+        if len(box) != 1 or len(cls) != 1:
+            raise ConfigError(f"the converted detector's outputs are {sorted(shapes.values())}; expected one "
+                              f"[1, {grid}, {grid}, {BOX_CHANNELS}] and one [1, {grid}, {grid}, {num_classes}] at stride {stride}")
+        found[stride] = (box[0], cls[0])
+    return found
+
+
+def load(folder: Path):
+    """The run's wrapped detector as the YOLO export calls one: detector(image, training=False) -> its two outputs; a
+    tf.Module, which the TFLite converter takes as the functions' owner."""
+    import tensorflow as tf
+
+    class Detector(tf.Module):
+        def __init__(self):
+            super().__init__(name="imported_yolo")
+            self.loaded = tf.saved_model.load(str(folder))
+
+        def __call__(self, image, training=False):
+            return self.loaded.signatures["serving_default"](image=image)
+
+    return Detector()

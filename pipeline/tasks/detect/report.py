@@ -1,0 +1,70 @@
+"""The report's detection section: held-out COCO mAP, AP per class, and sample held-out images drawn with
+their true boxes (green) and the detector's (red), from RUN/heldout_detections.json; after parity, each
+model's precision-recall curve at IoU 0.5, the int8 model as each client feeds it and the held-out images where
+int8 (or the device) and float disagree. A run without detection scores has no such section (`applies` False)."""
+from __future__ import annotations
+
+import json
+
+from pipeline.inference.parity_report import worst_client
+from pipeline.rundir.run import Run
+from pipeline.tasks.detect.drawn import DETECT_WORST
+
+KEY = "heldout_detections"
+
+
+def section(run: Run) -> dict:
+    metrics = run.metrics
+    heldout = run.heldout_metrics
+    if "map" not in heldout:
+        return {"applies": False, "ran": False, "error": None}
+    samples = []
+    if run.has(KEY):
+        document = json.loads(run.artifact(KEY).read_text())
+        samples = [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])]
+    evaluation = metrics.get("evaluation") or {}
+    parity = None
+    if run.has("parity_report"):
+        report = json.loads(run.artifact("parity_report").read_text())
+        if report.get("task") == "detect":
+            clients = report.get("clients") or {}  # a report from before the clients has none
+            parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {},
+                      "clients": clients, "worst_client": worst_client(clients, DETECT_WORST),
+                      "pr_curves": pr_curves(report["models"]),
+                      "disagreements": None if "disagreements" not in report else  # an older report: not recorded
+                      [{**d, "src": f"data:image/png;base64,{d['png']}"} for d in report["disagreements"]]}
+    return {
+        "applies": True, "ran": True, "error": None,
+        "map": heldout.get("map"), "map50": heldout.get("map50"), "images": heldout.get("images"),
+        "objects": heldout.get("objects"),
+        "per_class": [{"label": k, "ap": v} for k, v in (metrics.get("heldout_per_class") or {}).items()],
+        "nms": evaluation.get("nms") or {}, "evaluator": evaluation.get("evaluator"),
+        "samples": samples, "parity": parity,
+        "remedy": run.remedy,  # `export --int8 --remedy`: every attempt of the ladder (a detector has no per-layer report)
+    }
+
+
+def pr_curves(models: dict):
+    """One precision-recall curve at IoU 0.5 per model (COCOeval's 101 recall points) as an inline SVG; None when
+    the parity report holds none (one written before the curves were recorded)."""
+    import numpy as np
+
+    from pipeline.report.plots import _figure, _svg
+
+    curves = {name: m["precision_at_recall_50"] for name, m in models.items() if m.get("precision_at_recall_50")}
+    if not curves:
+        return None
+    fig = _figure(5.5, 3.6)
+    ax = fig.subplots()
+    recall = np.linspace(0.0, 1.0, 101)
+    for n, (name, curve) in enumerate(curves.items()):
+        precision = np.array([np.nan if v is None else v for v in curve], float)
+        ax.plot(recall[: len(precision)], precision, label=f"{name} (mAP@.5 {models[name]['map50']:.3f})",
+                linestyle=("-", "--", ":", "-.")[n % 4])
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision (IoU 0.5, mean over classes)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize="small")
+    return _svg(fig)

@@ -1,0 +1,351 @@
+"""Object detection: boxes and classes per image, an SSD-shaped detector (pipeline/tasks/detect/heads/ssd/model.py) over anchors,
+the focal + box loss (pipeline/tasks/detect/trainer.py), and COCO's own evaluator on the held-out split.
+
+The manifest's `detection` entry is what export needs to rebuild the anchors and the post-processing:
+the anchor spec, the box coder's scale factors, the input size and resize, the NMS settings.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
+
+import hashlib
+import json
+from dataclasses import asdict, replace
+from typing import List, Sequence
+
+import numpy as np
+
+from pipeline.errors import ConfigError, DataError
+from pipeline.tasks import Evaluation, Plan, Task
+from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
+
+# The detector's defaults, chosen on `shapes` (bench/results/detect.md).
+IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}
+DETECTOR_OPTIONS = {"small_cnn": ("width",), "mobilenet_v2": ("alpha",)}  # what pipeline/tasks/detect/heads/ssd/model.py's backbones take
+RESIZE = "stretch"  # the square input Frigate feeds; boxes stay normalized to the image
+# Training fits this share of its images by letterbox (top-left, zeros right and below), as pycoral's
+# detect_image.py feeds a picture that is not square; held-out scoring and the pixel contract stretch.
+LETTERBOX_SHARE = 0.25
+# Training crops keep each side >= this share of the image: deeper crops enlarge every object, and the held-out
+# small ones were then the ones missed (shapes: mAP@.5 0.891 at 0.6, 0.936 at 0.85; bench/results/detect.md).
+MIN_CROP = 0.85
+
+
+def anchor_spec():
+    from pipeline.tasks.detect.heads.ssd.anchors import AnchorSpec
+
+    return AnchorSpec()
+
+
+class Detect(Task):
+    name = "detect"
+    default_data = "shapes"
+    report_parity_section = "detection"  # pipeline/tasks/detect/report.py: mAP, PR curves, clients, disagreements
+    # Measured on `shapes` (bench/results/detect.md): batch 16 gives twice the updates of 32 for the same images,
+    # and a short warm-up from 1e-3 wastes no epoch at a rate too low to learn.
+    train_defaults = TRAIN_DEFAULTS["detect"]
+
+    def check(self, config) -> None:
+        from pipeline.tasks.detect.heads.ssd.model import BACKBONES
+        from pipeline.tasks.detect.data.specs import check_images
+
+        if config.model not in BACKBONES:
+            raise ConfigError(f"--task detect: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
+        takes = DETECTOR_OPTIONS[config.model]
+        unknown = sorted(set(dict(config.model_options)) - set(takes))
+        if unknown:
+            raise ConfigError(f"--task detect: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
+        if config.frozen_epochs or config.unfreeze_from:
+            raise ConfigError("--task detect trains the whole detector; --frozen-epochs and --unfreeze-from are for classify")
+        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
+            raise ConfigError(f"--task detect: --weights {config.weights} for {config.model}; expected 'imagenet' with "
+                              "mobilenet_v2, or no --weights")
+        if config.client_fits:
+            raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
+        check_images(config.images, [config.data, config.val_data])
+        stride = max(_strides(config))
+        if config.size % stride:
+            raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
+                              "coarsest feature stride)")
+
+    def default_image_size(self, model: str) -> int:
+        return IMAGE_SIZE.get(model, 128)
+
+    def plan(self, config, chosen) -> Plan:
+        from pipeline.data import Split
+        from pipeline.tasks.detect.data import augment
+        from pipeline.tasks.detect.data.specs import open_detection
+
+        images = config.images or ()
+        source = open_detection(config.data, images=images)
+        val = open_detection(config.val_data, source.labels, images) if config.val_data else None
+        split = Split(config.heldout_fraction, config.seed)
+        train = _examples(source, "all" if val else "train", split)
+        heldout = val.examples if val else _examples(source, "heldout", split)
+        if not heldout:
+            raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
+                            "(more images, a larger --heldout-fraction, or --val-data)")
+        steps_per_epoch = len(train) // config.batch_size
+        if steps_per_epoch < 1:
+            raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
+        decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
+        feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
+                "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
+                "augmented": f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of the images, "
+                             "drawn anew every epoch"}
+        heldout_ds = _with_targets(config, augment.fitted(augment.decoded(heldout, config.max_boxes), config.size, resize=RESIZE))
+        return Plan(source, val, split, augment.decoded(train, config.max_boxes), len(train), heldout_ds, len(heldout), feed,
+                    steps_per_epoch)
+
+    def build(self, config, num_classes: int):
+        import models
+        from models import pretrained
+        from pipeline.tasks.detect.heads.ssd.model import build_detector
+        from pipeline.tasks.detect.trainer import training_model
+
+        spec = anchor_spec()
+        imagenet = config.weights == models.IMAGENET
+        if _is_yolo(config):
+            from pipeline.tasks.detect.heads.yolo.model import build_yolo_detector
+            from pipeline.tasks.detect.heads.yolo import trainer as yolo_trainer
+
+            with pretrained.keras_downloads() as fetched:
+                detector = build_yolo_detector(config.model, config.size, num_classes, imagenet=imagenet, **dict(config.model_options))
+            return models.Built(yolo_trainer.training_model(detector), None,
+                                pretrained.record(config.weights, fetched) if imagenet else None)
+        with pretrained.keras_downloads() as fetched:
+            detector = build_detector(config.model, config.size, num_classes, spec.per_location, strides=spec.strides,
+                                      imagenet=imagenet, **dict(config.model_options))
+        model = training_model(detector)
+        return models.Built(model, None, pretrained.record(config.weights, fetched) if imagenet else None)
+
+    def compile_options(self):
+        return {}  # the loss is the model's own train_step
+
+    def training_batches(self, train, config, seed: int):
+        import tensorflow as tf
+
+        from pipeline.data.feed import _with_options
+        from pipeline.tasks.detect.data import augment
+
+        # Shuffled and repeated before the augmentation draws are numbered: every epoch augments anew.
+        ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = _with_targets(config, augment.fitted(ds, config.size, training=True, seed=seed, resize=RESIZE, min_crop=MIN_CROP,
+                                                  letterbox_share=LETTERBOX_SHARE))
+        ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
+        return _with_options(ds).prefetch(tf.data.AUTOTUNE)
+
+    def eval_batches(self, heldout, batch_size: int):
+        import tensorflow as tf
+
+        from pipeline.data.feed import _with_options
+
+        return _with_options(heldout.batch(batch_size).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
+
+    def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
+        from pipeline.tasks.detect.evaluate import evaluate
+        from pipeline.tasks.detect.heads.ssd.infer import Nms, predict
+        from pipeline.tasks.detect.samples import heldout_document
+
+        examples = _heldout(plan)
+        labels = plan.train_source.labels
+        nms = Nms()
+        if _is_yolo(config):
+            from pipeline.tasks.detect.heads.yolo import infer as yolo_infer
+
+            predictions = yolo_infer.predict(model, examples, config.size, resize=RESIZE, nms=nms, batch_size=config.batch_size)
+        else:
+            predictions = predict(model, examples, _anchors(config.size), config.size, resize=RESIZE, nms=nms,
+                                  batch_size=config.batch_size)
+        scores = evaluate(examples, predictions, labels)
+        final = history[-1] if history else {}
+        metrics = {"map": scores.map, "map50": scores.map50, "loss": final.get("val_loss"), "images": len(examples),
+                   "objects": int(sum(len(e.boxes) for e in examples))}
+        line = (f"held-out: mAP@[.5:.95] {scores.map:.4f}, mAP@.5 {scores.map50:.4f} ({len(examples)} images, "
+                f"{metrics['objects']} objects; COCOeval)\nper class AP@[.5:.95]: "
+                + ", ".join(f"{k} {'n/a' if v != v else format(v, '.3f')}" for k, v in scores.per_class.items()))
+        print(line, flush=True)
+        document = heldout_document(examples, predictions, labels)
+        record = {"heldout": metrics, "heldout_per_class": scores.as_dict()["per_class"],
+                  "evaluation": {"evaluator": "pycocotools COCOeval (bbox)", "nms": nms.as_dict(), "resize": RESIZE}}
+        return Evaluation(record, line, {"heldout_detections": json.dumps(document).encode("utf-8")})
+
+    def record(self, config, plan: Plan, model, weights):
+        from pipeline.data import TRAINING_CONTRACT
+        from pipeline.tasks.detect.heads.ssd.anchors import SCALE_FACTORS, anchors
+
+        spec = anchor_spec()
+        train, val = plan.train_source, plan.val_source
+        if _is_yolo(config):
+            from pipeline.tasks.detect.heads.yolo import record as yolo_record
+
+            return yolo_record.record(config, plan, model, weights, self.record(replace(config, head="ssd"), plan, model, weights))
+        return {
+            "model": {
+                "name": config.model,
+                "architecture": "ssd",
+                "image_size": config.size,
+                "num_classes": len(train.labels),
+                "options": dict(config.model_options),
+                "parameters": int(model.count_params()),
+                "weights": weights,
+                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
+                "outputs": {"box_codes": "[B, A, 4] center-size codes (ty, tx, th, tw) against the anchors",
+                            "class_logits": "[B, A, C + 1] logits, column 0 the background (untrained)"},
+            },
+            "detection": {
+                "anchors": {k: list(v) for k, v in spec._asdict().items()},  # AnchorSpec(**{k: tuple(v)}) rebuilds it
+                "anchor_count": int(len(anchors(config.size, spec))),
+                "scale_factors": list(SCALE_FACTORS),  # y, x, h, w: TFLite_Detection_PostProcess's attributes
+                "resize": RESIZE,
+                "max_boxes": config.max_boxes,
+            },
+            # The device stretches the whole image to the input by the pixel contract, as training does (with
+            # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
+            "preprocessing": TRAINING_CONTRACT.as_record(),
+            "labels": list(train.labels),
+            "data": {
+                "train": _describe(config.data, train),
+                "val": _describe(config.val_data, val) if val else None,
+                "images": list(config.images or ()),  # where COCO file names were also looked for, in order
+                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
+                "identity": _identity(plan),
+            },
+        }
+
+    def saved(self, model):
+        from pipeline.tasks.detect.trainer import plain
+
+        return plain(model)
+
+    def export(self, config, run):
+        from pipeline.tasks.detect import export as detect_export
+
+        return detect_export.export(config, run)
+
+    def tuning(self):
+        from pipeline.tasks.detect import tuning as detect_tuning
+
+        return detect_tuning.task()
+
+    def comparison(self):
+        from pipeline.tasks.detect.parity import DetectComparison
+
+        return DetectComparison()
+
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks.detect import predict as detect_predict
+
+        return detect_predict.predict(config, run, say, progress)
+
+    def end_summary(self, run, result):
+        from pipeline.inference import summary
+
+        return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
+
+    def bundle_examples(self, run, data):
+        """The recorded held-out images, unlabelled: their boxes stay in the run for the mAP."""
+        from pipeline.tasks.detect.data.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
+        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+
+    def importer(self):
+        """The import's steps, recording the data as this task records a trained run's (the helpers handed over, so
+        the importer needs no import of this module)."""
+        from pipeline.tasks.detect.importer import DetectImport
+
+        return DetectImport(describe=_describe, examples=_examples, identity=_identity)
+
+    def prepare(self, config, source: str, out: str):
+        from pipeline.tasks.detect.data.specs import check_images, open_detection
+        from pipeline.tasks.detect.data.tfrecords import write_tfrecords
+        from pipeline.tasks.classify.shards import PrepareResult, join_path
+
+        import tensorflow as tf
+
+        check_images(config.images, [source])
+        data = open_detection(source, images=config.images)  # every image and box checked before anything is written
+        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
+        if existing:
+            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
+        total = sum(len(e.image) for e in data.examples)
+        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
+        paths = write_tfrecords(data, out, shards)
+        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def _is_yolo(config) -> bool:
+    from pipeline.tasks.detect.heads import YOLO
+
+    return getattr(config, "head", None) == YOLO
+
+
+def _strides(config):
+    from pipeline.tasks.detect.heads.yolo.model import STRIDES
+
+    return STRIDES if _is_yolo(config) else anchor_spec().strides
+
+
+def _with_targets(config, ds):
+    """What the head's training step takes: SSD's anchor targets, or YOLO's padded ground truth itself."""
+    from pipeline.tasks.detect.data import augment
+
+    if _is_yolo(config):
+        from pipeline.tasks.detect.heads.yolo.trainer import with_truth
+
+        return with_truth(ds)
+    return augment.with_targets(ds, _anchors(config.size))
+
+
+def _as_model_input(images, targets):
+    import tensorflow as tf
+
+    return tf.cast(images, tf.float32), targets
+
+
+def _anchors(size: int) -> np.ndarray:
+    from pipeline.tasks.detect.heads.ssd.anchors import anchors
+
+    return anchors(size, anchor_spec())
+
+
+def _examples(source, split: str, holdout) -> list:
+    return [source.examples[i] for i in source.indices(split, holdout)]
+
+
+def _heldout(plan: Plan) -> list:
+    return plan.val_source.examples if plan.val_source else _examples(plan.train_source, "heldout", plan.split)
+
+
+def _describe(spec: str, source) -> dict:
+    return {"spec": spec, "kind": source.kind, "resolved": source.spec, "num_examples": len(source.examples),
+            "num_classes": len(source.labels), "num_objects": int(sum(len(e.boxes) for e in source.examples))}
+
+
+def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
+    """Class names, a summary of the training images and the held-out images one by one (id, digest), as
+    classification records them, so a later stage can name what changed; and the `tuning` images so, when any were
+    set aside (`pipeline import --val-data`)."""
+    train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
+    heldout = _heldout(plan)
+
+    def summary(examples: Sequence) -> dict:
+        listing = json.dumps([[e.id, e.digest, np.round(e.boxes, 5).tolist(), e.classes.tolist()] for e in examples],
+                             separators=(",", ":")).encode("utf-8")
+        per_class = np.bincount(np.concatenate([e.classes for e in examples]) if examples else np.zeros(0, int),
+                                minlength=len(plan.train_source.labels)).tolist()
+        return {"count": len(examples), "objects_per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
+
+    record = {"classes": list(plan.train_source.labels), "train": summary(train),
+              "heldout": {**summary(heldout), "examples": [[e.id, e.digest] for e in heldout]}}
+    if tuning:
+        record["tuning"] = {**summary(tuning), "examples": [[e.id, e.digest] for e in tuning]}
+    return record
+
+
+TASK = Detect()
