@@ -72,7 +72,7 @@ def slow_files_first(items) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    from tests.deselected import deselect
+    from tests.support.deselected import deselect
 
     deselect(config, items)
     slow_files_first(items)
@@ -88,13 +88,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    from tests.deselected import header
+    from tests.support.deselected import header
 
     return header()
 
 
 def pytest_terminal_summary(terminalreporter):
-    from tests.deselected import summary
+    from tests.support.deselected import summary
 
     summary(terminalreporter)
 

@@ -30,7 +30,7 @@ MODELS = [MOBILENET, INT8]
 pytestmark = pytest.mark.skipif(not (PYCORAL / "classify_image.py").is_file() or not MOBILENET.is_file(),
                                 reason=f"pycoral's reference programs or Google's models not at {PYCORAL.parent}")
 # pycoral's CPU make_interpreter is tflite_runtime's Interpreter: the device env has it (Python 3.9 to 3.11), the host
-# env does not; where it is missing these tests are deselected, and the summary says so (tests/deselected.py).
+# env does not; where it is missing these tests are deselected, and the summary says so (tests/support/deselected.py).
 needs_tflite_runtime = pytest.mark.tflite_runtime
 
 

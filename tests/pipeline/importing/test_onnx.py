@@ -4,7 +4,7 @@ images with every op predicted on the Edge TPU and no TRANSPOSE left; a file tha
 take and a dynamic size without --image-size are refused, nothing written.
 
 Needs onnx, onnxruntime and onnx2tf: README command 2 installs the `import` extra, and the tests install onnx2tf alone
-as `pipeline import` tells a user to (tests/onnx2tf_alone.py). No PyTorch: the PyTorch model is a
+as `pipeline import` tells a user to (tests/support/onnx2tf_alone.py). No PyTorch: the PyTorch model is a
 committed file (tests/fixtures/tiny_classifier.onnx, made by tests/fixtures/make_tiny_onnx.py).
 """
 from __future__ import annotations
@@ -37,9 +37,9 @@ def _missing(*names: str) -> list:
 @pytest.fixture(scope="module")
 def converter(tmp_path_factory):
     """onnx, onnxruntime (the `import` extra, which README command 2 installs) and onnx2tf, which the extra cannot
-    hold: installed as `pipeline import` says (tests/onnx2tf_alone.py) and put on the path of this process and of the
+    hold: installed as `pipeline import` says (tests/support/onnx2tf_alone.py) and put on the path of this process and of the
     commands it starts."""
-    from tests.onnx2tf_alone import onnx2tf_folder
+    from tests.support.onnx2tf_alone import onnx2tf_folder
 
     missing = _missing("onnx", "onnxruntime")
     assert not missing, f"{', '.join(missing)} missing: the host suite runs with the `import` extra (pip install -e '.[host,import,test]')"

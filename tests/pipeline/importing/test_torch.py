@@ -1,6 +1,6 @@
 """The PyTorch side of the ONNX import, as a user has it: `.ci/torch-env` (a CPU-only torch, onnx; nothing of ours)
 runs the user's own script (tests/fixtures/make_tiny_onnx.py: train a small CNN, torch.onnx.export), and what it writes
-answers as the committed tests/fixtures/tiny_classifier.onnx does, the model tests/test_import_onnx.py takes through
+answers as the committed tests/fixtures/tiny_classifier.onnx does, the model tests/pipeline/importing/test_onnx.py takes through
 `pipeline import`, export, pre-flight and parity. So the fixture those tests read is what the script makes today."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, quiet_env, write_class_folders
+from tests.support.helpers import REPO, quiet_env, write_class_folders
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -18,7 +18,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "tiny_classifier.onnx"
 
 def test_the_users_pytorch_script_makes_the_committed_onnx_model(tmp_path_factory, tmp_path):
     ort = pytest.importorskip("onnxruntime", reason="the `import` extra (README command 2) brings onnxruntime")
-    from tests.device_env import shared_env
+    from tests.support.device_env import shared_env
 
     torch_python = shared_env(tmp_path_factory, "torch-env") / "bin" / "python"
     data = write_class_folders(tmp_path / "shapes", per_class=50)  # what the committed model was trained on

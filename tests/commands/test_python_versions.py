@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.importing.install_command import import_install_command
 from pipeline.python_range import HOST_PYTHONS, unsupported
-from tests.helpers import REPO, quiet_env, write_class_folders
+from tests.support.helpers import REPO, quiet_env, write_class_folders
 
 
 def test_the_host_range_is_3_10_to_3_13_and_the_package_allows_the_device_3_9():
@@ -31,7 +31,7 @@ def test_the_host_range_is_3_10_to_3_13_and_the_package_allows_the_device_3_9():
 @pytest.mark.slow  # builds the device venv when no test of this session has (about 2 minutes)
 def test_pipeline_on_the_device_python_refuses_in_one_line(tmp_path_factory, tmp_path):
     """The device venv (Python 3.9, `.[edge,test]`) has the `pipeline` command too: it says which Python it needs."""
-    from tests.device_env import shared_env
+    from tests.support.device_env import shared_env
 
     pipeline = shared_env(tmp_path_factory, "edge-env") / "bin" / "pipeline"
     done = subprocess.run([str(pipeline), "run", "--out", str(tmp_path / "run")], capture_output=True, text=True,

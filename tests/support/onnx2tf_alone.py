@@ -19,8 +19,8 @@ from typing import Optional
 
 import pytest
 
-from tests.registry import unreached
-from tests.session_cache import built_once, session_root
+from tests.support.registry import unreached
+from tests.support.session_cache import built_once, session_root
 
 
 def _install(folder: Path) -> None:

@@ -1,7 +1,7 @@
 """Tests that another environment of the same run holds what they need for: where this one does not, they are
 deselected, not skipped, and the summary says where they run, so CI's list of skips stays the hardware it lacks.
 
-- tests/test_docs.py's tests of the built site (its `reference` fixture) need the `docs` extra, which the host venv
+- tests/docs/test_docs.py's tests of the built site (its `reference` fixture) need the `docs` extra, which the host venv
   does not have: `.ci/docs` runs them in the venv that has it.
 - Tests marked `tflite_runtime` (pycoral's make_interpreter is tflite_runtime's Interpreter) need tflite-runtime, which
   only the device extra has, and only on Python 3.9 to 3.11 (no wheel for 3.12 and later): the device suite runs them

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, quiet_env
-from tests.test_import_onnx import TINY_CLASSIFIER, converter  # noqa: F401  (onnx2tf on the path, as in those tests)
+from tests.support.helpers import REPO, quiet_env
+from tests.pipeline.importing.test_onnx import TINY_CLASSIFIER, converter  # noqa: F401  (onnx2tf on the path, as in those tests)
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -18,7 +18,7 @@ CHILD = """
 import sys
 from pathlib import Path
 import onnx
-from edge.bounded import loads_json
+from edge.files.bounded import loads_json
 from pipeline.errors import ConfigError
 from pipeline.importing import onnx_file
 
