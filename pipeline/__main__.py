@@ -8,6 +8,9 @@ import sys
 
 
 def main() -> None:
+    from pipeline.python_range import refuse_unsupported
+
+    refuse_unsupported()
     try:
         from pipeline.cli import main as command
     except KeyboardInterrupt:

@@ -134,6 +134,8 @@ def _train_config(config: RunConfig):
     options = {"image_size": config.image_size, "epochs": config.epochs, "images": tuple(config.images) or None,
                "task": task.name, "data": config.data or task.default_data, "model": config.model or DEFAULT_MODEL,
                **{k: v for k, v in task_options.for_task(task.name, "run", config.task_options).items() if k in train_keys}}
+    if config.data is None and config.model is None:
+        options["model_options"] = task.builtin_model_options
     return config_from_options(options, schedule={})
 
 

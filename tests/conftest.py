@@ -72,6 +72,9 @@ def slow_files_first(items) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests.support.deselected import deselect
+
+    deselect(config, items)
     slow_files_first(items)
     cache = {}
     for item in items:
@@ -83,6 +86,18 @@ def pytest_collection_modifyitems(config, items):
                     cache[marker] = found if isinstance(found, str) else (reason if found else "")
                 if cache[marker]:
                     item.add_marker(pytest.mark.skip(reason=cache[marker]))
+
+
+def pytest_report_header(config):
+    from tests.support.deselected import header
+
+    return header()
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.support.deselected import summary
+
+    summary(terminalreporter)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ import importlib.util
 import io
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import List, Optional
@@ -26,7 +27,7 @@ from pipeline.importing.saved_model import Loaded, read as read_saved_model
 
 SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf looks for in the cwd
 SAMPLE_COUNT, SAMPLE_SIZE = 20, 128
-NEEDS = "onnx, onnx2tf and onnxruntime (pip install -e '.[import]')"
+NEEDS = "onnx and onnxruntime (the `import` extra) and onnx2tf"
 
 
 def read(path: Path, scratch: Path, given: Given, sample_images: Optional[np.ndarray] = None) -> Loaded:
@@ -99,9 +100,16 @@ def check_format(path: Path) -> None:
 
 
 def _need(name: str):
+    """Module NAME; when it is missing, one line naming what is missing of the three an ONNX import needs, with the
+    command that installs them."""
     if importlib.util.find_spec(name) is None:
-        raise ConfigError(f"importing an ONNX model needs {NEEDS}; {name} is not installed")
-    return importlib.import_module(name)
+        from pipeline.importing.install_command import import_install_command
+
+        missing = [n for n in ("onnx", "onnxruntime", "onnx2tf") if importlib.util.find_spec(n) is None]
+        raise ConfigError(f"importing an ONNX model needs {NEEDS}; {', '.join(missing)} not installed; install with: "
+                          f"{import_install_command(missing)}")
+    with recursion_limit_kept():  # onnx2tf sets it on import
+        return importlib.import_module(name)
 
 
 def _load(onnx, path: Path):
@@ -134,16 +142,46 @@ def _image_input(model, path: Path) -> ModelInput:
 
 def _check_ops(model, path: Path) -> None:
     """Refuse, naming the op and its node, what onnx2tf has no converter for (a custom domain, an op it lacks)."""
+    _need("onnx2tf")  # its converters are looked up below: missing, it is named before anything is converted
     for node in model.graph.node:
         custom = node.domain not in ("", "ai.onnx")
-        if custom or importlib.util.find_spec(f"onnx2tf.ops.{node.op_type}") is None:
+        with recursion_limit_kept():  # finding onnx2tf.ops.X imports onnx2tf
+            missing = custom or importlib.util.find_spec(f"onnx2tf.ops.{node.op_type}") is None
+        if missing:
             where = f"domain {node.domain!r}, " if custom else ""
             raise ConfigError(f"{path}: ONNX op {node.op_type} ({where}node {node.name or '(unnamed)'!r}) is not one onnx2tf "
                               f"{_version('onnx2tf')} converts; expected standard ONNX ops (re-export without it, or "
                               "replace it in the source model)")
 
 
+@contextlib.contextmanager
+def recursion_limit_kept():
+    """Python's recursion limit as it was, after what runs inside: importing onnx2tf sets it to the C int maximum, after
+    which a deep recursion in C (json's decoder on a file nested 100,000 deep) overflows the stack and kills the process
+    instead of raising RecursionError, the one-line refusal edge.bounded.loads_json gives."""
+    limit = sys.getrecursionlimit()
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _through_tensorflow() -> dict:
+    """onnx2tf 2.x writes .tflite files straight from its own graph by default, and no SavedModel; its TensorFlow
+    path ("tf_converter", the only one 1.x has) writes the SavedModel our export quantizes."""
+    return {"tflite_backend": "tf_converter"} if int(_version("onnx2tf").split(".")[0]) >= 2 else {}
+
+
+ONNX2TF_RECURSION_LIMIT = 2_147_483_647  # what importing onnx2tf sets (1.29.24), for its recursive walks of the graph
+
+
 def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
+    with recursion_limit_kept():  # onnx2tf's own limit holds for its conversion, and not after
+        sys.setrecursionlimit(ONNX2TF_RECURSION_LIMIT)
+        _convert_with_onnx2tf(path, folder, overwrite, sample_images, batch)
+
+
+def _convert_with_onnx2tf(path: Path, folder: Path, overwrite, sample_images: Optional[np.ndarray], batch: Optional[int]) -> None:
     import onnx2tf
 
     here = os.getcwd()
@@ -155,7 +193,7 @@ def _convert(path: Path, folder: Path, overwrite, sample_images: Optional[np.nda
             with contextlib.redirect_stdout(log):
                 onnx2tf.convert(input_onnx_file_path=str(Path(here, path)), output_folder_path=str(folder),
                                 output_signaturedefs=True, batch_size=batch, overwrite_input_shape=overwrite,
-                                not_use_onnxsim=True, non_verbose=True)
+                                not_use_onnxsim=True, non_verbose=True, **_through_tensorflow())
         except SystemExit as stop:  # onnx2tf ends with sys.exit(1) on a model it cannot convert
             raise ConfigError(f"onnx2tf {_version('onnx2tf')} could not convert {path} (exit {stop.code}): "
                               f"{_last_error(log.getvalue())}") from None

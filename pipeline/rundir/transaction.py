@@ -12,6 +12,13 @@ from pipeline.rundir import journal, manifest as manifest_io
 from pipeline.rundir.artifacts import artifact
 from pipeline.rundir.files import sha256_of, signals_held
 
+
+def before_commit(run_dir: Path) -> None:
+    """Called as a transaction's commit begins, before anything of it is hashed or written and before signals are
+    held; does nothing. The seam a test replaces to hold a stage there (tests/test_faults.py's "middle" signal), as
+    `journal.step` is the one for the steps inside the commit."""
+
+
 class Transaction:
     """What one stage writes: artifacts, files that go with them, records to forget, manifest facts."""
 
@@ -50,6 +57,7 @@ class Transaction:
         self._remove.append(Path(path))
 
     def commit(self) -> None:
+        before_commit(self.run.dir)
         artifacts = self.run.manifest.get("artifacts", {})
         removing = []
         for key in self._forget:

@@ -65,6 +65,8 @@ class Task:
 
     name: str
     default_data: str  # what `pipeline run` trains on when no --data is given
+    # The model options `pipeline run` trains with on default_data and the default model (neither --data nor --model)
+    builtin_model_options = None
 
     @property
     def train_defaults(self) -> Dict[str, Any]:

@@ -34,11 +34,21 @@ WRITERS = {
 TEMPORARY = (".tmp", ".old")
 
 
-def start(args: List[str], run_dir: Path, env: Optional[dict] = None) -> subprocess.Popen:
+def start(args: List[str], run_dir: Path, env: Optional[dict] = None, prefix=()) -> subprocess.Popen:
     args = [str(run_dir) if a == "RUN" else a for a in args]
     # A session of its own: the signals these tests send go to this child alone, never to the pytest worker's group.
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=env or quiet_env(), start_new_session=True)
+    return subprocess.Popen([*prefix, sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env or quiet_env(), start_new_session=True)
+
+
+def _without_root_override() -> tuple:
+    """What the command is started under so file permissions hold for it: nothing for a user; for root (CI), util-linux's
+    setpriv without the capabilities that let root ignore them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH)."""
+    if os.geteuid() != 0:
+        return ()
+    caps = "-dac_override,-dac_read_search"
+    assert shutil.which("setpriv"), "root ignores file permissions, and util-linux's setpriv is not here to drop that"
+    return ("setpriv", "--bounding-set", caps, "--inh-caps", caps, "--")
 
 
 def finish(process: subprocess.Popen, timeout: float = 300):
@@ -288,33 +298,59 @@ def _moments(stage: str):
     yield "writing", signal.SIGINT if stage != "parity" else signal.SIGTERM
 
 
+# The "middle" moment, held there by the stage itself: its first transaction's `before_commit` hook says so with a
+# file and waits for the signal, so the signal always lands before the transaction, however loaded the machine is.
+HELD_BEFORE_COMMIT = """
+import sys, time
+from pathlib import Path
+from pipeline.rundir import transaction
+
+def hold(run_dir):
+    Path(sys.argv[1]).write_text(str(run_dir))
+    time.sleep(300)  # the signal's exception ends the wait
+
+transaction.before_commit = hold
+from pipeline.cli import main
+main(sys.argv[2:])
+"""
+
+
+def start_held(args: List[str], run_dir: Path, marker: Path) -> subprocess.Popen:
+    """`start`, with the stage held before its first transaction until a signal ends it (writes MARKER there)."""
+    args = [str(run_dir) if a == "RUN" else a for a in args]
+    return subprocess.Popen([sys.executable, "-c", HELD_BEFORE_COMMIT, str(marker), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=quiet_env(), start_new_session=True)
+
+
 def _temporary_in(run_dir: Path) -> bool:
     return any(p.name.endswith(".tmp") or p.name.startswith(".save-") for p in run_dir.rglob(".*"))
 
 
 @pytest.mark.usefixtures("ctrl_c_as_at_a_terminal")
 @pytest.mark.parametrize("stage", list(WRITERS))
-def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_again(run_copy, stage):
+def test_a_signal_at_any_moment_leaves_the_run_whole_and_the_command_can_be_run_again(run_copy, stage, tmp_path):
     for when, sig in _moments(stage):
         before = tree_snapshot(run_copy)
-        process = start(WRITERS[stage], run_copy)
+        held = tmp_path / f"held-{when}"
+        process = start_held(WRITERS[stage], run_copy, held) if when == "middle" else start(WRITERS[stage], run_copy)
         if when == "early":
             time.sleep(0.3)  # Python has started and is importing the command's modules
         elif when == "middle":
-            wait_for(lambda: (run_copy / ".lock.holder.json").exists(), process)
+            assert wait_for(held.exists, process), f"{stage} ended before its transaction: {finish(process)[2][-2000:]}"
         else:
             wait_for(lambda: _temporary_in(run_copy), process)
         process.send_signal(sig)
         code, out, err = finish(process)
         code = 128 - code if code < 0 else code  # killed by the signal as Python exits (see assert_clean_message)
-        expected = {130 if sig == signal.SIGINT else 143, 1} | ({0} if when != "middle" else set())
-        assert_clean_message(code, err, expected | ({1} if stage == "parity" else set()))
+        stopped = {130 if sig == signal.SIGINT else 143}
+        expected = stopped if when == "middle" else stopped | {0, 1}
+        assert_clean_message(code, err, expected | ({1} if stage == "parity" and when != "middle" else set()))
         if code in (130, 143) and when != "writing":
             assert ("interrupted" if sig == signal.SIGINT else "terminated") in err
-        if code in (130, 143) and when == "middle" and stage != "compile --check-only":
-            # Holding the lock, before its transaction, a stage has changed nothing. At the other moments the signal
-            # may land after the transaction (a fast stage is done in well under a second), and a signal that lands
-            # while it renames waits for it (signals_held): the run is whole either way, as it was or as written.
+        if when == "middle":
+            # Held before its transaction, a stage has changed nothing. At the other moments the signal may land
+            # after the transaction (a fast stage is done in well under a second), and a signal that lands while it
+            # renames waits for it (signals_held): the run is whole either way, as it was or as written.
             after = tree_snapshot(run_copy)
             after.pop(".lock", None), before.pop(".lock", None)
             assert after == before, f"{stage} stopped {when} changed the run"
@@ -417,8 +453,6 @@ def test_a_kill_between_training_and_writing_finishes_without_training_again(tmp
 @pytest.mark.parametrize("code_in", [errno.EROFS, errno.EACCES])
 def test_other_os_errors_name_the_path_and_the_reason(run_copy, code_in):
     """A read-only or forbidden run folder: one message, exit 1, nothing changed."""
-    if os.geteuid() == 0 and code_in == errno.EACCES:
-        pytest.skip("root ignores file permissions; the read-only mount case covers a refused write")
     if code_in == errno.EROFS:
         mount = run_copy.parent / "ro"
         mount.mkdir()
@@ -431,7 +465,7 @@ def test_other_os_errors_name_the_path_and_the_reason(run_copy, code_in):
         target = run_copy
     try:
         before = tree_snapshot(target)
-        code, out, err = finish(start(WRITERS["export"], target))
+        code, out, err = finish(start(WRITERS["export"], target, prefix=_without_root_override() if code_in == errno.EACCES else ()))
         assert_clean_message(code, err, {1})
         assert str(target) in err and os.strerror(code_in) in err, err[-2000:]
         assert tree_snapshot(target) == before

@@ -257,11 +257,11 @@ def test_pipeline_run_end_to_end_as_the_readme_says(session_folder):
     # The issue's target: int8 held-out accuracy within 1 percentage point of the float model.
     assert manifest["parity"]["float_savedmodel"]["top1"] - manifest["parity"]["int8_cpu"]["top1"] <= 0.01
     assert manifest["parity"]["passed"] is True
-    # What this command gives since the client fits reproduce each client's pixels exactly (0.9375 int8, float 0.9401:
-    # the digits are enlarged, so fits are on, and bytes rounded as MediaPipe and Pillow round them move training by
-    # 6 of 384 images, within the seed-to-seed spread of bench/results/tuning_split.md; 0.9531 before them, 0.9609
-    # before the tuning split), every op predicted on the Edge TPU.
-    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.9375
+    # What this command gives with the flatten head of `pipeline run`'s digits recipe: int8 0.9818, float 0.9818
+    # (0.9375 and 0.9401 with the averaging head before it, bench/results/digits_demo.md), every op predicted on the
+    # Edge TPU. The README promises a float top-1 of at least 0.98 and int8 within the gate.
+    assert manifest["parity"]["float_savedmodel"]["top1"] >= 0.98
+    assert manifest["parity"]["int8_cpu"]["top1"] >= 0.975
     preflight = json.loads((built.run / "edgetpu.json").read_text())["preflight"]
     assert preflight["ops_on_edgetpu"] == preflight["total_ops"] > 0
 

@@ -32,10 +32,12 @@ def digits_run(session_folder):
 
 def test_digits_reaches_stated_accuracy(digits_run):
     manifest = json.loads((digits_run / "manifest.json").read_text())
-    # Stated target: small_cnn on digits, defaults (10 epochs). It gives 0.9401 since the client fits reproduce each
-    # client's pixels exactly (0.9505 before, 0.9635 before the tuning split; seeds spread by about 1 pp,
-    # bench/results/tuning_split.md), so the floor is that with a little margin, not the 0.95 of before.
-    assert manifest["metrics"]["heldout"]["accuracy"] >= 0.935
+    # Stated target: the README's command 1 prints a float top-1 of at least 0.98 on digits (small_cnn with its flatten
+    # head, `pipeline run`'s recipe for its built-in data, 10 epochs). It gives 0.9818 (0.9401 with the averaging
+    # head the recipe replaced; seeds 1 and 7, on their own held-out splits: 0.9894 and 0.9883;
+    # bench/results/digits_demo.md).
+    assert manifest["metrics"]["heldout"]["accuracy"] >= 0.98
+    assert manifest["model"]["options"] == {"flatten": 1}
     assert manifest["training"]["strategy"] == "default"
     assert len(json.loads((digits_run / "history.json").read_text())) == 10
     split = manifest["data"]["split"]

@@ -3,14 +3,16 @@ ImageNet mean/std) imports through onnx2tf, its int8 model is within 1 pp of onn
 images with every op predicted on the Edge TPU and no TRANSPOSE left; a file that is not ONNX, an op onnx2tf cannot
 take and a dynamic size without --image-size are refused, nothing written.
 
-Needs onnx, onnxruntime and onnx2tf in this environment (`pip install -e '.[import]'` then
-`pip install --no-deps onnx2tf==1.29.24`), no PyTorch: the PyTorch model is a committed file
-(tests/fixtures/tiny_classifier.onnx, made by tests/fixtures/make_tiny_onnx.py). Each test skips naming what is missing.
+Needs onnx, onnxruntime and onnx2tf: README command 2 installs the `import` extra, and the tests install onnx2tf alone
+as `pipeline import` tells a user to (tests/support/onnx2tf_alone.py). No PyTorch: the PyTorch model is a
+committed file (tests/fixtures/tiny_classifier.onnx, made by tests/fixtures/make_tiny_onnx.py).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,11 +35,27 @@ def _missing(*names: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def converter():
-    missing = _missing("onnx", "onnxruntime", "onnx2tf")
-    if missing:
-        pytest.skip(f"ONNX import needs {', '.join(missing)} in this environment (pip install -e '.[import]' and "
-                    "pip install --no-deps onnx2tf==1.29.24)")
+def converter(tmp_path_factory):
+    """onnx, onnxruntime (the `import` extra, which README command 2 installs) and onnx2tf, which the extra cannot
+    hold: installed as `pipeline import` says (tests/support/onnx2tf_alone.py) and put on the path of this process and of the
+    commands it starts."""
+    from tests.support.onnx2tf_alone import onnx2tf_folder
+
+    missing = _missing("onnx", "onnxruntime")
+    assert not missing, f"{', '.join(missing)} missing: the host suite runs with the `import` extra (pip install -e '.[host,import,test]')"
+    folder = onnx2tf_folder(tmp_path_factory)
+    if folder is None:
+        yield
+        return
+    before = os.environ.get("PYTHONPATH")
+    sys.path.append(str(folder))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (before, str(folder)) if p)
+    yield
+    sys.path.remove(str(folder))
+    if before is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = before
 
 
 def _ok(args):

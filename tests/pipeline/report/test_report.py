@@ -359,16 +359,18 @@ def test_report_of_a_folder_that_is_not_a_run(tmp_path):
     assert result.exit_code == 1 and "is not a run directory" in result.stderr
 
 
-def test_screenshot_for_the_readme(browser, tmp_path):
-    """By hand: `EDGEFLOW_DOCS_SCREENSHOT=docs/report.png pytest tests/pipeline/report/test_report.py -k readme` runs the README's
-    first command (`pipeline run`, defaults) and photographs the top of its report for the README."""
-    target = os.environ.get("EDGEFLOW_DOCS_SCREENSHOT")
-    if not target:
-        pytest.skip("set EDGEFLOW_DOCS_SCREENSHOT=docs/report.png to refresh the README's screenshot")
-    result = cli(["run", "--out", str(tmp_path / "digits")], env=console_env(), timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    page, others, errors = open_page(browser, tmp_path / "digits" / "report.html", tmp_path / "whole.png")
+def test_screenshot_for_the_readme(browser, session_folder, tmp_path):
+    """The top of the report of the README's first command (`pipeline run`, defaults; its session run,
+    tests/support/readme_run.py), photographed as the README shows it. By hand,
+    `EDGEFLOW_DOCS_SCREENSHOT=docs/report.png pytest tests/pipeline/report/test_report.py -k readme` writes it there for the README."""
+    from tests.support.readme_run import readme_run_once
+
+    target = Path(os.environ.get("EDGEFLOW_DOCS_SCREENSHOT") or tmp_path / "report.png")
+    run = readme_run_once(session_folder).run
+    page, others, errors = open_page(browser, run / "report.html", tmp_path / "whole.png")
     assert_self_contained(page, others, errors)
     page.set_viewport_size({"width": 1100, "height": 1480})
-    page.screenshot(path=target)
+    page.screenshot(path=str(target))
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(target.read_bytes()[16:20], "big") == 1100  # the PNG header's width: the viewport's
     print(f"README screenshot: {target}")

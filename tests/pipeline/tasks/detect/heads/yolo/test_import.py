@@ -75,7 +75,7 @@ def test_the_cut_is_found_by_structure(onnx_only, tmp_path):
                        "logits_s8": [1, 3, 8, 8], "logits_s16": [1, 3, 4, 4], "logits_s32": [1, 3, 2, 2]}
 
 
-def test_refusals_name_what_was_expected(onnx_only, data, tmp_path):
+def test_refusals_name_what_was_expected(onnx_only, converter, data, tmp_path):
     from tests.pipeline.importing.test_onnx import _tiny_onnx
     from tests.pipeline.importing.test_refusals import _refused
     from tests.support.yolo_onnx import yolo_onnx
