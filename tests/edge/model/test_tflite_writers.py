@@ -11,7 +11,7 @@ constant, with the bytes the interpreter loads; and a copy whose weights are cut
 - The op-code layout ai-edge-quantizer writes (builtin_code only, deprecated_builtin_code left at 0), on every op of a
   TF int8 model, rewritten with Google's schema module.
 - Ultralytics 8.4's `format=tflite int8=True` (litert-torch, then ai-edge-quantizer), made in the side venv
-  .ci/ultralytics-litert-env builds (or EDGEFLOW_ULTRALYTICS_LITERT_PYTHON): `pipeline compile FILE --check-only`
+  .ci/ultralytics-env builds (or EDGEFLOW_ULTRALYTICS_PYTHON): `pipeline compile FILE --check-only`
   names every op as the interpreter does and blames no constant for its rank or type.
 """
 from __future__ import annotations
@@ -203,8 +203,8 @@ print(model.export(format="tflite", int8=True, imgsz=size, data=str(root / "data
 def ultralytics_int8(tmp_path_factory) -> Path:
     from tests.support.device_env import shared_env
 
-    python = os.environ.get("EDGEFLOW_ULTRALYTICS_LITERT_PYTHON") or str(
-        shared_env(tmp_path_factory, "ultralytics-litert-env") / "bin" / "python")
+    python = os.environ.get("EDGEFLOW_ULTRALYTICS_PYTHON") or str(
+        shared_env(tmp_path_factory, "ultralytics-env") / "bin" / "python")
     root = tmp_path_factory.mktemp("ultralytics_litert")
     env = {**quiet_env(), "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(root / "settings")}
     done = subprocess.run([python, "-c", ULTRALYTICS_INT8, str(root), "64"], capture_output=True, text=True, env=env,

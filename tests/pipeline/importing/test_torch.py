@@ -1,4 +1,4 @@
-"""The PyTorch side of the ONNX import, as a user has it: `.ci/torch-env` (a CPU-only torch, onnx; nothing of ours)
+"""The PyTorch side of the ONNX import, as a user has it: the tests' torch venv, `.ci/ultralytics-env` (a CPU-only torch, onnx, onnxscript; nothing of ours)
 runs the user's own script (tests/fixtures/make_tiny_onnx.py: train a small CNN, torch.onnx.export), and what it writes
 answers as the committed tests/fixtures/tiny_classifier.onnx does, the model tests/pipeline/importing/test_onnx.py takes through
 `pipeline import`, export, pre-flight and parity. So the fixture those tests read is what the script makes today."""
@@ -20,7 +20,7 @@ def test_the_users_pytorch_script_makes_the_committed_onnx_model(tmp_path_factor
     ort = pytest.importorskip("onnxruntime", reason="the `import` extra (README command 2) brings onnxruntime")
     from tests.support.device_env import shared_env
 
-    torch_python = shared_env(tmp_path_factory, "torch-env") / "bin" / "python"
+    torch_python = shared_env(tmp_path_factory, "ultralytics-env") / "bin" / "python"
     data = write_class_folders(tmp_path / "shapes", per_class=50)  # what the committed model was trained on
     done = subprocess.run([str(torch_python), str(REPO / "tests" / "fixtures" / "make_tiny_onnx.py"), str(data), str(tmp_path)],
                           capture_output=True, text=True, timeout=900, env=quiet_env())
