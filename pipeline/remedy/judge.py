@@ -74,10 +74,15 @@ def weak_judge(n: int, min_agreement: float) -> float:
     rate = 1.0 - min_agreement
     if n <= 0 or rate <= 0:
         return 1.0 if n <= 0 else 0.0
-    passing = 0  # the most disagreements that still pass
-    while passing < n and chance_of_at_least(passing + 1, n, rate) >= SIGNIFICANCE:
+    return 1.0 - chance_of_at_least(passing_disagreements(n, min_agreement) + 1, n, min(1.0, 2 * rate))
+
+
+def passing_disagreements(n: int, min_agreement: float) -> int:
+    """The most disagreements among n scored images that pass the agreement test (under the limit beyond chance only)."""
+    passing = 0
+    while passing < n and chance_of_at_least(passing + 1, n, 1.0 - min_agreement) >= SIGNIFICANCE:
         passing += 1
-    return 1.0 - chance_of_at_least(passing + 1, n, min(1.0, 2 * rate))
+    return passing
 
 
 def weak_note(n: int, min_agreement: float) -> str:
