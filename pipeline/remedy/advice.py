@@ -92,6 +92,9 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
              "max_drop_pp": limits.max_drop, "min_agreement": limits.min_agreement}
     command = f"`pipeline export RUN --int8 --remedy --clients {name}`"
     if seen <= WEAK_JUDGE:
+        ladder = manifest.get("remedy") or {}
+        if name in (ladder.get("clients") or []):
+            return {"remedy": _judged_already(name, ladder, n), "tuning_judge": judge}
         return {"remedy": f"{command} repairs it with {name} judged", "tuning_judge": judge}
     like = (f"a model losing as much there as int8 as {name} loses on the held-out images ({drop * 100:.2f} pp, "
             f"agreeing on {alike['agreement']:.1%}) passes them {seen:.0%} of the time")
@@ -114,6 +117,20 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
              f"{needed} tuning images can tell it (such a model passes them at most {WEAK_JUDGE:.0%} of the time): "
              f"{how}, then {command}")
     return {"remedy": words, "tuning_judge": judge}
+
+
+def _judged_already(name: str, ladder: dict, n: int) -> str:
+    """The words for a loss the remedy ladder already judged with this client on a split that sees it: no export
+    edgeflow runs repairs it (nothing passed), or the rung it chose passed the split and not held-out."""
+    if not ladder.get("passed"):
+        found = (f"`export --remedy --clients {name}` judged {name} on this run's {n} tuning images, which can see a loss "
+                 f"like this, and no rung repaired it (it kept the best, {ladder.get('chosen')})")
+    else:
+        found = (f"`export --remedy --clients {name}` chose {ladder.get('chosen')} on this run's {n} tuning images, "
+                 "which can see a loss like this, and held-out still shows it")
+    return (f"{found}: nothing edgeflow's export runs repairs it, the loss is {name}'s feed of this model; training for "
+            f"that feed (--client-fits), a larger --image-size (less shrink), or {name} fed pictures near the input "
+            "size may")
 
 
 def held_out_ties(reference: np.ndarray, int8: np.ndarray, manifest: dict, limits: gate.GateLimits) -> Dict[str, object]:

@@ -88,8 +88,16 @@ def passing_disagreements(n: int, min_agreement: float) -> int:
 def weak_note(n: int, min_agreement: float) -> str:
     return (f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement "
             f"{min_agreement:g} allows passes it {weak_judge(n, min_agreement):.0%} of the time, so a pass on it says "
-            "little; `pipeline parity` (held-out) is the gate (more data, or a larger tuning_fraction when training, "
-            "makes the split a judge)")
+            f"little; `pipeline parity` (held-out) is the gate (about {judging_split(min_agreement)} tuning images make "
+            "the split a judge: more data, or a larger `pipeline train --tuning-fraction`)")
+
+
+def judging_split(min_agreement: float) -> int:
+    """The fewest tuning images that pass a model parting twice as often as the limit at most WEAK_JUDGE of the time."""
+    n = 8
+    while weak_judge(n, min_agreement) > WEAK_JUDGE and n < 100_000:
+        n += max(1, n // 20)
+    return n
 
 
 def spread_note(n: int, deviation: float, limits: gate.GateLimits) -> str:

@@ -68,3 +68,17 @@ def test_near_ties_that_predict_a_failure_name_how_many_training_images():
     assert advice.more_images_line({**report, "gate": {"passed": True, "min_agreement": 0.98}}) == ""
     calm = advice.held_out_ties(reference[13:].astype(np.float32), int8[13:].astype(np.float32), MANIFEST, limits)
     assert calm == {}
+
+
+def test_a_loss_the_ladder_already_judged_with_the_client_is_said_to_be_beyond_the_export():
+    """After `export --remedy --clients mediapipe` on a split that sees the loss, naming it again would repeat it."""
+    ran = {**MANIFEST, "remedy": {"passed": False, "chosen": "calibration", "clients": ["mediapipe"]}}
+    line = _line(40.0, 0.6, ran)
+    assert advised_commands(line) == [] and "no rung repaired it (it kept the best, calibration)" in line, line
+    assert "nothing edgeflow's export runs repairs it" in line, line
+
+
+def advised_commands(line: str) -> list:
+    from tests.commands.test_advice_commands import advised
+
+    return [c for c in advised(line) if c.startswith("pipeline export")]
