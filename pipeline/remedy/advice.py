@@ -102,17 +102,21 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
         words = (f"{command} cannot repair it: it chooses on the run's {n} tuning images, and {like}; no tuning split "
                  f"under {MAX_SPLIT} images tells this loss from none, so nothing edgeflow runs can check a repair")
         return {"remedy": words, "tuning_judge": judge}
-    share, pool, stage = needed / facts["pool"], int(facts["pool"]), facts["stage"]
+    pool, stage = int(facts["pool"]), facts["stage"]
+    # The split is a seeded hash of each image's identity, so a share draws about share * pool: two standard
+    # deviations more make `needed` or more likely (halftone case: --tuning-fraction 0.2 of 240 drew 45).
+    aside = needed + 2 * math.sqrt(needed)
+    share = aside / pool
     default = 0.1
     if share <= MAX_SHARE:
         fraction = math.ceil(share * 100) / 100
-        how = (f"train again with {math.ceil(fraction * pool)} of the {pool} images set aside, `pipeline {stage} ... "
-               f"--tuning-fraction {fraction:g}` (or gather more: {math.ceil(needed / default)} images at the default "
+        how = (f"train again with about {round(fraction * pool)} of the {pool} images set aside, `pipeline {stage} ... "
+               f"--tuning-fraction {fraction:g}` (or gather more: {math.ceil(aside / default)} images at the default "
                f"{default:g})")
     else:
         how = (f"these {pool} images cannot give that many without training on fewer than half: gather more, at least "
-               f"{math.ceil(needed / MAX_SHARE)} images for `pipeline {stage} ... --tuning-fraction {MAX_SHARE:g}` "
-               f"({math.ceil(needed / default)} at the default {default:g})")
+               f"{math.ceil(aside / MAX_SHARE)} images for `pipeline {stage} ... --tuning-fraction {MAX_SHARE:g}` "
+               f"({math.ceil(aside / default)} at the default {default:g})")
     words = (f"{command} cannot see this loss yet: it chooses on the run's {n} tuning images, and {like}; "
              f"{needed} tuning images can tell it (such a model passes them at most {WEAK_JUDGE:.0%} of the time): "
              f"{how}, then {command}")
