@@ -99,7 +99,7 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
     like = (f"a model losing as much there as int8 as {name} loses on the held-out images ({drop * 100:.2f} pp, "
             f"agreeing on {alike['agreement']:.1%}) passes them {seen:.0%} of the time")
     if needed is None:
-        words = (f"{command} cannot repair it: it chooses on the run's {n} tuning images, and {like}; no tuning split "
+        words = (f"the remedy (export's --remedy --clients {name}) cannot repair it: it chooses on the run's {n} tuning images, and {like}; no tuning split "
                  f"under {MAX_SPLIT} images tells this loss from none, so nothing edgeflow runs can check a repair")
         return {"remedy": words, "tuning_judge": judge}
     pool, stage = int(facts["pool"]), facts["stage"]
@@ -117,7 +117,7 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
         how = (f"these {pool} images cannot give that many without training on fewer than half: gather more, at least "
                f"{math.ceil(aside / MAX_SHARE)} images for `pipeline {stage} ... --tuning-fraction {MAX_SHARE:g}` "
                f"({math.ceil(aside / default)} at the default {default:g})")
-    words = (f"{command} cannot see this loss yet: it chooses on the run's {n} tuning images, and {like}; "
+    words = (f"the remedy (export's --remedy --clients {name}) cannot see this loss yet: it chooses on the run's {n} tuning images, and {like}; "
              f"{needed} tuning images can tell it (such a model passes them at most {WEAK_JUDGE:.0%} of the time): "
              f"{how}, then {command}")
     return {"remedy": words, "tuning_judge": judge}

@@ -32,6 +32,8 @@ def test_a_loss_the_tuning_split_cannot_see_is_answered_with_the_split_that_can(
     line = _line(5.0, 0.95)
     assert "cannot see this loss yet" in line and "passes them 29% of the time" in line, line
     assert "`pipeline train ... --tuning-fraction 0.19`" in line, line
+    assert advised_commands(line, "pipeline") == ["pipeline train ... --tuning-fraction 0.19",
+                                                  "pipeline export RUN --int8 --remedy --clients mediapipe"], line
     assert line.endswith("then `pipeline export RUN --int8 --remedy --clients mediapipe`"), line
     assert "repairs it" not in line
 
@@ -78,7 +80,8 @@ def test_a_loss_the_ladder_already_judged_with_the_client_is_said_to_be_beyond_t
     assert "nothing edgeflow's export runs repairs it" in line, line
 
 
-def advised_commands(line: str) -> list:
+def advised_commands(line: str, start: str = "pipeline export") -> list:
+    """The commands a line advises (in order, as tests/commands reads them) that start with `start`."""
     from tests.commands.test_advice_commands import advised
 
-    return [c for c in advised(line) if c.startswith("pipeline export")]
+    return [c for c in advised(line) if c.startswith(start)]
