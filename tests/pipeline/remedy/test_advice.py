@@ -7,6 +7,7 @@ import numpy as np
 from pipeline import gate
 from pipeline.inference.parity_report import worst_client
 from pipeline.remedy import advice
+from pipeline.tasks.classify.report import WORST
 
 MANIFEST = {"data": {"split": {"tuning_examples": 24, "train_examples": 216, "tuning_fraction": 0.1}}}
 
@@ -15,7 +16,7 @@ def _line(drop_pp: float, agreement: float, manifest=MANIFEST) -> str:
     alike = {"top1": 0.86, "float_drop_pp": 0.0, "int8_drop_pp": drop_pp, "agreement": agreement}
     alike.update(advice.client_remedy("mediapipe", alike, manifest))
     return worst_client({"edgeflow": {"top1": 0.9, "drop_pp": 0.0},
-                         "mediapipe": {"top1": 0.9 - drop_pp / 100, "drop_pp": drop_pp, "float_fed_alike": alike}})
+                         "mediapipe": {"top1": 0.9 - drop_pp / 100, "drop_pp": drop_pp, "float_fed_alike": alike}}, WORST)
 
 
 def test_the_chance_to_pass_falls_with_the_split_and_the_loss():
