@@ -62,17 +62,15 @@ def split_to_judge(loses: float, gains: float, limits: gate.GateLimits = gate.GA
 
 
 def _split_facts(manifest: dict) -> Optional[Dict[str, object]]:
-    """The run's tuning split: how many images, the share it was, and the pool it was drawn from (a trained run's
-    --data; an imported run's --val-data), with the command that draws it."""
+    """The run's tuning split: how many images, the pool it was drawn from (a trained run's --data; an imported
+    run's --val-data) and the stage whose --tuning-fraction draws it."""
     split = ((manifest.get("data") or {}).get("split")) or {}
     if "tuning_examples" not in split:
         return None
     n = int(split["tuning_examples"])
     if split.get("tuning_from"):  # imported: a share of --val-data, the rest held out
-        return {"images": n, "pool": n + int(split.get("heldout_examples", 0)), "stage": "import",
-                "share": split.get("tuning_fraction")}
-    return {"images": n, "pool": n + int(split.get("train_examples", 0)), "stage": "train",
-            "share": split.get("tuning_fraction")}
+        return {"images": n, "pool": n + int(split.get("heldout_examples", 0)), "stage": "import"}
+    return {"images": n, "pool": n + int(split.get("train_examples", 0)), "stage": "train"}
 
 
 def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimits = gate.GATE) -> Dict[str, object]:
@@ -91,6 +89,7 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
     judge = {"tuning_images": n, "passes": round(seen, 4), "images_to_judge": needed,
              "max_drop_pp": limits.max_drop, "min_agreement": limits.min_agreement}
     command = f"`pipeline export RUN --int8 --remedy --clients {name}`"
+    unseen = f"the remedy (export's --remedy --clients {name}) cannot"
     if seen <= WEAK_JUDGE:
         ladder = manifest.get("remedy") or {}
         if name in (ladder.get("clients") or []):
@@ -99,8 +98,8 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
     like = (f"a model losing as much there as int8 as {name} loses on the held-out images ({drop * 100:.2f} pp, "
             f"agreeing on {alike['agreement']:.1%}) passes them {seen:.0%} of the time")
     if needed is None:
-        words = (f"the remedy (export's --remedy --clients {name}) cannot repair it: it chooses on the run's {n} tuning images, and {like}; no tuning split "
-                 f"under {MAX_SPLIT} images tells this loss from none, so nothing edgeflow runs can check a repair")
+        words = (f"{unseen} repair it: it chooses on the run's {n} tuning images, and {like}; no tuning split under "
+                 f"{MAX_SPLIT} images tells this loss from none, so nothing edgeflow runs can check a repair")
         return {"remedy": words, "tuning_judge": judge}
     pool, stage = int(facts["pool"]), facts["stage"]
     # The split is a seeded hash of each image's identity, so a share draws about share * pool: two standard
@@ -117,9 +116,8 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
         how = (f"these {pool} images cannot give that many without training on fewer than half: gather more, at least "
                f"{math.ceil(aside / MAX_SHARE)} images for `pipeline {stage} ... --tuning-fraction {MAX_SHARE:g}` "
                f"({math.ceil(aside / default)} at the default {default:g})")
-    words = (f"the remedy (export's --remedy --clients {name}) cannot see this loss yet: it chooses on the run's {n} tuning images, and {like}; "
-             f"{needed} tuning images can tell it (such a model passes them at most {WEAK_JUDGE:.0%} of the time): "
-             f"{how}, then {command}")
+    words = (f"{unseen} see this loss yet: it chooses on the run's {n} tuning images, and {like}; {needed} tuning "
+             f"images can tell it (such a model passes them at most {WEAK_JUDGE:.0%} of the time): {how}, then {command}")
     return {"remedy": words, "tuning_judge": judge}
 
 
