@@ -19,20 +19,12 @@ from typing import Dict, Optional
 import numpy as np
 
 from pipeline import gate
-from pipeline.remedy.judge import WEAK_JUDGE, passing_disagreements
+from pipeline.remedy.judge import WEAK_JUDGE, binomial, passing_disagreements
 from pipeline.remedy.near_ties import near_ties
 
+ADVISED_FROM_PP = 2.0  # parity_report.CLIENT_GAP_PP: int8's loss under a client's feed that brings remedy advice
 MAX_SPLIT = 5000  # beyond this many tuning images, no split is advised (a loss that small is not one to chase)
 MAX_SHARE = 0.5  # the largest --tuning-fraction advised: more would leave less than half of the images to train on
-
-
-def _binomial(n: int, p: float) -> np.ndarray:
-    """P(X = 0..n) for X ~ Binomial(n, p)."""
-    k = np.arange(n + 1)
-    if p <= 0.0 or p >= 1.0:
-        return (k == (0 if p <= 0.0 else n)).astype(float)
-    log = np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
-    return np.exp(log + k * math.log(p) + (n - k) * math.log1p(-p))
 
 
 def chance_to_pass(n: int, loses: float, gains: float, limits: gate.GateLimits = gate.GATE) -> float:
@@ -41,10 +33,10 @@ def chance_to_pass(n: int, loses: float, gains: float, limits: gate.GateLimits =
     its disagreements not beyond chance for a model at --min-agreement (remedy.judge.tuning_failures)."""
     most = passing_disagreements(n, limits.min_agreement)
     allowed_drop = math.floor(n * limits.max_drop / 100 + 1e-9)
-    lost = _binomial(n, loses)
+    lost = binomial(n, loses)
     total = 0.0
     for l in range(min(n, most) + 1):
-        gained = _binomial(n - l, gains / (1.0 - loses)) if loses < 1.0 else np.zeros(1)
+        gained = binomial(n - l, gains / (1.0 - loses)) if loses < 1.0 else np.zeros(1)
         low, high = max(0, l - allowed_drop), min(n - l, most - l)
         if low <= high:
             total += lost[l] * gained[low:high + 1].sum()
@@ -78,8 +70,8 @@ def client_remedy(name: str, alike: dict, manifest: dict, limits: gate.GateLimit
     `float_fed_alike` row): {"remedy": the words naming the command, "tuning_judge": the numbers}, or {} when the
     run records no tuning split (parity then words it as before)."""
     facts = _split_facts(manifest)
-    if facts is None or "agreement" not in alike:
-        return {}
+    if facts is None or "agreement" not in alike or alike["int8_drop_pp"] <= ADVISED_FROM_PP:
+        return {}  # no remedy is advised for a loss this small (parity_report.client_advice)
     drop = max(0.0, alike["int8_drop_pp"] / 100)
     parts = max(drop, 1.0 - alike["agreement"])
     loses, gains = (parts + drop) / 2, (parts - drop) / 2  # every disagreement a lost or a gained answer

@@ -17,7 +17,7 @@ from edge.answers.runner import Runner
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import DataError
-from pipeline.gate import GATED, REFERENCE
+from pipeline.gate import GATED, REFERENCE, GateLimits
 from pipeline.tasks.classify import class_metrics, disagreements, scores
 from pipeline.tasks.classify.clients import CLIENTS, score_clients
 from pipeline.tasks.classify.report import markdown, plot, summary_table
@@ -136,7 +136,7 @@ def _near_ties(run: Run, answers, verdict: dict) -> dict:
     """report.json's "near_ties" when int8 fails the gate and the float model's near ties explain it (remedy.advice)."""
     if verdict["passed"] or "int8_cpu" not in answers:
         return {}
-    limits = gate.GateLimits(verdict["max_drop_pp"], verdict["min_agreement"], verdict.get("metric", "top1"))
+    limits = GateLimits(verdict["max_drop_pp"], verdict["min_agreement"], verdict.get("metric", "top1"))
     ties = advice.held_out_ties(answers[REFERENCE], answers["int8_cpu"], run.manifest, limits)
     return {"near_ties": ties} if ties else {}
 
