@@ -66,7 +66,7 @@ _TRAIN_HELP_ORDER = ("task", "data", "--out", "val_data", "images", "model", "im
                      "epochs",
                      "frozen_epochs", "unfreeze_from", "fine_tune_learning_rate", "batch_size", "schedule.max",
                      "schedule.start", "schedule.min", "schedule.warmup_epochs", "schedule.sustain_epochs", "schedule.decay",
-                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "--config", "resume", "tensorboard",
+                     "cache_mb", "steps_per_execution", "tpu", "cpu_replicas", "seed", "tuning_fraction", "--config", "resume", "tensorboard",
                      "client_fits")
 _TRAIN_OWN_OPTIONS = {
     "--out": click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write"),

@@ -50,7 +50,8 @@ def client_advice(name: str, row: dict) -> str:
     remedy ladder with the client judged does. Two parts each within CLIENT_GAP_PP get no command. A row from before
     the float model was fed alike gets the remedy advice, with why unsure."""
     alike = row.get("float_fed_alike")
-    remedy = f"`pipeline export RUN --int8 --remedy --clients {name}` repairs it with {name} judged"
+    # Sized to the run's tuning split, where parity recorded it (pipeline/remedy/advice.py).
+    remedy = (alike or {}).get("remedy") or f"`pipeline export RUN --int8 --remedy --clients {name}` repairs it with {name} judged"
     if alike is None:
         return remedy + " (run `pipeline parity RUN` again to see whether the float model loses under this feed too)"
     float_drop, int8_drop = alike["float_drop_pp"], alike["int8_drop_pp"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Mapping, Tuple
 
+import numpy as np
+
 from pipeline import gate
 from pipeline.inference.client_scores import gate_name
 from pipeline.remedy.tuning_split import TuningSplit, drawn_note
@@ -74,17 +76,46 @@ def weak_judge(n: int, min_agreement: float) -> float:
     rate = 1.0 - min_agreement
     if n <= 0 or rate <= 0:
         return 1.0 if n <= 0 else 0.0
-    passing = 0  # the most disagreements that still pass
-    while passing < n and chance_of_at_least(passing + 1, n, rate) >= SIGNIFICANCE:
-        passing += 1
-    return 1.0 - chance_of_at_least(passing + 1, n, min(1.0, 2 * rate))
+    return float(binomial(n, min(1.0, 2 * rate))[:passing_disagreements(n, min_agreement) + 1].sum())
+
+
+def binomial(n: int, p: float) -> np.ndarray:
+    """P(X = 0..n) for X ~ Binomial(n, p)."""
+    k = np.arange(n + 1)
+    if p <= 0.0 or p >= 1.0:
+        return (k == (0 if p <= 0.0 else n)).astype(float)
+    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
+    return np.exp(log_factorial[n] - log_factorial[k] - log_factorial[n - k] + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def passing_disagreements(n: int, min_agreement: float) -> int:
+    """The most disagreements among n scored images that pass the agreement test (under the limit beyond chance only)."""
+    at_least = np.cumsum(binomial(n, 1.0 - min_agreement)[::-1])[::-1]  # at_least[k] = P(X >= k)
+    return int(np.sum(at_least[1:] >= SIGNIFICANCE))
 
 
 def weak_note(n: int, min_agreement: float) -> str:
+    needed = judging_split(min_agreement)
+    enough = (f"about {needed} tuning images make the split a judge" if needed else
+              f"no split under {MAX_JUDGED} images is a judge")
     return (f"note: the tuning split holds {n} images: a model that parts from float twice as often as --min-agreement "
             f"{min_agreement:g} allows passes it {weak_judge(n, min_agreement):.0%} of the time, so a pass on it says "
-            "little; `pipeline parity` (held-out) is the gate (more data, or a larger tuning_fraction when training, "
-            "makes the split a judge)")
+            f"little; `pipeline parity` (held-out) is the gate ({enough}: more data, or a larger `pipeline train "
+            "--tuning-fraction`)")
+
+
+MAX_JUDGED = 5000  # the largest tuning split weighed (images)
+
+
+def judging_split(min_agreement: float):
+    """The fewest tuning images that pass a model parting twice as often as the limit at most WEAK_JUDGE of the time
+    (None: more than MAX_JUDGED)."""
+    n = 8
+    while n <= MAX_JUDGED:
+        if weak_judge(n, min_agreement) <= WEAK_JUDGE:
+            return n
+        n += max(1, n // 20)
+    return None
 
 
 def spread_note(n: int, deviation: float, limits: gate.GateLimits) -> str:

@@ -99,8 +99,10 @@ class TrainConfig:
     # share held out when no val_data is given (a config file's key only)
     heldout_fraction: float = option(0.2, resume=True)
     # classify: share of the training data set aside before training for the remedy ladder to judge int8 models on
-    # (a config file's key only; 0 = none). Detection sets none aside (its ladder draws from the training split).
-    tuning_fraction: float = option(0.1, resume=True, before=0.0)
+    # (0 = none). Detection sets none aside (its ladder draws from the training split).
+    tuning_fraction: float = option(0.1, resume=True, before=0.0, flag=Flag(
+        "--tuning-fraction", "classify: share of --data set aside for `export --remedy` to judge int8 models on "
+        "(default 0.1; parity says when a larger one is needed)"))
     # insist on resuming (a run with saved state resumes anyway)
     resume: bool = option(False, flag=Flag(
         "--resume", "continue an interrupted run (a run with saved state resumes anyway)"))

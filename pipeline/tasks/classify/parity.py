@@ -17,10 +17,11 @@ from edge.answers.runner import Runner
 from pipeline.console import native_quiet
 from pipeline.data.heldout import Heldout, heldout_examples
 from pipeline.errors import DataError
-from pipeline.gate import GATED, REFERENCE
+from pipeline.gate import GATED, REFERENCE, GateLimits
 from pipeline.tasks.classify import class_metrics, disagreements, scores
 from pipeline.tasks.classify.clients import CLIENTS, score_clients
 from pipeline.tasks.classify.report import markdown, plot, summary_table
+from pipeline.remedy import advice
 from pipeline.rundir.files import json_bytes, versioned
 from pipeline.rundir.run import Run, artifact
 from pipeline.tasks.comparison import Comparison, Held
@@ -91,8 +92,9 @@ class ClassifyComparison(Comparison):
             rows[name] = {**head, **compare(found[name], reference, held.truth, self.k, self.num_classes)}
             if name in self.fed:
                 alike = self.reference(self.run, held._replace(pixels=self.fed[name]))
-                rows[name]["float_fed_alike"] = {**fed_alike(found[name], alike, held.truth, float_top1),
-                                                 "trained_with_client_fits": fits.get("on")}
+                alike_row = fed_alike(found[name], alike, held.truth, float_top1)
+                rows[name]["float_fed_alike"] = {**alike_row, "trained_with_client_fits": fits.get("on"),
+                                                 **advice.client_remedy(name, alike_row, self.run.manifest)}
         return rows
 
     def limits(self, limits):
@@ -119,13 +121,24 @@ class ClassifyComparison(Comparison):
             "gate": verdict,
             "clients": clients,
             "disagreements": disagreements.collect(answers, REFERENCE, GATED, held.truth, held.ids),
+            **_near_ties(run, answers, verdict),
         }
 
     def write(self, run: Run, report: dict, answers, held: Held, failures: List[str]) -> Path:
         return _write_reports(run, report, answers, held.pixels, failures)
 
     def summary(self, report: dict) -> str:
-        return summary_table(report)
+        why = advice.more_images_line(report)
+        return summary_table(report) + (f"\n{why}" if why else "")
+
+
+def _near_ties(run: Run, answers, verdict: dict) -> dict:
+    """report.json's "near_ties" when int8 fails the gate and the float model's near ties explain it (remedy.advice)."""
+    if verdict["passed"] or "int8_cpu" not in answers:
+        return {}
+    limits = GateLimits(verdict["max_drop_pp"], verdict["min_agreement"], verdict.get("metric", "top1"))
+    ties = advice.held_out_ties(answers[REFERENCE], answers["int8_cpu"], run.manifest, limits)
+    return {"near_ties": ties} if ties else {}
 
 
 def fed_alike(scores: np.ndarray, alike: np.ndarray, truth: np.ndarray, float_top1: float) -> dict:
