@@ -15,7 +15,7 @@ from pipeline.rundir.files import sha256_of, signals_held
 
 def before_commit(run_dir: Path) -> None:
     """Called as a transaction's commit begins, before anything of it is hashed or written and before signals are
-    held; does nothing. The seam a test replaces to hold a stage there (tests/test_faults.py's "middle" signal), as
+    held; does nothing. The seam a test replaces to hold a stage there (tests/faults/test_faults.py's "middle" signal), as
     `journal.step` is the one for the steps inside the commit."""
 
 
