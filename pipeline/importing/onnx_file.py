@@ -158,7 +158,7 @@ def _check_ops(model, path: Path) -> None:
 def recursion_limit_kept():
     """Python's recursion limit as it was, after what runs inside: importing onnx2tf sets it to the C int maximum, after
     which a deep recursion in C (json's decoder on a file nested 100,000 deep) overflows the stack and kills the process
-    instead of raising RecursionError, the one-line refusal edge.bounded.loads_json gives."""
+    instead of raising RecursionError, the one-line refusal edge.files.bounded.loads_json gives."""
     limit = sys.getrecursionlimit()
     try:
         yield
