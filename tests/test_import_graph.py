@@ -1,6 +1,7 @@
 """Which way the imports go (read from the source with ast, imports inside functions included, so a lazy import cannot
 hide one): no cycle; no two packages importing each other; the shared layers below the stages and tasks, never above;
-no task or head named outside its own folder; `edge` and `models` import nothing of the others.
+no task or head named outside its own folder; a task imports no other task but the one it declares it builds on;
+`edge` and `models` import nothing of the others.
 
 The layers of pipeline/, top down (docs/architecture.md):
   stages        one module per command (pipeline/<stage>.py), the CLI
@@ -24,6 +25,17 @@ TASKS_DIR = REPO / "pipeline" / "tasks"
 def _task_names() -> Set[str]:
     """The registered tasks: the folders of pipeline/tasks/ holding a task.py."""
     return {path.parent.name for path in TASKS_DIR.glob("*/task.py")}
+
+
+def _builds_on(task: str) -> Set[str]:
+    """The tasks `task` declares it builds on: BUILDS_ON, a tuple of names, in its package's __init__.py (pose's model
+    is a detector with keypoints, so the pose task builds on detect's heads and data; the reverse is an import cycle
+    between two task folders, which test_no_two_packages_import_each_other refuses)."""
+    init = TASKS_DIR / task / "__init__.py"
+    for node in ast.parse(init.read_text()).body if init.exists() else ():
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "BUILDS_ON" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
 
 
 def _head_names() -> Set[str]:
@@ -167,7 +179,7 @@ def test_no_two_packages_import_each_other():
 
 def test_imports_go_down_only():
     """Shared layers import no stage and no task package; a stage imports no task package (the registry chooses);
-    a task imports no stage and no other task."""
+    a task imports no stage and no other task but those it declares it builds on."""
     graph = _graph("pipeline")
     wrong = {}
     for module, imported in graph.items():
@@ -177,7 +189,7 @@ def test_imports_go_down_only():
                 wrong.setdefault(module, []).append(other)
             elif _is_stage(module) and _task_of(other):
                 wrong.setdefault(module, []).append(other)
-            elif task and (_is_stage(other) or _task_of(other) not in ("", task)):
+            elif task and (_is_stage(other) or _task_of(other) not in {"", task} | _builds_on(task)):
                 wrong.setdefault(module, []).append(other)
     assert {module: sorted(found) for module, found in wrong.items()} == {}
 
