@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -23,6 +22,11 @@ from packaging.version import Version
 
 from tests.support.helpers import REPO
 from tests.support.registry import unreached
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 and 3.9: the same parser, from PyPI (the test extra brings it there)
+    import tomli as tomllib
 
 pytestmark = pytest.mark.host
 
