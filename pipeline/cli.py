@@ -227,7 +227,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
     task_given = _given(task_given, "parity")
     if bundle_dir:
         if given or task_given:
-            raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in {**given, **task_given})} apply to the comparison, which --bundle "
+            named = dict.fromkeys("--" + k.replace("_", "-").replace("device-timing", "device-results") for k in {**given, **task_given})
+            raise ConfigError(f"{', '.join(named)} apply to the comparison, which --bundle "
                               "does not run (it only writes the bundle); leave them out, or drop --bundle")
         from pipeline.inference.bundle import write_bundle
 

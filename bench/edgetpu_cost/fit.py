@@ -365,7 +365,24 @@ def results_markdown(names, missing, feats, facts, report, layout, in_sample, la
          f"Machine: {machine()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. "
          "Writes pipeline/edgetpu/cost/coefficients.json (the model's numbers, version "
          f"{data['version']}) and this file.", "",
-         "## What was used", "",
+         "## Summary (errors on what each fit did not see)", "",
+         "| what | goal (issue 53) | result | met |", "|---|---|---|---|"]
+    for key in ("usb3", "devboard"):
+        r = report[key]
+        L.append(f"| time, {r['label']} | median within 15%, none over 40% | nested leave-one-out median "
+                 f"{100 * r['median']:.1f}%, worst {100 * r['worst']:.1f}% | "
+                 + ("yes" if r["median"] <= 0.15 and r["worst"] <= 0.40 else "no: " + ", ".join(
+                     f"{n} {_pct(p / y - 1)}" for n, y, p in zip(r["names"], r["y"], r["loo"])
+                     if n not in r["excluded"] and abs(p / y - 1) > 0.40) + " (see its section)") + " |")
+    u2 = np.abs(report["usb2"]["loo"] / report["usb2"]["y"] - 1)
+    worst_memory = max([abs(e) for _, e in layout_loo.values()] + [
+        abs((facts[n]["cached"] + facts[n]["streamed"]) / (c + st) - 1) for n, c, st, _ in PUBLIC_LOGS if n in facts])
+    L += [f"| time, USB Accelerator on USB 2.0 (models cached whole only) | (where grounded) | leave-one-out on its 2 "
+          f"public figures: worst {100 * u2.max():.1f}% | - |",
+          f"| parameter memory | within 10% of every public log used | worst {100 * worst_memory:.1f}% (leave-one-out "
+          f"over Google's 4 compiled twins, and the 2 public Dense logs) | {'yes' if worst_memory <= 0.10 else 'no'} |",
+          "| pre-flight + cost model, 25 MB file | say it | below (Pre-flight time) | - |", "",
+          "## What was used", "",
          f"- Times: {CORAL_SOURCE}. Columns used: USB Accelerator (USB 3.0), Dev Board with Edge TPU, and the two CPU "
          "columns (desktop, the Dev Board's embedded CPU) for ops left on the CPU.",
          "- Architectures rebuilt with random weights (latency does not depend on weight values): tf_keras.applications "
@@ -377,6 +394,7 @@ def results_markdown(names, missing, feats, facts, report, layout, in_sample, la
          "- Memory: Google's compiled twins in ../shared/reference/coral (the parameter bytes of their DarwiNN "
          "PARAMETER_CACHING and EXECUTION_ONLY executables, read by bench/edgetpu_cost/compiled_layout.py) and public "
          "compiler-16 logs of Dense(N, N) layers rebuilt here.",
+         f"- USB 2.0: {USB2_SOURCE}; checked against {USB2_CHECK[2]}.",
          f"- Host decoding for detectors: {DECODE['source']}.", "",
          "Rows of Coral's table not used, and why:", ""]
     L += [f"- {k}: {v}" for k, v in NOT_REBUILT.items()]

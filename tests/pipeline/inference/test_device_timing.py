@@ -82,6 +82,9 @@ def test_answers_and_time_together_and_what_is_refused(run_copy, tmp_path):
     assert report["device_timing"]["predicted"] is None  # no `pipeline compile` yet: nothing predicted to put beside it
     assert "run `pipeline compile RUN --check-only` first" in result.output
 
+    with_bundle = _pipeline("parity", run_copy, "--bundle", tmp_path / "b2", "--device-results", bench)
+    assert with_bundle.exit_code == 1 and "--device-results apply to the comparison" in with_bundle.output
+
     twice = _pipeline("parity", run_copy, "--device-results", bench, "--device-results", bench)
     assert twice.exit_code == 1 and "got 2 files of timings (edge bench --json)" in twice.output
     assert "Traceback" not in twice.output

@@ -42,3 +42,17 @@ def test_usb2_is_not_predicted_for_a_model_that_streams_or_leaves_ops_on_the_cpu
     on_cpu = estimate_cost(_cost([MIB, MIB], on_edgetpu=False), 0.0)
     assert "this one leaves 1 op on the CPU" in on_cpu.as_dict()["not_predicted"]["usb2"]["why"]
     assert {t.device for t in on_cpu.times} == {"usb3", "devboard"}
+
+
+def test_check_only_says_usb2_is_not_predicted_for_a_model_with_an_op_on_the_cpu():
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+    from tests.support.helpers import REPO
+
+    model = REPO.parent / "shared" / "reference" / "coral" / "posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"
+    result = CliRunner().invoke(main, ["compile", str(model), "--check-only"])
+    assert result.exit_code == 0, result.output
+    assert ("  not predicted on the USB Accelerator on USB 2.0 (a Raspberry Pi 3's port): " + USB2_WHY
+            + "; this one leaves 1 op on the CPU") in result.output
+    assert "predicted" in result.output and "ms per inference on the Dev Board" in result.output
