@@ -203,7 +203,9 @@ MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (defaul
 @main.command("parity")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
-@click.option("--device-results", type=click.Path(dir_okay=False), help="PREDICTIONS.json from `edge evaluate` on the device")
+@click.option("--device-results", type=click.Path(dir_okay=False), multiple=True,
+              help="from the device: PREDICTIONS.json of `edge evaluate`, BENCH.json of `edge bench --json` (its time "
+                   "per inference, put beside the cost model's prediction), or both (repeat the option)")
 @click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
 @click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
 @click.option("--min-accuracy", type=float, help=MIN_ACCURACY_HELP)
@@ -216,14 +218,17 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
     from pipeline import parity
     from pipeline.errors import ConfigError
     from pipeline.inference.client_scores import parse_clients
+    from pipeline.inference.device_timing import sort
 
-    options = {"device_results": device_results, "max_drop": max_drop, "min_agreement": min_agreement,
-               "min_accuracy": min_accuracy, "clients": None if clients is None else parse_clients(clients)}
+    device = sort(device_results)  # the answers (edge evaluate) and the time (edge bench --json), either or both
+    options = {"device_results": device.predictions, "device_timing": device.timing, "max_drop": max_drop,
+               "min_agreement": min_agreement, "min_accuracy": min_accuracy, "clients": None if clients is None else parse_clients(clients)}
     given = {k: v for k, v in options.items() if v is not None}
     task_given = _given(task_given, "parity")
     if bundle_dir:
         if given or task_given:
-            raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in {**given, **task_given})} apply to the comparison, which --bundle "
+            named = dict.fromkeys("--" + k.replace("_", "-").replace("device-timing", "device-results") for k in {**given, **task_given})
+            raise ConfigError(f"{', '.join(named)} apply to the comparison, which --bundle "
                               "does not run (it only writes the bundle); leave them out, or drop --bundle")
         from pipeline.inference.bundle import write_bundle
 

@@ -25,7 +25,7 @@ from edge.documents.bundle import image_file
 from pipeline import gate, tasks
 from pipeline.gate import GATE, GATED, REFERENCE
 from pipeline.errors import ConfigError
-from pipeline.inference import device_results
+from pipeline.inference import device_results, device_timing
 from pipeline.inference.client_scores import for_task, gate_name
 from pipeline.report import write as write_report
 from pipeline.rundir.run import writing
@@ -39,6 +39,7 @@ OPTIONAL = ("model_float",)  # reported when exported; the float row is the Save
 class ParityConfig:
     data: Optional[str] = None  # held-out data spec replacing the run's recorded split
     device_results: Optional[Path] = None  # PREDICTIONS.json written by `edge evaluate` on a device
+    device_timing: Optional[Path] = None  # the time per inference written by `edge bench --json` on a device
     max_drop: float = GATE.max_drop  # percentage points of the gate metric (the task's) a gated model may lose
     min_agreement: float = GATE.min_agreement  # share of images whose answer must match the float model's
     min_accuracy: Optional[float] = None  # floor on the task's metric; None = better than chance, as the task words it
@@ -88,6 +89,7 @@ def compare(side, config: ParityConfig, run, limits: gate.GateLimits) -> ParityR
     device = None
     if config.device_results is not None:
         device = device_results.read(config.device_results, run, side.name, held.ids, held.originals)
+    timing = device_timing.read(config.device_timing, run) if config.device_timing is not None else None
     answers = {REFERENCE: side.reference(run, held)}
     opened = {name: side.open(run, TFLITE[name], config) for name in paths}
     for name, model in opened.items():
@@ -102,8 +104,10 @@ def compare(side, config: ParityConfig, run, limits: gate.GateLimits) -> ParityR
     judged = judge(side, held, limits, entries, clients, refused, named)
     facts = device.facts() if device is not None else None
     report = side.report(config, run, held, entries, clients, facts, judged.gate, answers)
+    if timing is not None:  # measured beside predicted (RUN/latency.json too)
+        report["device_timing"] = timing.record(run)
     report_dir = side.write(run, report, answers, held, judged.failures)
-    report["summary"] = side.summary(report)  # printed, not written: report.json holds the numbers
+    report["summary"] = side.summary(report) + device_timing.summary(report.get("device_timing"))  # printed, not written
     return ParityResult(report_dir, report, not judged.failures, judged.failures)
 
 

@@ -4,8 +4,11 @@ int8 .tflite the pre-flight has mapped.
     pipeline compile model_int8.tflite --check-only        prints it under the pre-flight's table
 
 Edge TPU time is linear in a few features of the ops the pre-flight puts on the Edge TPU (coefficients.json, fitted on
-Coral's published times by bench/edgetpu_cost/fit.py); ops left on the CPU are costed with the same table's CPU
-columns; a detector's decoding and NMS on the host come from this project's own measurement.
+Coral's published times by bench/edgetpu_cost/fit.py). A device with a `base` is the same Edge TPU behind another link:
+its time is the base device's plus what its link adds (the Dev Board: parameters streamed over its PCIe; USB 2.0: the
+bytes sent and read back each inference), and it is not predicted where its `requires` is not met. Ops left on the
+CPU are costed with the same table's CPU columns; a detector's decoding and NMS on the host come from this project's
+own measurement.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class Estimate(NamedTuple):
     split: Split
     times: List[DeviceTime]
     cost: ModelCost
+    unpredicted: Dict[str, tuple] = {}  # device key -> (label, why its time is not predicted for this model)
 
     def time(self, device: str) -> DeviceTime:
         for t in self.times:
@@ -67,6 +71,8 @@ class Estimate(NamedTuple):
             outside = (f"; outside the {t.fitted_ms[0]:g}-{t.fitted_ms[1]:g} ms of the published times it was fitted on, "
                        "so only a rough figure" if t.extrapolated else "")
             lines.append(f"  predicted {t.total_ms:.1f} ms per inference on the {t.label}{detail}{outside}")
+        for label, why in self.unpredicted.values():
+            lines.append(f"  not predicted on the {label}: {why}")
         return lines
 
     def as_dict(self) -> dict:
@@ -77,7 +83,8 @@ class Estimate(NamedTuple):
                 "devices": {t.device: {"label": t.label, "total_ms": round(t.total_ms, 3), "edgetpu_ms": round(t.edgetpu_ms, 3),
                                        "cpu_ms": None if t.cpu_ms is None else round(t.cpu_ms, 3),
                                        "host_decode_ms": round(t.host_decode_ms, 3), "extrapolated": t.extrapolated}
-                            for t in self.times}}
+                            for t in self.times},
+                "not_predicted": {key: {"label": label, "why": why} for key, (label, why) in self.unpredicted.items()}}
 
 
 def _mib(n: int) -> str:
@@ -109,6 +116,7 @@ def edgetpu_features(cost: ModelCost, memory: Split, ratios=(), thresholds=()) -
             "gmacs": sum(o.macs for o in tpu) / 1e9,
             "depthwise_gmacs": sum(o.depthwise_macs for o in tpu) / 1e9,
             "streamed_mib": memory.streamed_bytes / MIB,
+            "io_mib": (cost.input_bytes + cost.output_bytes) / MIB,
             "elementwise_ops": float(sum(o.op in ELEMENTWISE for o in tpu))}
 
 
@@ -155,10 +163,38 @@ def estimate_cost(cost: ModelCost, decode_ms: float) -> Estimate:
     thresholds = sorted({float(n.split("@")[1]) for n in names if n.startswith("large_activation_mib@")})
     features = edgetpu_features(cost, memory, ratios, thresholds)
     cpu_ops = [o for o in cost.ops if not o.on_edgetpu and not o.tail]
-    times = []
-    for key, device in data["devices"].items():
-        edgetpu_ms = max(linear(device["edgetpu"], features), 0.0)
+    times, unpredicted, edgetpu_ms = [], {}, {}
+    for key, device in data["devices"].items():  # a base device comes before the devices built on it
+        why = _unmet(device.get("requires", ()), memory, cost)
+        if device.get("base") in unpredicted:
+            why = unpredicted[device["base"]][1]
+        if why:
+            unpredicted[key] = (device["label"], why)
+            continue
+        edgetpu_ms[key] = max(edgetpu_ms.get(device.get("base"), 0.0) + linear(device["edgetpu"], features), 0.0)
         cpu = device.get("cpu")
         cpu_ms = linear(cpu, cpu_features(cpu_ops)) if cpu and cpu_ops else (0.0 if not cpu_ops else None)
-        times.append(DeviceTime(key, device["label"], edgetpu_ms, cpu_ms, decode_ms, tuple(device.get("fitted_ms", ()))))
-    return Estimate(data["version"], memory, times, cost)
+        times.append(DeviceTime(key, device["label"], edgetpu_ms[key], cpu_ms, decode_ms, tuple(device.get("fitted_ms", ()))))
+    return Estimate(data["version"], memory, times, cost, unpredicted)
+
+
+# What a device's public figures were of, and so what its prediction requires of a model (coefficients.json
+# `requires`): the words for it, and what a model outside it does instead ('' when it is inside).
+REQUIREMENTS = {
+    "all_cached": ("every parameter cached on the chip", lambda memory, cost: (
+        "" if memory.all_cached else f"this one streams {_mib(memory.streamed_bytes)} of parameters")),
+    "all_on_edgetpu": ("every op on the Edge TPU", lambda memory, cost: _on_cpu(sum(not o.on_edgetpu for o in cost.ops))),
+}
+
+
+def _on_cpu(n: int) -> str:
+    return f"this one leaves {n} op{'s' if n != 1 else ''} on the CPU" if n else ""
+
+
+def _unmet(requires, memory: Split, cost: ModelCost) -> str:
+    """Why the model is outside what a device's public figures cover ('' when it is inside)."""
+    instead = [REQUIREMENTS[r][1](memory, cost) for r in requires]
+    if not any(instead):
+        return ""
+    return (f"its public figures are all of models with {' and '.join(REQUIREMENTS[r][0] for r in requires)}; "
+            + ", and ".join(x for x in instead if x))
