@@ -3,7 +3,8 @@ a second `shapes` set made with another seed). A tiny detector of each head (32 
 point) is scored on new images: the report names the set and its numbers are those images' (their count and objects);
 the images it trained on, and a set of other classes, are refused; every form `pipeline train --data` takes is read;
 `--bundle --data`, `edge evaluate` and the parity command the bundle prints go together; a run recorded before the
-training digests reads its training data again, and says so."""
+training digests reads its training data again, and says so; an imported detector is scored too, its tuning images
+refused."""
 from __future__ import annotations
 
 import html
@@ -16,6 +17,8 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 
+# The ONNX converter's fixture, as the import tests take it.
+from tests.pipeline.importing.test_onnx import converter  # noqa: E402,F401
 from tests.support.helpers import cli, copy_of  # noqa: E402
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
@@ -156,3 +159,27 @@ def test_a_run_recorded_before_the_training_digests_reads_its_training_data_agai
             "(the run records no digests" in done.stdout.splitlines()[0]), done.stdout[:600]
     refused = cli(["parity", str(run), "--data", TRAIN])
     assert refused.returncode == 1 and "images are ones this run trained on" in refused.stderr, refused.stderr[-1500:]
+
+
+def test_an_imported_detector_is_scored_on_new_images_and_its_tuning_images_are_refused(converter, tmp_path):
+    """`pipeline import --task detect` (an Ultralytics-shaped ONNX with random weights, tests/support/yolo_onnx.py) with
+    --val-data: a third set is scored, the summary saying what an import cannot know; the --val-data set, a share of
+    which the import set aside for tuning, is refused."""
+    from tests.pipeline.tasks.detect.heads.yolo.test_import import CLASSES, write_shapes_yolo
+    from tests.support.yolo_onnx import yolo_onnx
+
+    data, val, new = (write_shapes_yolo(tmp_path / name, count, 64, seed) for name, count, seed in
+                      (("data", 24, 0), ("val", 24, 1), ("new", 12, 2)))
+    run = tmp_path / "run"
+    _ok(["import", yolo_onnx(tmp_path / "yolo.onnx", size=64, classes=4, names=list(CLASSES)), "--task", "detect",
+         "--data", data, "--val-data", val, "--out", run])
+    _ok(["export", run, "--int8"])
+    done = _ok(["parity", run, "--data", new, *RELAXED])
+    held = _report(run)["heldout"]
+    assert (held["source"], held["images"], held["trained_on_checked"]) == (str(new), 12, True)
+    assert "(given to `pipeline import`; what the model trained on before is unknown to edgeflow)" in done.stdout.splitlines()[0]
+    tuning = len(json.loads((run / "manifest.json").read_text())["data"]["identity"]["tuning"]["examples"])
+    assert held["tuning_images"] == tuning > 0
+    refused = cli(["parity", str(run), "--data", str(val)])
+    assert refused.returncode == 1 and f"{tuning} of its 24 images are ones this run tuned on, by content" in refused.stderr, \
+        refused.stderr[-1500:]
