@@ -1,10 +1,10 @@
 """A detector's side of `pipeline parity` (pipeline/tasks/comparison.py): the float SavedModel, the float TFLite model
-(when exported) and the int8 model on the same held-out images (the recorded split, or those of --data SPEC: any
-form `pipeline train --data` takes, refused when the run trained or tuned on one of them; data/heldout.py) through the
-same pixel contract, each scored by COCOeval (pipeline/tasks/detect/scores.py: mAP@.5, mAP@[.5:.95], AP per
-class), their agreement with the float model, the precision-recall curve at IoU 0.5 per model and the held-out images where int8 (or the device) and
-float disagree, drawn for the report (drawn.py); the gate limits the int8 model's mAP@.5 drop and holds
-every model above a no-skill floor (scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
+(when exported) and the int8 model on the same held-out images (the recorded split, or those of --data SPEC: any form
+`pipeline train --data` takes, refused when the run trained or tuned on one of them; data/heldout.py) through the same
+pixel contract, each scored by COCOeval (pipeline/tasks/detect/scores.py: mAP@.5, mAP@[.5:.95], AP per class), their
+agreement with the float model, the precision-recall curve at IoU 0.5 per model and the held-out images where int8 (or
+the device) and float disagree, drawn for the report (drawn.py); the gate limits the int8 model's mAP@.5 drop and
+holds every model above a no-skill floor (scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
 
 The float model's boxes go through what the exported file's decoding does (the run's head's `reference`: for the SSD
 head what TFLite_Detection_PostProcess does, for the anchor-free head the device's host decoding), so the comparison
