@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import sys
 import typing
 from dataclasses import fields
@@ -235,7 +236,8 @@ def parity_command(run_dir, data_spec, device_results, max_drop, min_agreement, 
         out = write_bundle(run_dir, bundle_dir, data_spec)
         click.echo(f"bundle written to {out}; on the device run:\n"
                    f"  edge evaluate {out}/model_int8_edgetpu.tflite --data {out} --out predictions.json --edgetpu\n"
-                   f"then here: pipeline parity {run_dir} --device-results predictions.json")
+                   f"then here: pipeline parity {run_dir}{f' --data {shlex.quote(data_spec)}' if data_spec else ''} "
+                   "--device-results predictions.json")
         return
     result = parity.check_parity(parity.ParityConfig(data=data_spec, **given, task_options=task_given), run_dir)
     click.echo(result.report["summary"])  # the task's table (its Comparison.summary)

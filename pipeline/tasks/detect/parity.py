@@ -1,9 +1,10 @@
 """A detector's side of `pipeline parity` (pipeline/tasks/comparison.py): the float SavedModel, the float TFLite model
-(when exported) and the int8 model on the same held-out images through the same pixel contract, each scored by
-COCOeval (pipeline/tasks/detect/scores.py: mAP@.5, mAP@[.5:.95], AP per class), their agreement with the float
-model, the precision-recall curve at IoU 0.5 per model and the held-out images where int8 (or the device) and
-float disagree, drawn for the report (drawn.py); the gate limits the int8 model's mAP@.5 drop and holds
-every model above a no-skill floor (scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
+(when exported) and the int8 model on the same held-out images (the recorded split, or those of --data SPEC: any form
+`pipeline train --data` takes, refused when the run trained or tuned on one of them; data/heldout.py) through the same
+pixel contract, each scored by COCOeval (pipeline/tasks/detect/scores.py: mAP@.5, mAP@[.5:.95], AP per class), their
+agreement with the float model, the precision-recall curve at IoU 0.5 per model and the held-out images where int8 (or
+the device) and float disagree, drawn for the report (drawn.py); the gate limits the int8 model's mAP@.5 drop and
+holds every model above a no-skill floor (scores.NoSkill), or above --min-accuracy read as an mAP@.5 floor.
 
 The float model's boxes go through what the exported file's decoding does (the run's head's `reference`: for the SSD
 head what TFLite_Detection_PostProcess does, for the anchor-free head the device's host decoding), so the comparison
@@ -26,10 +27,11 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import DataError
 from pipeline.gate import REFERENCE
 from pipeline.tasks.comparison import Comparison, Held
 from pipeline.tasks.detect.drawn import disagreements, summary_table
+from pipeline.tasks.detect.report import heldout_line
 from pipeline.tasks.detect.scores import (
     AGREEMENT_IOU,
     AGREEMENT_SCORE,
@@ -52,17 +54,20 @@ class DetectComparison(Comparison):
     floor_metric = "map50"
 
     def heldout(self, config, run) -> Held:
-        from pipeline.tasks.detect.data.heldout import recorded_heldout
+        """The recorded held-out images, checked against the identities training recorded; or those of --data, checked
+        to hold the run's classes and no image it trained or tuned on (data/heldout.py)."""
+        from pipeline.tasks.detect.data.heldout import RECORDED, given_heldout, recorded_heldout
 
         if config.data is not None:
-            raise ConfigError("--data applies to classification runs; a detection run's parity "
-                              "compares its models on the recorded held-out images")
-        examples = recorded_heldout(run)  # checked against the identities training recorded
+            examples, self.heldout_record = given_heldout(run, config.data)
+        else:
+            examples = recorded_heldout(run)
+            self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
         # Every model is fed the same pixels: the run's contract (raw pixels, stretched to the input).
         size = (run.image_size, run.image_size)
         pixels = [run.contract.load_pixels(e.image, size, name=e.id) for e in examples]
         return Held([e.id for e in examples], [e.image for e in examples], pixels, examples,
-                    "run's recorded held-out split", run.labels)
+                    self.heldout_record["source"], run.labels)
 
     def reference(self, run, held: Held) -> list:
         return float_reference(run, held.pixels)
@@ -128,9 +133,10 @@ class DetectComparison(Comparison):
             entries[next(name for name in answers if name in ("edgetpu", "device_cpu"))]["device"] = device
         shown = [name for name in answers if name not in (REFERENCE, "float_tflite_cpu")]
         examples = held.truth
+        objects = int(sum(len(e.boxes) for e in examples))
         return {"task": "detect", "reference": REFERENCE, "models": entries, "clients": clients, "gate": verdict,
-                "images": len(examples),
-                "objects": int(sum(len(e.boxes) for e in examples)),
+                "heldout": {**self.heldout_record, "images": len(examples), "objects": objects},
+                "images": len(examples), "objects": objects,
                 "disagreements": disagreements(examples, answers[REFERENCE], {n: answers[n] for n in shown}),
                 "agreement": {"score_at_least": AGREEMENT_SCORE, "iou_at_least": AGREEMENT_IOU, "same_class": True}}
 
@@ -144,11 +150,11 @@ class DetectComparison(Comparison):
                              "clients": {name: ({"refused": c["refused"]} if "refused" in c else
                                                 {k: c[k] for k in ("map", "map50", "agreement", "drop_pp")}) | {"gated": c["gated"]}
                                          for name, c in clients.items()},
-                             "passed": not failures, "failures": failures})
+                             "heldout": report["heldout"]["source"], "passed": not failures, "failures": failures})
         return run.dir / "parity"
 
     def summary(self, report: dict) -> str:
-        return summary_table(report)
+        return f"{heldout_line(report)}\n{summary_table(report)}"
 
 
 def float_reference(run, pixels: Sequence[np.ndarray]) -> list:

@@ -1,7 +1,8 @@
 """The report's detection section: held-out COCO mAP, AP per class, and sample held-out images drawn with
 their true boxes (green) and the detector's (red), from RUN/heldout_detections.json; after parity, each
 model's precision-recall curve at IoU 0.5, the int8 model as each client feeds it and the held-out images where
-int8 (or the device) and float disagree. A run without detection scores has no such section (`applies` False)."""
+int8 (or the device) and float disagree, and which held-out images parity compared them on. A run without
+detection scores has no such section (`applies` False)."""
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ def section(run: Run) -> dict:
         if report.get("task") == "detect":
             clients = report.get("clients") or {}  # a report from before the clients has none
             parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {},
+                      "heldout": heldout_line(report),
                       "clients": clients, "worst_client": worst_client(clients, DETECT_WORST),
                       "pr_curves": pr_curves(report["models"]),
                       "disagreements": None if "disagreements" not in report else  # an older report: not recorded
@@ -69,3 +71,22 @@ def pr_curves(models: dict):
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize="small")
     return _svg(fig)
+
+
+def heldout_line(report: dict) -> str:
+    """Which images parity compared the models on, and what was checked of them, in one line."""
+    held = report.get("heldout") or {}  # a report from before it was recorded has none
+    if not held:
+        return f"held-out images: {report.get('images')}"
+    line = f"held-out images: {held['images']} ({held['objects']} objects) from {held['source']}"
+    if held["source"] != held.get("resolved"):
+        line += f" ({held.get('resolved')})"
+    if "trained_on_checked" not in held:
+        return line
+    if held["trained_on_checked"]:
+        line += f"; none of them trained or tuned on, by content, checked against {held['checked_against']}"
+    else:
+        line += f"; NOT checked against the training images: {held['checked_against']}"
+    if held.get("recorded_heldout"):
+        line += f"; {held['recorded_heldout']} of them are the run's recorded held-out images"
+    return line

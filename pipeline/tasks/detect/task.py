@@ -10,7 +10,6 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
 
-import hashlib
 import json
 from dataclasses import asdict
 from typing import List, Sequence
@@ -223,12 +222,12 @@ class Detect(Task):
         return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
 
     def bundle_examples(self, run, data):
-        """The recorded held-out images, unlabelled: their boxes stay in the run for the mAP."""
-        from pipeline.tasks.detect.data.heldout import recorded_heldout
+        """The recorded held-out images, or those of `data` checked as parity checks them (data/heldout.py), unlabelled:
+        their boxes stay in the run, or in `data`, for the mAP."""
+        from pipeline.tasks.detect.data.heldout import given_heldout, recorded_heldout
 
-        if data is not None:
-            raise ConfigError("--data applies to classification runs; a detection run's bundle holds its recorded held-out images")
-        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+        examples = recorded_heldout(run) if data is None else given_heldout(run, data).examples
+        return [(e.id, None, e.image) for e in examples]
 
     def importer(self):
         """The import's steps, recording the data as this task records a trained run's (the helpers handed over, so
@@ -287,23 +286,19 @@ def _describe(spec: str, source) -> dict:
 
 
 def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
-    """Class names, a summary of the training images and the held-out images one by one (id, digest), as
-    classification records them, so a later stage can name what changed; and the `tuning` images so, when any were
-    set aside (`pipeline import --val-data`)."""
+    """Class names, a summary of the training images with each one's digest (what `pipeline parity --data` refuses)
+    and the held-out images one by one (id, digest), as classification records them, so a later stage can name what
+    changed; and the `tuning` images so, when any were set aside (`pipeline import --val-data`)."""
+    from pipeline.tasks.detect.data.seen import digests, summary
+
     train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
     heldout = _heldout(plan)
-
-    def summary(examples: Sequence) -> dict:
-        listing = json.dumps([[e.id, e.digest, np.round(e.boxes, 5).tolist(), e.classes.tolist()] for e in examples],
-                             separators=(",", ":")).encode("utf-8")
-        per_class = np.bincount(np.concatenate([e.classes for e in examples]) if examples else np.zeros(0, int),
-                                minlength=len(plan.train_source.labels)).tolist()
-        return {"count": len(examples), "objects_per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
-
-    record = {"classes": list(plan.train_source.labels), "train": summary(train),
-              "heldout": {**summary(heldout), "examples": [[e.id, e.digest] for e in heldout]}}
+    classes = len(plan.train_source.labels)
+    record = {"classes": list(plan.train_source.labels), "train": summary(train, classes),
+              "heldout": {**summary(heldout, classes), "examples": [[e.id, e.digest] for e in heldout]},
+              "train_digests": digests(train)}
     if tuning:
-        record["tuning"] = {**summary(tuning), "examples": [[e.id, e.digest] for e in tuning]}
+        record["tuning"] = {**summary(tuning, classes), "examples": [[e.id, e.digest] for e in tuning]}
     return record
 
 

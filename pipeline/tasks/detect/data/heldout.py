@@ -1,8 +1,36 @@
 """A detection run's held-out images, and the tuning images an import set aside from its --val-data: the ones its
-manifest records by identity, read again and checked, for parity, the device bundle and the remedy ladder."""
+manifest records by identity, read again and checked, for parity, the device bundle and the remedy ladder; or a
+held-out set the user gives (`pipeline parity RUN --data SPEC`, and with --bundle), checked to hold the run's classes
+in its order and no image it trained or tuned on."""
 from __future__ import annotations
 
+from typing import List, NamedTuple
+
 from pipeline.errors import DataError, ManifestError
+
+RECORDED = "the run's recorded held-out split"
+
+
+class Given(NamedTuple):
+    examples: List  # DetExample, in the set's order
+    record: dict  # report.json's "heldout": which set, its size, and what was checked
+
+
+def given_heldout(run, spec: str) -> Given:
+    """The images of `spec` (any form `pipeline train --data` takes: its own class names, a COCO JSON's file names
+    relative to its folder), refused unless they hold the run's classes in its order, at least one image, and no image
+    the run trained or tuned on (by content: pipeline/tasks/detect/data/seen.py)."""
+    from pipeline.tasks.detect.data.seen import check_unseen
+    from pipeline.tasks.detect.data.specs import check_classes, open_detection
+
+    source = open_detection(spec)
+    check_classes(spec, source.labels, run.labels, "the run's")
+    if not source.examples:
+        raise DataError(f"--data {spec} holds no images; expected held-out images to compare the models on")
+    # The built-in set is drawn from its seed: another seed draws other images.
+    instead = "another seed, as in shapes?seed=1" if source.kind == "shapes" else "leave them out"
+    checked = check_unseen(run, source.examples, spec, instead)
+    return Given(source.examples, {"source": spec, "kind": source.kind, "resolved": source.spec, **checked})
 
 
 def recorded_heldout(run) -> list:

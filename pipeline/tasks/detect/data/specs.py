@@ -25,9 +25,28 @@ def open_detection(spec: str, labels: Optional[Sequence[str]] = None, images: Se
     are the folders a COCO spec's file names are also looked for in; the other kinds hold their own images,
     so a run's --images (checked by `check_images` against all its specs) passes them by."""
     source = _open(spec, labels, images)
-    if labels is not None and list(source.labels) != list(labels):
-        raise DataError(f"{spec}: classes {source.labels}; expected the training data's classes {list(labels)} in that order")
+    if labels is not None:
+        check_classes(spec, source.labels, labels, "the training data's")
     return source
+
+
+def check_classes(spec: str, got: Sequence[str], expected: Sequence[str], whose: str) -> None:
+    """Refuse (DataError) classes other than `expected` (`whose`: "the run's"), naming the difference: detection
+    classes are numbered, so the same names in another order are other classes."""
+    got, expected = list(got), list(expected)
+    if got == expected:
+        return
+    missing = [c for c in expected if c not in got]
+    extra = [c for c in got if c not in expected]
+    if missing or extra:
+        what = "; ".join(part for part in (missing and f"missing {', '.join(map(repr, missing[:5]))}",
+                                           extra and f"not {whose}: {', '.join(map(repr, extra[:5]))}") if part)
+    elif len(got) != len(expected):
+        what = f"{len(got)} classes with repeated names, {len(expected)} expected"
+    else:
+        at = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+        what = f"the same names in another order: class {at} is {got[at]!r}, {whose} class {at} is {expected[at]!r}"
+    raise DataError(f"{spec}: classes {got}; expected {whose} classes {expected} in that order ({what})")
 
 
 def is_coco(spec: str) -> bool:
