@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline.data.examples import Example, Source, Split, val_indices
 from pipeline.data.feed import to_numpy
+from pipeline.data.seen import digests
 from pipeline.data.specs import open_source
 from pipeline.errors import DataError
 
@@ -58,6 +59,7 @@ def identity_record(train: Source, val: Optional[Source], holdout: Split, tuning
     record = {
         "classes": list(train.labels),
         "train": _summary(train_ex, len(train.labels)),
+        "train_digests": digests(train_ex),  # what `pipeline parity --data` refuses (seen.py)
         "heldout": {**_summary(heldout, len(train.labels)), "examples": [list(e) for e in heldout]},
     }
     if holdout.tuning_fraction > 0:

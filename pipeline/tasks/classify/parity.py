@@ -40,7 +40,7 @@ class ClassifyComparison(Comparison):
         options = config.task_options  # pipeline/tasks/classify/options.py's, defaults filled
         self.k, self.num_classes, self.threads = min(options["top_k"], len(run.labels)), len(run.labels), config.threads
         self.gate_metric = options["gate_metric"]
-        self.run, self.fed = run, {}
+        self.run, self.fed, self.checked = run, {}, heldout.checked
         return Held([e.id for e in heldout.examples], list(heldout.originals), images, labels,
                     config.data or "run's recorded held-out split", run.labels)
 
@@ -111,7 +111,8 @@ class ClassifyComparison(Comparison):
         return {
             **versioned(artifact("parity_report").schema),
             "heldout": {"images": int(len(held.truth)), "source": held.source,
-                        "pixels": "original files through the pixel contract (edge.pixels.preprocess)"},
+                        "pixels": "original files through the pixel contract (edge.pixels.preprocess)",
+                        **(self.checked or {})},
             "labels": run.labels,
             "reference": REFERENCE,
             **({"reference_model": _imported_reference(run)} if run.origin else {}),

@@ -289,7 +289,8 @@ def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
     """Class names, a summary of the training images with each one's digest (what `pipeline parity --data` refuses)
     and the held-out images one by one (id, digest), as classification records them, so a later stage can name what
     changed; and the `tuning` images so, when any were set aside (`pipeline import --val-data`)."""
-    from pipeline.tasks.detect.data.seen import digests, summary
+    from pipeline.data.seen import digests
+    from pipeline.tasks.detect.data.seen import summary
 
     train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
     heldout = _heldout(plan)

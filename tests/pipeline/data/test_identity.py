@@ -125,3 +125,36 @@ def test_calibration_never_draws_from_the_heldout_examples(copy):
     tuning, _ = data_mod.load_split(Run.open(run), "tuning")
     assert not calibration & {image.tobytes() for image in tuning}
     assert recorded["train"]["count"] + recorded["heldout"]["count"] + recorded["tuning"]["count"] == 36
+
+
+def test_parity_data_refuses_images_the_run_trained_on_and_scores_new_ones(copy, tmp_path):
+    """`pipeline parity RUN --data SPEC` of a classifier: a set holding a training image (under another name too) is
+    refused by content, for a run recorded before the training digests as well (its training data read again); a set
+    of new images is scored, and report.json says what was checked."""
+    data, run = copy
+    mixed = write_class_folders(tmp_path / "mixed", per_class=3)  # drawn from another seed below: new images
+    for name in ("square", "hbar", "vbar"):
+        for i in range(3):
+            _write_image(mixed / name / f"{i:03d}.png", 1000 + 10 * len(name) + i)
+    manifest = json.loads((run / "manifest.json").read_text())
+    from pipeline.data.examples import digest
+
+    trained = set(manifest["data"]["identity"]["train_digests"])
+    trained_on = next(d for d in sorted((data / "square").iterdir()) if digest(d.read_bytes()) in trained)
+    shutil.copy(trained_on, mixed / "square" / "renamed.png")
+    before = (run / "manifest.json").read_bytes()
+    _refused(_pipeline("parity", run, "--data", mixed), f"--data {mixed}: 1 of its 10 images are ones this run trained on",
+             "square/renamed.png", run=run, before=before)
+    del manifest["data"]["identity"]["train_digests"]  # as recorded before the digests: read again from the data
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    before = (run / "manifest.json").read_bytes()
+    _refused(_pipeline("parity", run, "--data", mixed), "1 of its 10 images are ones this run trained on", run=run,
+             before=before)
+
+    (mixed / "square" / "renamed.png").unlink()
+    assert _pipeline("export", run, "--int8").exit_code == 0
+    result = _pipeline("parity", run, "--data", mixed, "--max-drop", "100", "--min-agreement", "0", "--min-accuracy", "0")
+    assert result.exit_code == 0, result.output
+    heldout = json.loads((run / "parity" / "report.json").read_text())["heldout"]
+    assert heldout["images"] == 9 and heldout["source"] == str(mixed) and heldout["trained_on_checked"] is True
+    assert heldout["checked_against"].startswith("the ") and "read again from" in heldout["checked_against"]

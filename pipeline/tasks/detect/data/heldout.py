@@ -19,8 +19,9 @@ class Given(NamedTuple):
 def given_heldout(run, spec: str) -> Given:
     """The images of `spec` (any form `pipeline train --data` takes: its own class names, a COCO JSON's file names
     relative to its folder), refused unless they hold the run's classes in its order, at least one image, and no image
-    the run trained or tuned on (by content: pipeline/tasks/detect/data/seen.py)."""
-    from pipeline.tasks.detect.data.seen import check_unseen
+    the run trained or tuned on (by content: pipeline/data/seen.py)."""
+    from pipeline.data.seen import check_unseen
+    from pipeline.tasks.detect.data.seen import training_again
     from pipeline.tasks.detect.data.specs import check_classes, open_detection
 
     source = open_detection(spec)
@@ -29,7 +30,7 @@ def given_heldout(run, spec: str) -> Given:
         raise DataError(f"--data {spec} holds no images; expected held-out images to compare the models on")
     # The built-in set is drawn from its seed: another seed draws other images.
     instead = "another seed, as in shapes?seed=1" if source.kind == "shapes" else "leave them out"
-    checked = check_unseen(run, source.examples, spec, instead)
+    checked = check_unseen(run, source.examples, spec, lambda: training_again(run), instead)
     return Given(source.examples, {"source": spec, "kind": source.kind, "resolved": source.spec, **checked})
 
 

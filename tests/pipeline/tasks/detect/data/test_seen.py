@@ -11,7 +11,8 @@ pytest.importorskip("pycocotools")
 
 from pipeline.errors import DataError  # noqa: E402
 from pipeline.rundir.views import DataView  # noqa: E402
-from pipeline.tasks.detect.data.seen import check_unseen, seen  # noqa: E402
+from pipeline.data import seen as seen_by  # noqa: E402
+from pipeline.tasks.detect.data.seen import training_again  # noqa: E402
 from pipeline.tasks.detect.data.specs import open_detection  # noqa: E402
 
 pytestmark = pytest.mark.host
@@ -35,6 +36,14 @@ def fake_run(tmp_path, spec: str = SPEC, digests: bool = True, tuning=(), origin
               "split": {"heldout_fraction": split.heldout_fraction, "seed": split.seed}, "identity": identity}
     return SimpleNamespace(data=DataView("data", str(tmp_path / "manifest.json"), record), labels=list(source.labels),
                            origin=origin, dir=tmp_path)
+
+
+def seen(run):
+    return seen_by.seen(run, lambda: training_again(run))
+
+
+def check_unseen(run, examples, spec):
+    return seen_by.check_unseen(run, examples, spec, lambda: training_again(run))
 
 
 def _split(spec: str = SPEC):
