@@ -3,7 +3,8 @@
 One to three figures per image on detection's `shapes` backgrounds, each 7 keypoints: head, neck, two hands, hip, two
 feet, drawn as a filled head and limbs of one colour. A figure faces the viewer, so its left hand and foot are on the
 image's right: a mirrored figure is a figure whose left and right swap (flip_idx), as a mirrored person's are.
-Boxes are the drawn figure's extent; every keypoint is labelled and visible.
+Boxes are the drawn figure's extent; every keypoint is labelled and visible (a figure drawn later may cross an earlier
+one's limb: figures overlap a little, as people do).
 """
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def _example(rng, n: int, size: int):
         if np.any(extent >= size - 1):
             continue
         shift = rng.uniform(0, size - 1 - extent) - low
-        points, low, high = points + shift, low + shift, high + shift
+        # Whole pixels: every keypoint is a pixel the figure covers (its centre is the keypoint, below).
+        points, low, high = np.round(points + shift), low + shift, high + shift
         box = (int(np.floor(low[1])), int(np.floor(low[0])), int(np.ceil(high[1])), int(np.ceil(high[0])))
         if any(_iou(box, b) > MAX_OVERLAP for b in boxes):
             continue
@@ -84,5 +86,8 @@ def _example(rng, n: int, size: int):
 def _draw(draw: ImageDraw.ImageDraw, points: np.ndarray, radius: float, width: float, colour) -> None:
     for a, b in SKELETON:
         draw.line([tuple(points[a]), tuple(points[b])], fill=colour, width=int(round(width)))
+    joint = max(1.0, width / 2)  # a round joint at every keypoint: the limbs' square ends leave some uncovered
+    for x, y in points[1:]:
+        draw.ellipse([x - joint, y - joint, x + joint, y + joint], fill=colour)
     x, y = points[0]
     draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=colour)
