@@ -1,0 +1,80 @@
+"""`pipeline train --task pose` through the train stage, on the built-in figures: the plan, the batches, the held-out OKS
+scores and what the manifest records (the keypoint layout and its sigmas' source, the data's identity), with a
+stand-in head (tests/pipeline/tasks/pose/standin_head.py) so the task's own part is tested apart from the model's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("pycocotools")
+
+from tests.pipeline.tasks.pose import standin_head  # noqa: E402
+
+pytestmark = [pytest.mark.host, pytest.mark.slow]
+
+DATA = "figures?count=40&size=64&seed=2"
+
+
+def _config(**given):
+    from pipeline.training.config import TrainConfig
+
+    return TrainConfig(**{"task": "pose", "data": DATA, "model": "small_cnn", "image_size": 64, "epochs": 2,
+                          "batch_size": 8, "tensorboard": False, **given})
+
+
+def test_train_records_heldout_oks_and_the_keypoint_layout(monkeypatch, tmp_path, capsys):
+    from pipeline.data import Split
+    from pipeline.tasks.pose.data.specs import open_pose
+    from pipeline.train import train_model
+
+    standin_head.installed(monkeypatch)
+    run_dir = train_model(_config(), tmp_path / "run")
+    printed = capsys.readouterr().out
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["task"] == "pose" and manifest["labels"] == ["figure"]
+    heldout = manifest["metrics"]["heldout"]
+    assert 0 <= heldout["oks_map"] <= heldout["oks_map50"] <= 1 and 0 <= heldout["box_map"] <= 1
+    assert f"OKS mAP@.5 {heldout['oks_map50']:.4f}" in printed
+    error = manifest["metrics"]["heldout_pixel_error"]
+    assert error["objects"] == heldout["objects"] and {"head", "mean", "matched"} <= set(error)
+    keypoints = manifest["pose"]["keypoints"]
+    assert keypoints["names"] == ["head", "neck", "left_hand", "right_hand", "hip", "left_foot", "right_foot"]
+    assert keypoints["flip_idx"] == [0, 1, 3, 2, 4, 6, 5] and keypoints["sigmas_source"] == "default"
+    assert manifest["pose"]["head"] == standin_head.NAME and manifest["pose"]["max_boxes"] == 16
+    assert manifest["metrics"]["evaluation"]["sigmas"] == keypoints["sigmas"]
+    source = open_pose(DATA)
+    expected = [[source.examples[i].id, source.examples[i].digest] for i in source.indices("heldout", Split(0.2, 1234))]
+    assert manifest["data"]["identity"]["heldout"]["examples"] == expected
+    assert manifest["data"]["identity"]["keypoints"] == keypoints["names"]
+    poses = json.loads((run_dir / "heldout_poses.json").read_text())
+    assert [image["id"] for image in poses["images"]] == [ident for ident, _ in expected]
+    assert poses["samples"] and len(poses["images"][0]["poses"][0]["keypoints"]) == 7
+    assert (run_dir / "saved_model").is_dir()
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"weights": "imagenet"}, "--task pose: --weights imagenet for small_cnn"),
+    ({"image_size": 68}, "--task pose: image size 68; expected a multiple of 8"),
+    ({"frozen_epochs": 1, "weights": "imagenet", "model": "mobilenet_v2"}, "--task pose trains the whole model"),
+])
+def test_options_the_task_cannot_honour_are_refused(monkeypatch, given, says):
+    from pipeline.errors import ConfigError
+
+    standin_head.installed(monkeypatch)
+    with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
+        _config(**given).validate()
+
+
+def test_import_prepare_and_remedy_are_refused_with_the_reason():
+    from pipeline import tasks
+    from pipeline.errors import ConfigError
+
+    task = tasks.get("pose")
+    with pytest.raises(ConfigError, match="pipeline import --task pose is not built yet"):
+        task.importer()
+    with pytest.raises(ConfigError, match="--remedy is not built for --task pose"):
+        task.tuning()
+    with pytest.raises(ConfigError, match="pipeline prepare --task pose is not built yet"):
+        task.prepare(None, "figures", "out")
