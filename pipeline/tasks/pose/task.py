@@ -186,6 +186,34 @@ class Pose(Task):
 
         return plain(model)
 
+    def export(self, config, run):
+        from pipeline.tasks.pose import export
+
+        return export.export(config, run)
+
+    def comparison(self):
+        from pipeline.tasks.pose.parity import PoseComparison
+
+        return PoseComparison()
+
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks.pose import predict
+
+        return predict.predict(config, run, say, progress)
+
+    def report_sections(self):
+        from pipeline.tasks.pose import report  # held-out OKS, the drawn keypoints and skeletons, parity
+
+        return {"pose": report.section}
+
+    def bundle_examples(self, run, data):
+        """The recorded held-out images, unlabelled: their keypoints stay in the run for the OKS mAP."""
+        from pipeline.tasks.pose.data.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a pose run's bundle holds its recorded held-out images")
+        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+
     def end_summary(self, run, result):
         from pipeline.inference import summary
 

@@ -52,6 +52,10 @@ def test_train_records_heldout_oks_and_the_keypoint_layout(monkeypatch, tmp_path
     assert [image["id"] for image in poses["images"]] == [ident for ident, _ in expected]
     assert poses["samples"] and len(poses["images"][0]["poses"][0]["keypoints"]) == 7
     assert (run_dir / "saved_model").is_dir()
+    page = (run_dir / "report.html").read_text()
+    assert 'id="pose"' in page and "could not be read" not in page
+    assert f'data-value="pose.oks_map50">{heldout["oks_map50"]:.4f}' in page
+    assert page.count('<img alt="figures/') == len(poses["samples"])  # the drawn held-out images
 
 
 @pytest.mark.parametrize("given, says", [
