@@ -116,7 +116,7 @@ class TrainConfig:
         "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: a task of pipeline/tasks/
     task: str = option(tasks.DEFAULT, resume=True, flag=Flag(
-        "--task", "what the model learns: classify or detect (boxes and classes)", _task_choice))
+        "--task", "what the model learns: classify, detect (boxes and classes) or pose (boxes and keypoints)", _task_choice))
     # the task's own train options by key (pipeline/tasks/<task>/options.py), given ones only; read as attributes
     # (config.max_boxes), with the task's defaults where not given. Each must match for a run to resume.
     task_options: Mapping[str, Any] = option(default_factory=dict)
