@@ -40,8 +40,9 @@ class Layout(NamedTuple):
                 interpreter.get_tensor(self.keypoints)[0])
 
     def raw(self, outputs: Tuple[np.ndarray, np.ndarray, np.ndarray]) -> Raw:
-        """The boxes of what `read` read, as a detector's answer (the keypoints are `decode`'s)."""
-        return self.detector.raw(outputs[:2])
+        """What `read` read, decoded on the host into a detector's kind of answer, with each object's keypoints."""
+        boxes, classes, scores, keypoints = decode(*outputs, self)
+        return Raw(boxes, classes.astype(np.float32), scores, len(scores), keypoints)
 
 
 def roles(layout: Layout) -> Dict[str, int]:
