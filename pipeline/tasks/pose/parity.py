@@ -61,15 +61,17 @@ class PoseComparison(Comparison):
             return open_pose(run.artifact(key))
 
     def answers(self, opened, held: Held) -> list:
-        """Every pose the device's decoding keeps (no score threshold: an mAP needs the low-scoring ones too)."""
-        from edge.answers.pose import decoded
+        """Every pose the device's reading keeps (edge.answers.detect's, whose objects carry a pose model's keypoints),
+        with no score threshold: an mAP needs the low-scoring ones too."""
+        from edge.answers.detect import detect_pixels
         from pipeline.tasks.pose.poses import Poses
 
         found = []
         for pixels, what in zip(held.pixels, held.ids):
-            boxes, classes, scores, points = decoded(opened, pixels, what)
-            found.append(Poses(np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(classes, np.int32),
-                               np.asarray(scores, np.float32), np.asarray(points, np.float32).reshape(len(scores), -1, 3)))
+            objects = detect_pixels(opened, pixels, (1, 1), threshold=0.0, what=what)  # normalized: a 1 x 1 image
+            found.append(Poses(np.array([[o.box.ymin, o.box.xmin, o.box.ymax, o.box.xmax] for o in objects], np.float32).reshape(-1, 4),
+                               np.array([o.id for o in objects], np.int32), np.array([o.score for o in objects], np.float32),
+                               np.array([o.keypoints for o in objects], np.float32).reshape(len(objects), self.layout.count, 3)))
         return found
 
     def clients(self, opened, files: Sequence[bytes]):
