@@ -118,11 +118,9 @@ class Pose(Task):
         return _with_options(ds).prefetch(tf.data.AUTOTUNE)
 
     def eval_batches(self, heldout, batch_size: int):
-        import tensorflow as tf
+        from pipeline.tasks.detect.task import TASK as DETECT
 
-        from pipeline.data.feed import _with_options
-
-        return _with_options(heldout.batch(batch_size).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
+        return DETECT.eval_batches(heldout, batch_size)  # batched and cast as detection's
 
     def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
         from pipeline.tasks.detect.infer import Nms
@@ -182,9 +180,9 @@ class Pose(Task):
         }
 
     def saved(self, model):
-        from pipeline.tasks.detect.trainer import plain
+        from pipeline.tasks.detect.task import TASK as DETECT
 
-        return plain(model)
+        return DETECT.saved(model)  # the same layers as a plain functional model, as detection saves them
 
     def export(self, config, run):
         from pipeline.tasks.pose import export
@@ -215,9 +213,9 @@ class Pose(Task):
         return [(e.id, None, e.image) for e in recorded_heldout(run)]
 
     def end_summary(self, run, result):
-        from pipeline.inference import summary
+        from pipeline.tasks.detect.task import TASK as DETECT
 
-        return [result.report["summary"], *summary.trained(run), summary.gate(result.passed, result.failures)]
+        return DETECT.end_summary(run, result)
 
     def importer(self):
         raise ConfigError("pipeline import --task pose is not built yet: a pose model from elsewhere (an Ultralytics "
@@ -250,17 +248,21 @@ def _head(config):
 
 
 def _as_model_input(images, targets):
-    import tensorflow as tf
+    from pipeline.tasks.detect.task import _as_model_input as cast
 
-    return tf.cast(images, tf.float32), targets
+    return cast(images, targets)
 
 
 def _examples(source, split: str, holdout) -> list:
-    return [source.examples[i] for i in source.indices(split, holdout)]
+    from pipeline.tasks.detect.task import _examples as examples
+
+    return examples(source, split, holdout)
 
 
 def _heldout(plan: Plan) -> list:
-    return plan.val_source.examples if plan.val_source else _examples(plan.train_source, "heldout", plan.split)
+    from pipeline.tasks.detect.task import _heldout as heldout
+
+    return heldout(plan)
 
 
 def _describe(spec: str, source) -> dict:
