@@ -227,8 +227,23 @@ class Pose(Task):
                           "without --remedy and judge int8 with `pipeline parity`")
 
     def prepare(self, config, source: str, out: str):
-        raise ConfigError("pipeline prepare --task pose is not built yet: pose data trains from its COCO keypoints JSON or "
-                          "YOLO-pose data.yaml directly (--data), with no TFRecord shards")
+        """TFRecord shards of `source` with labels.txt and keypoints.json (pipeline/tasks/pose/data/tfrecords.py)."""
+        import tensorflow as tf
+
+        from pipeline.data.shards import PrepareResult, join_path
+        from pipeline.tasks.detect.data.specs import check_images
+        from pipeline.tasks.pose.data.specs import open_pose
+        from pipeline.tasks.pose.data.tfrecords import write_pose_tfrecords
+
+        check_images(config.images, [source])
+        data = open_pose(source, images=config.images)  # every image, box and keypoint checked before anything is written
+        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
+        if existing:
+            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
+        total = sum(len(e.image) for e in data.examples)
+        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
+        paths = write_pose_tfrecords(data, out, shards)
+        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
 
 
 @functools.lru_cache(maxsize=4)

@@ -3,6 +3,7 @@
     figures | figures?count=600&size=128&seed=0   the built-in stick figures, drawn on the fly
     PATH/annotations.json                         COCO keypoints (file names relative to the JSON's folder, or --images)
     PATH/data.yaml                                YOLO-pose, Ultralytics' layout (kpt_shape, flip_idx)
+    'PATH/*.tfrecord' | gs://...                  TFRecords as `pipeline prepare --task pose` writes them
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ FIGURES_DEFAULTS = {"count": 600, "size": 128, "seed": 0}
 def open_pose(spec: str, labels: Optional[Sequence[str]] = None, images: Sequence[str] = (), layout=None) -> PoseSource:
     """The examples of `spec`, every image, box and keypoint checked. `labels` and `layout` (the training data's) must
     be the held-out data's too."""
-    source = _open(spec, images)
+    source = _open(spec, images, labels)
     if labels is not None and list(source.labels) != list(labels):
         raise DataError(f"{spec}: classes {source.labels}; expected the training data's classes {list(labels)} in that order")
     if layout is not None and (source.layout.names, source.layout.flip_idx) != (layout.names, layout.flip_idx):
@@ -30,7 +31,7 @@ def open_pose(spec: str, labels: Optional[Sequence[str]] = None, images: Sequenc
     return source
 
 
-def _open(spec: str, images: Sequence[str]) -> PoseSource:
+def _open(spec: str, images: Sequence[str], labels: Optional[Sequence[str]]) -> PoseSource:
     if spec == FIGURES or spec.startswith(FIGURES + "?"):
         return _figures(spec)
     if is_coco(spec):
@@ -41,11 +42,15 @@ def _open(spec: str, images: Sequence[str]) -> PoseSource:
         from pipeline.tasks.pose.data.yolo import read_yolo_pose
 
         return read_yolo_pose(spec)
+    if any(ch in spec for ch in "*?[") or spec.lower().endswith((".tfrecord", ".tfrec")) or spec.startswith("gs://"):
+        from pipeline.tasks.pose.data.tfrecords import read_pose_tfrecords
+
+        return read_pose_tfrecords(spec, labels)
     if os.path.isdir(spec):
-        raise DataError(f"pose data {spec!r} is a folder; expected its annotations.json (COCO keypoints) or data.yaml "
-                        "(YOLO-pose)")
-    raise DataError(f"pose data spec {spec!r} is neither 'figures', a COCO keypoints annotations.json nor a YOLO-pose "
-                    "data.yaml")
+        raise DataError(f"pose data {spec!r} is a folder; expected its annotations.json (COCO keypoints), data.yaml "
+                        "(YOLO-pose) or a glob of TFRecord files")
+    raise DataError(f"pose data spec {spec!r} is neither 'figures', a COCO keypoints annotations.json, a YOLO-pose "
+                    "data.yaml nor a glob of TFRecord files")
 
 
 def _figures(spec: str) -> PoseSource:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
+
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -86,9 +88,24 @@ def test_predict_writes_coco_keypoint_results(exported, tmp_path):
     assert all(0 <= v <= 64 for r in rows for v in r["keypoints"][0::3])  # x in the image's pixels
 
 
-def test_pose_refuses_what_it_does_not_build_yet(exported, tmp_path):
+def test_pose_refuses_what_it_does_not_build_yet(exported):
     result = cli(["export", str(exported[0]), "--float16"], timeout=300)
     assert result.returncode == 1 and "--float16 on a pose run; expected float32 (no flag) or --int8" in result.stderr
-    result = cli(["prepare", "--task", "pose", "figures", "--out", str(tmp_path / "shards")], timeout=300)
-    assert result.returncode == 1 and "pipeline prepare --task pose is not built yet" in result.stderr
+    result = cli(["export", str(exported[0]), "--int8", "--remedy"], timeout=300)
+    assert result.returncode == 1 and "--remedy is not built for --task pose yet" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_prepare_writes_shards_that_train_reads_as_the_data_they_came_from(tmp_path):
+    from pipeline.tasks.pose.data.specs import open_pose
+
+    spec = "figures?count=6&size=48&seed=5"
+    result = cli(["prepare", "--task", "pose", spec, "--out", str(tmp_path / "shards")], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    read, made = open_pose(str(tmp_path / "shards" / "*.tfrecord")), open_pose(spec)
+    assert read.layout == made.layout and read.labels == made.labels
+    assert [e.id for e in read.examples] == [e.id for e in made.examples]
+    for a, b in zip(read.examples, made.examples):
+        assert a.digest == b.digest and np.allclose(a.keypoints, b.keypoints) and np.allclose(a.boxes, b.boxes)
+    again = cli(["prepare", "--task", "pose", spec, "--out", str(tmp_path / "shards")], timeout=300)
+    assert again.returncode == 1 and "choose an empty --out" in again.stderr

@@ -71,7 +71,7 @@ def test_options_the_task_cannot_honour_are_refused(monkeypatch, given, says):
         _config(**given).validate()
 
 
-def test_import_prepare_and_remedy_are_refused_with_the_reason():
+def test_import_and_remedy_are_refused_with_the_reason():
     from pipeline import tasks
     from pipeline.errors import ConfigError
 
@@ -80,5 +80,3 @@ def test_import_prepare_and_remedy_are_refused_with_the_reason():
         task.importer()
     with pytest.raises(ConfigError, match="--remedy is not built for --task pose"):
         task.tuning()
-    with pytest.raises(ConfigError, match="pipeline prepare --task pose is not built yet"):
-        task.prepare(None, "figures", "out")

@@ -132,3 +132,21 @@ def test_heldout_data_must_share_the_layout(tmp_path):
     train = read_yolo_pose(_yolo(tmp_path, [GOOD]))
     with pytest.raises(DataError, match="expected the training data's"):
         open_pose("figures?count=4&size=32", layout=train.layout)
+
+
+def test_tfrecords_read_back_and_a_short_keypoint_list_is_refused_by_record(tmp_path):
+    import tensorflow as tf
+
+    from pipeline.tasks.pose.data.tfrecords import write_pose_tfrecords
+
+    source = read_coco_keypoints(_coco(tmp_path))
+    paths = write_pose_tfrecords(source, str(tmp_path / "shards"))
+    read = open_pose(str(tmp_path / "shards" / "*.tfrecord"))
+    np.testing.assert_allclose(read.examples[0].keypoints, source.examples[0].keypoints, rtol=1e-6)
+    assert read.layout == source.layout and read.kind == "tfrecord"
+    record = tf.train.Example.FromString(next(tf.data.TFRecordDataset(paths[0]).as_numpy_iterator()))
+    del record.features.feature["image/object/keypoint/x"].float_list.value[-1]
+    with tf.io.TFRecordWriter(paths[0]) as writer:
+        writer.write(record.SerializeToString())
+    with pytest.raises(DataError, match=r"record 0 \(a.png\): image/object/keypoint/x, y and visibility hold 2, 3, 3 values; expected 3"):
+        open_pose(str(tmp_path / "shards" / "*.tfrecord"))
