@@ -80,3 +80,16 @@ def test_import_and_remedy_are_refused_with_the_reason():
         task.importer()
     with pytest.raises(ConfigError, match="--remedy is not built for --task pose"):
         task.tuning()
+
+
+def test_head_option_is_the_pose_tasks_own():
+    from pipeline.errors import ConfigError
+    from pipeline.tasks import options
+    from pipeline.tasks.pose import heads
+
+    assert options.for_task("pose", "train", {})["head"] == heads.DEFAULT
+    assert options.for_task("pose", "train", {"head": heads.DEFAULT, "max_boxes": 4}) == {"head": heads.DEFAULT, "max_boxes": 4}
+    with pytest.raises(ConfigError, match="--task pose: head 'ssd'; expected one of"):
+        options.for_task("pose", "train", {"head": "ssd"})
+    with pytest.raises(ConfigError, match="max_boxes 0, expected at least 1"):
+        options.for_task("pose", "train", {"max_boxes": 0})
