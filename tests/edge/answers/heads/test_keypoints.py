@@ -12,17 +12,11 @@ from edge.answers.heads import keypoints as pose_decode
 from edge.answers.heads import yolo as yolo_decode
 from edge.answers.pose import pose_layout
 from edge.errors import ModelCheckError
+from tests.edge.answers.heads.test_yolo import SIZE, _sides
+from tests.edge.answers.heads.test_yolo import _Interpreter as YoloInterpreter
 
-SIZE = 32  # anchor points: 16 at stride 8, 4 at stride 16, 1 at stride 32
-N = 21
+N = 21  # anchor points at SIZE 32: 16 at stride 8, 4 at stride 16, 1 at stride 32
 K = 2
-
-
-def _sides(left: int, top: int, right: int, bottom: int) -> np.ndarray:
-    row = np.zeros((4, 16), np.float32)
-    for side, b in enumerate((left, top, right, bottom)):
-        row[side, b] = 30.0
-    return row.reshape(64)
 
 
 def _case():
@@ -67,21 +61,12 @@ def test_quantized_outputs_decode_to_the_same():
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-class _Interpreter:
+class _Interpreter(YoloInterpreter):
     """What the readers ask of an interpreter: outputs with the given channels (tensor index 10 + position)."""
 
     def __init__(self, channels, tensors=None, n=N):
         self.details = [{"index": 10 + i, "shape": np.array([1, n, c]), "quantization": (0.0, 0)} for i, c in enumerate(channels)]
         self.tensors = tensors or {}
-
-    def get_output_details(self):
-        return self.details
-
-    def get_input_details(self):
-        return [{"index": 0, "shape": np.array([1, SIZE, SIZE, 3]), "dtype": np.uint8}]
-
-    def get_tensor(self, index):
-        return self.tensors[index]
 
 
 @pytest.mark.parametrize("channels,want,k", [
