@@ -164,7 +164,7 @@ def test_int8_export_maps_every_op_on_the_edge_tpu(size):
     assert meta.mean == (128.0,) and meta.std == (128.0,)
     by_channels = {64: "box distributions", 1: "class logits", 51: "keypoints"}
     assert [t.name for t in meta.outputs] == [by_channels[int(info.tensors[t].shape[-1])] for t in info.outputs]
-    assert "(17 keypoints per object)" in meta.description
+    assert "pose model for 1 class (person), 17 keypoints per object" in meta.description
 
 
 def test_float_twin_and_class_counts_a_reader_could_not_tell_apart():
