@@ -104,9 +104,10 @@ def objects(raw: Raw, size: Tuple[int, int], threshold: float = DEFAULT_THRESHOL
     ids = found.ids.tolist()
     names = [labels[i] if labels is not None and 0 <= i < len(labels) else str(i) for i in ids]
     points = [None] * len(ids)
-    if raw.keypoints is not None:  # a pose model's, scaled as the boxes
-        points = [[tuple(p) for p in kp] for kp in
-                  (raw.keypoints[raw.scores >= threshold].astype(np.float64) * (width, height, 1.0)).tolist()]
+    if raw.keypoints is not None:  # a pose model's, clipped to the input and scaled as the boxes
+        chosen = raw.keypoints[raw.scores >= threshold].astype(np.float64)
+        chosen[..., :2] = np.clip(chosen[..., :2], 0.0, 1.0)
+        points = [[tuple(p) for p in kp] for kp in (chosen * (width, height, 1.0)).tolist()]
     return [Object(i, name, score, Box(xmin, ymin, xmax, ymax), kp)
             for i, name, score, (ymin, xmin, ymax, xmax), kp in zip(ids, names, found.scores.tolist(), boxes, points)]
 

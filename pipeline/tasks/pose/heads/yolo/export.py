@@ -25,10 +25,9 @@ import tensorflow as tf
 from pipeline.errors import DataError
 from pipeline.quant import convention
 from pipeline.quant.convert import convert as convert_bytes
-from pipeline.quant.verify import (VerificationError, edgetpu_version_problems, integer_only_problems, quantization_of,
-                                   shape_problems)
+from pipeline.quant.verify import VerificationError, quantization_of
 from pipeline.tasks.detect.converter import converter as make_converter
-from pipeline.tasks.detect.heads.yolo.export import LOGITS_SCALE
+from pipeline.tasks.detect.heads.yolo.export import LOGITS_SCALE, output_problems
 from pipeline.tasks.detect.heads.yolo.model import LOGIT_LIMIT, REG_MAX, anchor_count
 from pipeline.tasks.pose.heads.yolo.model import KEYPOINT_LIMIT
 
@@ -95,18 +94,8 @@ def verify(model: bytes, image_size: int, num_classes: int, num_keypoints: int, 
 
     info = read_model(model)
     n = anchor_count(image_size)
-    problems = shape_problems(info)
-    shapes = sorted([int(x) for x in info.tensors[t].shape] for t in info.outputs)
-    expected = sorted([[1, n, 4 * REG_MAX], [1, n, num_classes], [1, n, 3 * num_keypoints]])
-    if shapes != expected:
-        problems.append(f"outputs {shapes}; expected {expected} (box distributions, class logits, keypoints)")
-    dtypes = {info.tensors[t].dtype.lower() for t in info.outputs}
-    if dtypes != {"int8" if int8 else "float32"}:
-        problems.append(f"outputs are {sorted(dtypes)}; expected {'int8' if int8 else 'float32'}")
-    if int8:
-        problems += integer_only_problems(info) + edgetpu_version_problems(info)
-        if info.num_subgraphs != 1:
-            problems.append(f"model has {info.num_subgraphs} subgraphs, expected 1")
+    problems = output_problems(info, [[1, n, 4 * REG_MAX], [1, n, num_classes], [1, n, 3 * num_keypoints]],
+                               "box distributions, class logits, keypoints", int8)
     if not problems:
         named, found = signature_roles(model), shape_roles(model)
         if named != found:

@@ -54,8 +54,10 @@ def kept(boxes: np.ndarray, scores: np.ndarray, keypoints: np.ndarray, nms: Nms,
     if not len(chosen):
         return Poses.empty(keypoints.shape[1])
     at = points[chosen]
+    # Inside the image, as the boxes: a keypoint predicted beyond the edge is at the edge.
+    points = np.concatenate([np.clip(keypoints[at][..., :2], 0.0, 1.0), keypoints[at][..., 2:]], axis=-1)
     return Poses(np.clip(boxes[at], 0.0, 1.0).astype(np.float32), classes[chosen].astype(np.int32), found[chosen],
-                 keypoints[at].astype(np.float32))
+                 points.astype(np.float32))
 
 
 def predict(model, examples: Sequence, image_size: int, resize: str = "stretch", nms: Nms = Nms(),
@@ -81,7 +83,7 @@ def _unletterboxed(poses: Poses, height: int, width: int) -> Poses:
     """Letterboxed answers (the image in the top-left corner) back to the image's own normalized coordinates."""
     scale = max(height, width)
     share_y, share_x = height / scale, width / scale
-    points = poses.keypoints.copy()
+    points = poses.keypoints.copy()  # inside the input already (kept)
     points[..., 0] = np.clip(points[..., 0] / share_x, 0.0, 1.0)
     points[..., 1] = np.clip(points[..., 1] / share_y, 0.0, 1.0)
     boxes = np.clip(poses.boxes / np.array([share_y, share_x] * 2, np.float32), 0.0, 1.0)
@@ -139,5 +141,6 @@ def float_poses(model, pixels: Sequence[np.ndarray]) -> List[Poses]:
         layout = pose_decode.float_layout(image.shape[0], image.shape[1], int(out["keypoints"].shape[-1]) // 3)
         boxes, classes, scores, points = pose_decode.decode(
             out["box_dist"][0].numpy(), out["class_logits"][0].numpy(), out["keypoints"][0].numpy(), layout)
+        points[..., :2] = np.clip(points[..., :2], 0.0, 1.0)
         found.append(Poses(np.clip(boxes, 0.0, 1.0), classes.astype(np.int32), scores, points))
     return found

@@ -2,6 +2,7 @@
 input, box distributions, class logits with the labels) plus the keypoints output, described with its keypoint count."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 from pipeline.errors import PipelineError
@@ -26,8 +27,12 @@ def embed(model_bytes: bytes, labels: Sequence[str], image_size: int, num_keypoi
                                   record)
     outputs = list(described.outputs)
     outputs.insert(list(roles).index("keypoints"), keypoints_tensor(num_keypoints))
-    text = described.description.replace("object detector", f"pose model ({num_keypoints} keypoints per object)", 1)
-    described = type(described)(**{**described.__dict__, "outputs": tuple(outputs), "description": text})
+    shown = ", ".join(str(x) for x in labels[:10]) + (", ..." if len(labels) > 10 else "")
+    classes = f"{len(labels)} class{'' if len(labels) == 1 else 'es'}"
+    text = (f"pose model for {classes} ({shown}), {num_keypoints} keypoints per object, made by edgeflow: RGB "
+            f"{image_size}x{image_size} input, anchor-free (YOLOv8-family) box distributions, class logits and "
+            "keypoints, decoded on the host")
+    described = dataclasses.replace(described, outputs=tuple(outputs), description=text)
     written, meta = attached(model_bytes, described, name)
     names = tuple(t.name for t in meta.outputs)
     if names != tuple(OUTPUT_NAMES[r] for r in roles) or meta.mean != (float(mean),):

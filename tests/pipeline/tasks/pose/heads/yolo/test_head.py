@@ -164,7 +164,7 @@ def test_int8_export_maps_every_op_on_the_edge_tpu(size):
     assert meta.mean == (128.0,) and meta.std == (128.0,)
     by_channels = {64: "box distributions", 1: "class logits", 51: "keypoints"}
     assert [t.name for t in meta.outputs] == [by_channels[int(info.tensors[t].shape[-1])] for t in info.outputs]
-    assert "(17 keypoints per object)" in meta.description
+    assert "pose model for 1 class (person), 17 keypoints per object" in meta.description
 
 
 def test_float_twin_and_class_counts_a_reader_could_not_tell_apart():
@@ -184,12 +184,15 @@ def test_float_twin_and_class_counts_a_reader_could_not_tell_apart():
 def test_device_decoding_of_the_int8_file_equals_the_hosts(trained, tmp_path):
     """The int8 file of the trained tiny model: edge's numpy decoding (as `edge` runs it, through the device's interpreter)
     against the host's TensorFlow decoding of the same outputs, and both near the float model's."""
+    import json
+
     from PIL import Image
 
     from edge.answers import pose as edge_pose
     from edge.answers.detect import as_record, detect_raw
     from pipeline.tasks.pose.heads.yolo.export import convert
     from pipeline.tasks.pose.heads.yolo.infer import device_nms, float_poses, tflite_poses
+    from tests.support.edge_paths import run_edge
 
     model, _, _, items = trained
     pixels = [i["image"] for i in items]
@@ -205,7 +208,8 @@ def test_device_decoding_of_the_int8_file_equals_the_hosts(trained, tmp_path):
         assert raw.count == len(want.scores) > 0
         np.testing.assert_allclose(raw.scores, want.scores, atol=1e-5)
         np.testing.assert_allclose(raw.boxes, want.boxes, atol=1e-5)
-        np.testing.assert_allclose(raw.keypoints, want.keypoints, atol=1e-5)
+        np.testing.assert_allclose(np.clip(raw.keypoints[..., :2], 0, 1), want.keypoints[..., :2], atol=1e-5)
+        np.testing.assert_allclose(raw.keypoints[..., 2], want.keypoints[..., 2], atol=1e-5)
         assert raw.classes.tolist() == want.classes.tolist()
         # int8 costs the best object's keypoints at most a pixel or two against the float model's.
         assert np.abs(raw.keypoints[0, :, :2] - float_want.keypoints[0, :, :2]).max() * SIZE < 2.0
@@ -219,3 +223,64 @@ def test_device_decoding_of_the_int8_file_equals_the_hosts(trained, tmp_path):
     assert np.abs(np.array([p[:2] for p in found[0].keypoints]) - truth).max() < 8.0  # pixels, x of a 128 px image
     record = as_record(found[0])
     assert len(record["keypoints"]) == K and len(record["keypoints"][0]) == 3
+    # `edge detect` reads the pose model as a detector whose objects carry keypoints, in its JSON as here.
+    result = run_edge("detect", path, image, "--threshold", "0.3", "--json", tmp_path / "objects.json")
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "objects.json").read_text())["images"][0]["objects"]
+    assert written[0]["keypoints"] == record["keypoints"] and written[0]["box"] == record["box"]
+
+
+def test_the_head_behind_the_registry(trained):
+    """What the pose task calls: heads.get / DEFAULT, build with the sigmas, with_targets, predict (letterboxed images
+    mapped back to their own coordinates), outputs, record and conversion."""
+    import io
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from pipeline.errors import ConfigError
+    from pipeline.tasks.detect.data.examples import DetExample
+    from pipeline.tasks.detect.infer import Nms
+    from pipeline.tasks.pose import heads
+    from pipeline.tasks.pose.heads.yolo.export import convert
+
+    head = heads.get(heads.DEFAULT)
+    assert heads.NAMES == ("yolo",) and head.strides() == (8, 16, 32)
+    with pytest.raises(ConfigError, match="--head ssd; expected one of yolo"):
+        heads.get("ssd")
+    config = SimpleNamespace(model="small_cnn", size=SIZE, model_options={"width": 4, "head_width": 8}, batch_size=2,
+                             resize="letterbox")
+    built = head.build(config, 2, [0.1] * 5, False)
+    assert built.sigmas == (0.1,) * 5 and tuple(built.output_shape["keypoints"]) == (None, 84, 15)
+    items = tiny_items()
+    ds = tf.data.Dataset.from_tensor_slices({key: np.stack([i[key] for i in items]) for key in items[0]})
+    image, targets = next(iter(head.with_targets(config, ds)))
+    assert image.shape == (SIZE, SIZE, 3) and set(targets) == {"boxes", "classes", "mask", "keypoints"}
+    np.testing.assert_array_equal(targets["keypoints"].numpy(), items[0]["keypoints"])
+    # Predict on a 64 x 16 image, letterboxed (not resized: the top quarter of the input, zeros below), against the
+    # same input given whole and stretched: the same answers, y four times as large in the image's own coordinates.
+    model = trained[0]
+    strip = items[0]["image"][20:36]
+
+    def example(pixels, name):
+        encoded = io.BytesIO()
+        Image.fromarray(pixels).save(encoded, format="PNG")
+        return DetExample(name, encoded.getvalue(), "", pixels.shape[0], pixels.shape[1], np.zeros((0, 4), np.float32),
+                          np.zeros(0, np.int32))
+
+    padded = np.zeros((SIZE, SIZE, 3), np.uint8)
+    padded[:16] = strip
+    found = head.predict(model, [example(strip, "strip")], config, Nms(0.0, 0.5, 4))[0]
+    whole = head.predict(model, [example(padded, "padded")], SimpleNamespace(**{**vars(config), "resize": "stretch"}),
+                         Nms(0.0, 0.5, 4))[0]
+    assert found.keypoints.shape == (4, K, 3) and found.boxes.shape == (4, 4)
+    np.testing.assert_allclose(found.scores, whole.scores, atol=1e-6)
+    np.testing.assert_allclose(found.keypoints[..., 0], whole.keypoints[..., 0], atol=1e-6)
+    np.testing.assert_allclose(found.keypoints[..., 1], np.clip(whole.keypoints[..., 1] * 4, 0, 1), atol=1e-5)
+    np.testing.assert_allclose(found.boxes, np.clip(whole.boxes * [4, 1, 4, 1], 0, 1), atol=1e-5)
+    assert set(head.outputs()) == {"box_dist", "class_logits", "keypoints"}
+    entry = head.record(SimpleNamespace(size=192), {"resize": "stretch", "max_boxes": 32})
+    assert entry["head"] == "yolo" and entry["strides"] == [8, 16, 32] and entry["anchor_count"] == 756
+    assert entry["keypoint_limit"] == 16.0 and entry["resize"] == "stretch" and "OKS" in entry["loss"]
+    conversion = head.conversion(None)
+    assert conversion.convert is convert and "keypoints" in conversion.describes(True)
