@@ -1,6 +1,6 @@
 """`pipeline train --task pose` through the train stage, on the built-in figures: the plan, the batches, the held-out OKS
-scores and what the manifest records (the keypoint layout and its sigmas' source, the data's identity), with a
-stand-in head (tests/pipeline/tasks/pose/standin_head.py) so the task's own part is tested apart from the model's."""
+scores and what the manifest records (the keypoint layout and its sigmas' source, the data's identity, the head's
+entry), the report's pose section, and the options the task refuses."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,6 @@ import pytest
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
-
-from tests.pipeline.tasks.pose import standin_head  # noqa: E402
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -24,12 +22,13 @@ def _config(**given):
                           "batch_size": 8, "tensorboard": False, **given})
 
 
-def test_train_records_heldout_oks_and_the_keypoint_layout(monkeypatch, tmp_path, capsys):
+def test_train_records_heldout_oks_and_the_keypoint_layout(tmp_path, capsys):
     from pipeline.data import Split
     from pipeline.tasks.pose.data.specs import open_pose
     from pipeline.train import train_model
 
-    standin_head.installed(monkeypatch)
+    from pipeline.tasks.pose import heads
+
     run_dir = train_model(_config(), tmp_path / "run")
     printed = capsys.readouterr().out
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -42,7 +41,7 @@ def test_train_records_heldout_oks_and_the_keypoint_layout(monkeypatch, tmp_path
     keypoints = manifest["pose"]["keypoints"]
     assert keypoints["names"] == ["head", "neck", "left_hand", "right_hand", "hip", "left_foot", "right_foot"]
     assert keypoints["flip_idx"] == [0, 1, 3, 2, 4, 6, 5] and keypoints["sigmas_source"] == "default"
-    assert manifest["pose"]["head"] == standin_head.NAME and manifest["pose"]["max_boxes"] == 16
+    assert manifest["pose"]["head"] == heads.DEFAULT and manifest["pose"]["max_boxes"] == 16
     assert manifest["metrics"]["evaluation"]["sigmas"] == keypoints["sigmas"]
     source = open_pose(DATA)
     expected = [[source.examples[i].id, source.examples[i].digest] for i in source.indices("heldout", Split(0.2, 1234))]
@@ -60,13 +59,12 @@ def test_train_records_heldout_oks_and_the_keypoint_layout(monkeypatch, tmp_path
 
 @pytest.mark.parametrize("given, says", [
     ({"weights": "imagenet"}, "--task pose: --weights imagenet for small_cnn"),
-    ({"image_size": 68}, "--task pose: image size 68; expected a multiple of 8"),
+    ({"image_size": 80}, "--task pose: image size 80; expected a multiple of 32"),
     ({"frozen_epochs": 1, "weights": "imagenet", "model": "mobilenet_v2"}, "--task pose trains the whole model"),
 ])
-def test_options_the_task_cannot_honour_are_refused(monkeypatch, given, says):
+def test_options_the_task_cannot_honour_are_refused(given, says):
     from pipeline.errors import ConfigError
 
-    standin_head.installed(monkeypatch)
     with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
         _config(**given).validate()
 
