@@ -6,6 +6,7 @@ OKS mAP@.5 drop (default 1 pp, --max-drop) and holds every model above a no-skil
 
 Agreement is detection's (pipeline/tasks/detect/scores.py): the share of the float model's objects scoring at least
 0.4 that the other model finds with box IoU >= 0.5 and the same class. No client reads a pose file yet: no client rows.
+A device's results (`--device-results`) are read as a detector's objects, each with its keypoints normalized as its box.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, DataError
 from pipeline.gate import REFERENCE, FloorWords, Metric
 from pipeline.tasks.comparison import Comparison, Held
 from pipeline.tasks.detect.scores import AGREEMENT_IOU, AGREEMENT_SCORE, agreement, exact_score
@@ -78,8 +79,25 @@ class PoseComparison(Comparison):
         return {}, {}  # no known client reads a pose file yet
 
     def device_answers(self, checked, run, held: Held) -> list:
-        raise ConfigError("--device-results for a pose run are not read yet: compare the device's file by hand, or run "
-                          "parity without it")
+        """The poses `edge evaluate` found: each object's class one of the run's, its keypoints K (x, y, score) triples
+        normalized to the image as its box is."""
+        from pipeline.tasks.pose.poses import Poses
+
+        k = self.layout.count
+        found = []
+        for i, p in enumerate(checked.results.predictions):
+            for o in p.objects:
+                if not 0 <= o["id"] < len(run.labels):
+                    raise DataError(f"device result {i} ({p.id}) has class id {o['id']}; expected one below {len(run.labels)}")
+                points = o.get("keypoints")
+                if not (isinstance(points, list) and len(points) == k and all(isinstance(t, list) and len(t) == 3 for t in points)):
+                    raise DataError(f"device result {i} ({p.id}) has an object whose keypoints are {str(points)[:60]}; "
+                                    f"expected {k} [x, y, score] triples from `edge evaluate` of a pose model")
+            found.append(Poses(np.array([o["box"] for o in p.objects], np.float32).reshape(-1, 4),
+                               np.array([o["id"] for o in p.objects], np.int32),
+                               np.array([o["score"] for o in p.objects], np.float32),
+                               np.array([o["keypoints"] for o in p.objects], np.float32).reshape(-1, k, 3)))
+        return found
 
     def entry(self, held: Held, found: list, reference: list) -> dict:
         from pipeline.tasks.pose.scores import evaluate
