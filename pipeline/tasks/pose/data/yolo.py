@@ -5,7 +5,8 @@
 
 normalized to the image. With 2 numbers per keypoint every keypoint is labelled and visible (visibility 2), as
 Ultralytics reads them. Optional `kpt_names` (a list, or Ultralytics' {class: [names]} with one list) and `sigmas`
-(one per keypoint); without names the keypoints are named by number; without flip_idx each mirrors to the keypoint
+(one per keypoint); without names the keypoints are named by number, except 17 of them with COCO's flip_idx, which are
+COCO's person keypoints (Ultralytics' coco-pose layout, scored with COCO's sigmas); without flip_idx each mirrors to the keypoint
 whose name swaps left and right, else to itself (so a layout with unnamed left and right keypoints needs flip_idx).
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from edge.files.bounded import MAX_LABELS_BYTES
 from pipeline.errors import DataError
 from pipeline.tasks.detect.data.examples import make_example
 from pipeline.tasks.detect.data.yolo import IMAGE_SUFFIXES, MAX_DATA_YAML_BYTES, _class_names, _text
-from pipeline.tasks.pose.data.examples import PoseSource, layout, pose_example
+from pipeline.tasks.pose.data.examples import COCO_PERSON, PoseSource, flip_by_name, layout, pose_example
 
 
 def read_yolo_pose(path) -> PoseSource:
@@ -27,6 +28,8 @@ def read_yolo_pose(path) -> PoseSource:
     doc = yaml.safe_load(_text(path, MAX_DATA_YAML_BYTES, "a YOLO data.yaml"))
     k, dims = _kpt_shape(doc.get("kpt_shape"), path)
     names = _names(doc.get("kpt_names"), k, path)
+    if doc.get("kpt_names") is None and k == len(COCO_PERSON) and doc.get("flip_idx") == list(flip_by_name(COCO_PERSON)):
+        names = list(COCO_PERSON)  # COCO's person keypoints (and so COCO's sigmas), as Ultralytics takes 17 such points
     shape = layout(names, (), doc.get("flip_idx"), doc.get("sigmas"), f"{path}")
     root = path.parent
     images_dir = root / "images"

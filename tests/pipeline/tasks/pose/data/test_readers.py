@@ -150,3 +150,14 @@ def test_tfrecords_read_back_and_a_short_keypoint_list_is_refused_by_record(tmp_
         writer.write(record.SerializeToString())
     with pytest.raises(DataError, match=r"record 0 \(a.png\): image/object/keypoint/x, y and visibility hold 2, 3, 3 values; expected 3"):
         open_pose(str(tmp_path / "shards" / "*.tfrecord"))
+
+
+def test_yolo_17_points_with_cocos_flip_are_cocos_person_layout(tmp_path):
+    flips = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]
+    line = "0 0.5 0.5 0.4 0.4" + " 0.5 0.5 2" * 17
+    source = read_yolo_pose(_yolo(tmp_path, [line], kpt_shape=[17, 3], flip_idx=flips))
+    assert source.layout.names == COCO_PERSON and source.layout.sigmas_source == "coco"
+    other = tmp_path / "other"
+    other.mkdir()
+    shuffled = read_yolo_pose(_yolo(other, [line], kpt_shape=[17, 3], flip_idx=list(range(17))))
+    assert shuffled.layout.sigmas_source == "default"  # 17 points that do not mirror as COCO's are not assumed to be
