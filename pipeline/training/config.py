@@ -48,7 +48,8 @@ class TrainConfig:
     # data spec: digits | TFRecord glob | folder of class folders
     data: str = option(resume=True, flag=Flag(
         "--data", "classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders; "
-        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)"))
+        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema); "
+        "pose: figures | COCO keypoints JSON | YOLO-pose data.yaml | 'path/*.tfrecord' (pipeline prepare --task pose)"))
     # held-out data spec; None = a seeded split of `data`
     val_data: Optional[str] = option(None, resume=True, flag=Flag(
         "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
