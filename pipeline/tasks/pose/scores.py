@@ -118,7 +118,7 @@ def evaluate(examples: Sequence, predictions: Sequence, labels: Sequence[str], l
     return PoseScores(oks, oks50, boxes.map, boxes.map50, pixel_error(examples, predictions, layout.names))
 
 
-def truth_as_poses(example) -> "object":
+def truth_as_poses(example) -> "Poses":
     """The ground truth of one example as a perfect model would answer it (every object, score 1)."""
     from pipeline.tasks.pose.poses import Poses
 

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 from dataclasses import asdict
-from typing import List, Sequence
+from typing import List
 
 import numpy as np
 
