@@ -115,9 +115,9 @@ def verify(model: bytes, image_size: int, num_classes: int, num_keypoints: int, 
 
 
 def _interpreter(model: bytes):
-    interpreter = tf.lite.Interpreter(model_content=model)
-    interpreter.allocate_tensors()
-    return interpreter
+    from edge.model.interpreter import make_interpreter
+
+    return make_interpreter(model, edgetpu=False)
 
 
 def signature_roles(model: bytes) -> Dict[str, int]:

@@ -108,11 +108,11 @@ def file_poses(outputs: Dict[str, np.ndarray], image_size: int, nms: Optional[Nm
 
 def tflite_poses(model: bytes, pixels: Sequence[np.ndarray], nms: Optional[Nms] = None) -> List[Poses]:
     """An exported file's poses on contract pixels [S, S, 3] (uint8 for the int8 file, as the device feeds it; float
-    for the float twin), run in TensorFlow's TFLite interpreter and decoded by `file_poses`."""
+    for the float twin), run in the CPU interpreter the device would pick and decoded by `file_poses`."""
     from edge.answers.heads.keypoints import find_layout, roles
+    from edge.model.interpreter import make_interpreter
 
-    interpreter = tf.lite.Interpreter(model_content=model)
-    interpreter.allocate_tensors()
+    interpreter = make_interpreter(model, edgetpu=False)
     layout = find_layout(interpreter)
     if layout is None:
         raise ValueError("the file's outputs are not a pose model's three (box distributions, class logits, keypoints)")
