@@ -167,7 +167,8 @@ def detect(model: str, images: Tuple[str, ...], threshold: float, out_dir: Optio
            backend: Optional[str], mean: Optional[str], std: Optional[str], workers: Optional[int]) -> None:
     """Print the objects a detector finds in each IMAGE (a folder: every image under it; `-`: the image paths read
     from standard input one a line, each detected as it arrives, e.g. frames a camera saves): label, score, box in the
-    image's pixels."""
+    image's pixels. A pose model's objects carry their keypoints too: in --json as [x, y, score] in the image's pixels,
+    and drawn in --out."""
     from edge.answers import detect as det
     from edge.files.outputs import check_output
 

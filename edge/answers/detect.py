@@ -51,6 +51,7 @@ class Object(NamedTuple):
     label: str  # the class name, or the id as text when the model names none
     score: float
     box: Box
+    keypoints: Optional[List[Tuple[float, float, float]]] = None  # a pose model's: (x, y, score) per keypoint, as the box
 
 
 def output_indices(interpreter: Any) -> Any:
@@ -102,8 +103,13 @@ def objects(raw: Raw, size: Tuple[int, int], threshold: float = DEFAULT_THRESHOL
     boxes = (found.boxes.astype(np.float64) * (height, width, height, width)).tolist()
     ids = found.ids.tolist()
     names = [labels[i] if labels is not None and 0 <= i < len(labels) else str(i) for i in ids]
-    return [Object(i, name, score, Box(xmin, ymin, xmax, ymax))
-            for i, name, score, (ymin, xmin, ymax, xmax) in zip(ids, names, found.scores.tolist(), boxes)]
+    points = [None] * len(ids)
+    if raw.keypoints is not None:  # a pose model's, clipped to the input and scaled as the boxes
+        chosen = raw.keypoints[raw.scores >= threshold].astype(np.float64)
+        chosen[..., :2] = np.clip(chosen[..., :2], 0.0, 1.0)
+        points = [[tuple(p) for p in kp] for kp in (chosen * (width, height, 1.0)).tolist()]
+    return [Object(i, name, score, Box(xmin, ymin, xmax, ymax), kp)
+            for i, name, score, (ymin, xmin, ymax, xmax), kp in zip(ids, names, found.scores.tolist(), boxes, points)]
 
 
 def image_size(source: Union[str, Path, bytes, np.ndarray], name: Optional[str] = None) -> Tuple[int, int]:
@@ -228,8 +234,11 @@ def detect_files(detector: Detector, images: Iterable[Any], threshold: float = D
 
 def as_record(obj: Object) -> Dict[str, Any]:
     """One object as the JSON the `edge detect --json` file holds."""
-    return {"label": obj.label, "id": obj.id, "score": round(obj.score, 6),
-            "box": {k: round(float(v), 2) for k, v in obj.box._asdict().items()}}
+    record = {"label": obj.label, "id": obj.id, "score": round(obj.score, 6),
+              "box": {k: round(float(v), 2) for k, v in obj.box._asdict().items()}}
+    if obj.keypoints is not None:  # a pose model's: [x, y, score] per keypoint, in pixels as the box
+        record["keypoints"] = [[round(x, 2), round(y, 2), round(score, 4)] for x, y, score in obj.keypoints]
+    return record
 
 
 def annotate(source: Union[str, Path], found: Sequence[Object], out: Path) -> None:
@@ -244,6 +253,9 @@ def annotate(source: Union[str, Path], found: Sequence[Object], out: Path) -> No
         colour = _COLOURS[obj.id % len(_COLOURS)]
         draw.rectangle(list(obj.box), outline=colour, width=width)
         draw.text((obj.box.xmin + width + 1, obj.box.ymin + width), f"{obj.label} {obj.score:.2f}", fill=colour)
+        for x, y, score in obj.keypoints or ():
+            if score >= 0.5:  # a pose model's keypoints that are likely visible
+                draw.ellipse([x - width, y - width, x + width, y + width], fill=colour)
     encoded = io.BytesIO()
     canvas.save(encoded, format=Image.registered_extensions().get(Path(out).suffix.lower(), "PNG"))
     write_bytes_atomic(Path(out), encoded.getvalue())  # a stop half way leaves the old file or none, never half a PNG

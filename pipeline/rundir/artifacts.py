@@ -25,6 +25,7 @@ ARTIFACTS: Dict[str, Artifact] = {
     "labels": Artifact("labels.txt", "pipeline train"),
     "history": Artifact("history.json", "pipeline train"),
     "heldout_detections": Artifact("heldout_detections.json", "pipeline train --task detect"),
+    "heldout_poses": Artifact("heldout_poses.json", "pipeline train --task pose"),
     "model_float": Artifact("model_float.tflite", "pipeline export RUN"),
     "model_int8": Artifact("model_int8.tflite", "pipeline export RUN --int8"),
     "model_float16": Artifact("model_float16.tflite", "pipeline export RUN --float16"),

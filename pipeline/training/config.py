@@ -48,7 +48,8 @@ class TrainConfig:
     # data spec: digits | TFRecord glob | folder of class folders
     data: str = option(resume=True, flag=Flag(
         "--data", "classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders; "
-        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)"))
+        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema); "
+        "pose: figures | COCO keypoints JSON | YOLO-pose data.yaml | 'path/*.tfrecord' (pipeline prepare --task pose)"))
     # held-out data spec; None = a seeded split of `data`
     val_data: Optional[str] = option(None, resume=True, flag=Flag(
         "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
@@ -116,7 +117,7 @@ class TrainConfig:
         "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: a task of pipeline/tasks/
     task: str = option(tasks.DEFAULT, resume=True, flag=Flag(
-        "--task", "what the model learns: classify or detect (boxes and classes)", _task_choice))
+        "--task", "what the model learns: classify, detect (boxes and classes) or pose (boxes and keypoints)", _task_choice))
     # the task's own train options by key (pipeline/tasks/<task>/options.py), given ones only; read as attributes
     # (config.max_boxes), with the task's defaults where not given. Each must match for a run to resume.
     task_options: Mapping[str, Any] = option(default_factory=dict)

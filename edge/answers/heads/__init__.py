@@ -6,18 +6,19 @@ layout it returns reads them right after the invoke (`layout.read(interpreter)`,
 answer of what it read (`layout.raw(outputs)`, a Raw), maybe later on a worker thread.
 
     yolo  two outputs, box distributions (1, N, 64) and class logits (1, N, C), decoded on the host (yolo.py)
+    keypoints  a YOLO pose model's three: yolo's two and keypoints (1, N, 3K), decoded on the host (keypoints.py)
     ssd   TFLite's post-processing op's four outputs, read as they are (ssd.py)
 """
 from __future__ import annotations
 
 from typing import Any
 
-from edge.answers.heads import ssd, yolo
+from edge.answers.heads import keypoints, ssd, yolo
 from edge.answers.heads.raw import Raw
 
 # Asked in order: heads told by their outputs' shapes first, then the op's layout, whose check refuses anything else
 # naming what a detector's outputs are expected to be.
-DECODERS = (yolo, ssd)
+DECODERS = (yolo, keypoints, ssd)
 
 __all__ = ["DECODERS", "Raw", "layout"]
 

@@ -110,19 +110,26 @@ def read(interpreter: Any, layout: Layout, settings: Settings = Settings()) -> T
 
 def decode(dist: np.ndarray, logits: np.ndarray, layout: Layout, settings: Settings = Settings()):
     """`read` on the two outputs of one image ([N, 64] and [N, C], as stored: quantized or float)."""
+    return select(dist, logits, layout, settings)[1:]
+
+
+def select(dist: np.ndarray, logits: np.ndarray, layout: Layout, settings: Settings = Settings()):
+    """`decode`'s answers after the anchor points they came from: (points [K], boxes, class ids, scores); a head with
+    more outputs per point reads them at those points."""
     best = np.argmax(logits, axis=1)
     top = dequantized(logits[np.arange(len(best)), best], layout.logits_q)
     # The filter on logits: sigmoid is monotonic, so only the survivors' scores are computed.
     threshold = _logit(settings.score_threshold)
     keep = np.flatnonzero(top >= threshold)
     if not keep.size:
-        return np.zeros((0, 4), np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.zeros(0, np.int64), np.zeros((0, 4), np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32)
     scores = 1.0 / (1.0 + np.exp(-top[keep]))
     corners = boxes_of(dequantized(dist[keep], layout.boxes_q), layout.centres[keep], layout.strides[keep])
     chosen = nms(corners, scores, settings.iou_threshold, settings.max_detections)
     size = np.array([layout.width, layout.height, layout.width, layout.height], np.float32)
     xyxy = corners[chosen] / size
-    return (xyxy[:, [1, 0, 3, 2]].astype(np.float32), best[keep][chosen].astype(np.int64), scores[chosen].astype(np.float32))
+    return (keep[chosen].astype(np.int64), xyxy[:, [1, 0, 3, 2]].astype(np.float32), best[keep][chosen].astype(np.int64),
+            scores[chosen].astype(np.float32))
 
 
 def boxes_of(dist: np.ndarray, centres: np.ndarray, strides: np.ndarray) -> np.ndarray:

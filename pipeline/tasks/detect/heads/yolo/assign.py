@@ -22,6 +22,7 @@ class Assigned(NamedTuple):
     boxes: tf.Tensor  # [B, N, 4] x1, y1, x2, y2 in input pixels: each anchor point's box (any box where not positive)
     scores: tf.Tensor  # [B, N, C] the class targets: 0, or the alignment-scaled IoU in the box's class
     positive: tf.Tensor  # [B, N] bool
+    owner: tf.Tensor  # [B, N] int32: the index of each anchor point's box among the image's (any box where not positive)
 
 
 def pairwise_iou(a, b):
@@ -70,4 +71,4 @@ def assign(pred_scores, pred_boxes, centres, gt_boxes, gt_classes, gt_mask, topk
     best_overlap = tf.reduce_max(overlaps, axis=2, keepdims=True)
     quality = tf.reduce_max(align * best_overlap / (best_align + EPS), axis=1)  # [B, N]
     scores = tf.one_hot(classes, num_classes) * (quality * tf.cast(positive, tf.float32))[..., None]
-    return Assigned(boxes, scores, positive)
+    return Assigned(boxes, scores, positive, owner)

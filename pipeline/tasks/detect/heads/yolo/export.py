@@ -79,19 +79,9 @@ def verify(model: bytes, image_size: int, num_classes: int, int8: bool):
 
     info = read_model(model)
     n = anchor_count(image_size)
-    problems = shape_problems(info)
-    shapes = sorted([int(x) for x in info.tensors[t].shape] for t in info.outputs)
-    expected = sorted([[1, n, 4 * REG_MAX], [1, n, num_classes]])
-    if shapes != expected:
-        problems.append(f"outputs {shapes}; expected {expected} (box distributions and class logits)")
-    dtypes = {info.tensors[t].dtype.lower() for t in info.outputs}
-    if dtypes != {"int8" if int8 else "float32"}:
-        problems.append(f"outputs are {sorted(dtypes)}; expected {'int8' if int8 else 'float32'}")
-    if int8:
-        # Requantization inside the graph is allowed: an imported YOLOv8's neck feeds one tensor to two concatenations.
-        problems += integer_only_problems(info, requantize_ok=True) + edgetpu_version_problems(info)
-        if info.num_subgraphs != 1:
-            problems.append(f"model has {info.num_subgraphs} subgraphs, expected 1")
+    # Requantization inside the graph is allowed: an imported YOLOv8's neck feeds one tensor to two concatenations.
+    problems = output_problems(info, [[1, n, 4 * REG_MAX], [1, n, num_classes]], "box distributions and class logits",
+                               int8, requantize_ok=True)
     if problems:
         raise VerificationError("the converted detector failed verification; nothing was written:\n  " + "\n  ".join(problems))
     if int8:
@@ -103,6 +93,24 @@ def verify(model: bytes, image_size: int, num_classes: int, int8: bool):
             raise VerificationError(f"the class logits are quantized with scale {q['scale']!r}, zero point {q['zero_point']}; "
                                     f"expected {LOGITS_SCALE!r} and 0 (Frigate's reader subtracts the zero point in int8)")
     return info
+
+
+def output_problems(info, expected: List[List[int]], what: str, int8: bool, requantize_ok: bool = False) -> List[str]:
+    """What verify refuses, one line each: shapes not static batch 1, outputs not of the `expected` shapes (in any order)
+    or not all int8 (float32 for the float twin), and for int8 float or mid-graph ops, op versions the Edge TPU compiler
+    cannot parse, more than one subgraph."""
+    problems = shape_problems(info)
+    shapes = sorted([int(x) for x in info.tensors[t].shape] for t in info.outputs)
+    if shapes != sorted(expected):
+        problems.append(f"outputs {shapes}; expected {sorted(expected)} ({what})")
+    dtypes = {info.tensors[t].dtype.lower() for t in info.outputs}
+    if dtypes != {"int8" if int8 else "float32"}:
+        problems.append(f"outputs are {sorted(dtypes)}; expected {'int8' if int8 else 'float32'}")
+    if int8:
+        problems += integer_only_problems(info, requantize_ok=requantize_ok) + edgetpu_version_problems(info)
+        if info.num_subgraphs != 1:
+            problems.append(f"model has {info.num_subgraphs} subgraphs, expected 1")
+    return problems
 
 
 def _box_output(info) -> int:

@@ -81,6 +81,14 @@ def yolo_loss(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres: np
     """(total, class loss, box loss, dfl loss) for one batch. gt_boxes [B, M, 4] normalized (ymin, xmin, ymax, xmax),
     as the detection input pipeline pads them. The losses are divided by the sum of the class targets, at least 1;
     `summed` turns this batch's sum into the one to use (training across replicas passes the global batch's)."""
+    return yolo_loss_assigned(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres, strides, image_size,
+                              reg_max, summed, box_iou)[0]
+
+
+def yolo_loss_assigned(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres: np.ndarray, strides: np.ndarray,
+                       image_size: int, reg_max: int, summed=None, box_iou: str = "ciou"):
+    """(yolo_loss's four terms, the assignment they were computed with): a head with more outputs adds its own terms
+    on the same positive anchor points."""
     box_dist = tf.cast(box_dist, tf.float32)
     class_logits = tf.cast(class_logits, tf.float32)
     centres_t = tf.constant(centres, tf.float32)
@@ -96,5 +104,5 @@ def yolo_loss(box_dist, class_logits, gt_boxes, gt_classes, gt_mask, centres: np
     sides = tf.concat([centres_t[None] - targets.boxes[..., :2], targets.boxes[..., 2:] - centres_t[None]], -1)
     dfl_loss = tf.reduce_sum(dfl(box_dist, sides / strides_t[None, :, None], reg_max) * weight) / normalizer
     total = WEIGHTS["class"] * class_loss + WEIGHTS["box"] * box_loss + WEIGHTS["dfl"] * dfl_loss
-    return total, class_loss, box_loss, dfl_loss
+    return (total, class_loss, box_loss, dfl_loss), targets
 

@@ -1,0 +1,34 @@
+"""Pose's own command-line options: --head (train, run) and --max-boxes (train). Detection declares the same flags
+first, so --help shows them once, with detection's words; a pose run reads them as its own, checked here."""
+from __future__ import annotations
+
+from pipeline.errors import ConfigError
+from pipeline.tasks.options import Option
+from pipeline.tasks.pose import heads
+
+# `pipeline train`'s defaults of a pose model: detection's batch and warm-up (pipeline/tasks/detect/options.py, measured
+# on `shapes`), 20 epochs decaying by 0.8 (detection's 0.7 is for 12). On `figures` they reach held-out OKS mAP@.5 0.970
+# (docs/tasks/pose.md); two epochs reach 0.80. Not tuned further.
+TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 20,
+                  "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.8}}
+MAX_BOXES = 16  # the built-in figures hold at most 3; COCO's person images rarely more than 13 labelled people
+
+OPTIONS = {
+    "train": (
+        Option("--head", "head", f"pose: the pose model's head ({', '.join(heads.NAMES)}; default {heads.DEFAULT})",
+               heads.NAMES, default=heads.DEFAULT),
+        Option("--max-boxes", "max_boxes", "pose: most objects one image may hold (default 16); every image's boxes "
+               "and keypoints are padded to it", int, default=MAX_BOXES, show_default=True),
+    ),
+    "run": (Option("--head", "head", "pose: the pose model's head (see `pipeline train --help`)", heads.NAMES),),
+}
+
+
+def check(command: str, given: dict) -> None:
+    if "head" in given and given["head"] not in heads.NAMES:
+        raise ConfigError(f"--task pose: head {given['head']!r}; expected one of {', '.join(heads.NAMES)}")
+    value = given.get("max_boxes")
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise ConfigError(f"max_boxes {value!r}, expected a whole number")
+    if value is not None and value < 1:
+        raise ConfigError(f"max_boxes {value}, expected at least 1")

@@ -1,0 +1,303 @@
+"""Pose: each object's box, class and keypoints per image. The model is a detector with a keypoint output (the pose
+heads of pipeline/tasks/pose/heads/: model, loss, export and decoding), trained on detection's backbones; the held-out
+split is scored by COCO's keypoint evaluator with the data's OKS sigmas (scores.py).
+
+The manifest's `pose` entry is what export, parity and the device need to read the head's outputs: the head's own
+entries, the input's resize, the most objects an image may hold and the keypoint layout (names, skeleton, flip_idx,
+sigmas and where they came from).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 2): see models/registry.py
+
+import functools
+import hashlib
+import json
+from dataclasses import asdict
+from typing import List
+
+import numpy as np
+
+from pipeline.errors import ConfigError, DataError
+from pipeline.tasks import Evaluation, Plan, Task
+from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
+
+IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}  # detection's (pipeline/tasks/detect/task.py)
+RESIZE = "stretch"  # training, held-out scoring and the device stretch the whole image to the square input
+MIN_CROP = 0.85  # training crops keep each side >= this share of the image, as detection's
+
+
+class Pose(Task):
+    name = "pose"
+    default_data = "figures"
+    train_defaults = TRAIN_DEFAULTS["pose"]
+
+    def input_size_step(self, run) -> int:
+        from pipeline.tasks.pose import heads
+
+        return max(heads.of_run(run).strides())
+
+    def check(self, config) -> None:
+        from pipeline.tasks.detect.backbone import BACKBONES
+        from pipeline.tasks.detect.data.specs import check_images
+        from pipeline.tasks.detect.task import DETECTOR_OPTIONS
+
+        if config.model not in BACKBONES:
+            raise ConfigError(f"--task pose: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
+        takes = DETECTOR_OPTIONS[config.model]
+        unknown = sorted(set(dict(config.model_options)) - set(takes))
+        if unknown:
+            raise ConfigError(f"--task pose: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
+        if config.frozen_epochs or config.unfreeze_from:
+            raise ConfigError("--task pose trains the whole model; --frozen-epochs and --unfreeze-from are for classify")
+        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
+            raise ConfigError(f"--task pose: --weights {config.weights} for {config.model}; expected 'imagenet' with "
+                              "mobilenet_v2, or no --weights")
+        if config.client_fits:
+            raise ConfigError("--task pose fits images by stretching them to the input; --client-fits is for classify")
+        check_images(config.images, [config.data, config.val_data])
+        stride = max(_head(config).strides())
+        if config.size % stride:
+            raise ConfigError(f"--task pose: image size {config.size}; expected a multiple of {stride} (the model's "
+                              "coarsest feature stride)")
+
+    def default_image_size(self, model: str) -> int:
+        return IMAGE_SIZE.get(model, 128)
+
+    def plan(self, config, chosen) -> Plan:
+        from pipeline.data import Split
+        from pipeline.tasks.pose.data import augment
+
+        source = _opened(config.data, tuple(config.images or ()))
+        val = _opened(config.val_data, tuple(config.images or ()), tuple(source.labels), source.layout) if config.val_data else None
+        split = Split(config.heldout_fraction, config.seed)
+        train = _examples(source, "all" if val else "train", split)
+        heldout = val.examples if val else _examples(source, "heldout", split)
+        if not heldout:
+            raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
+                            "(more images, a larger --heldout-fraction, or --val-data)")
+        steps_per_epoch = len(train) // config.batch_size
+        if steps_per_epoch < 1:
+            raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
+        k = source.layout.count
+        decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
+        feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
+                "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
+                "augmented": "after the cache: a flip that renumbers the keypoints by flip_idx and a crop, drawn anew every epoch"}
+        heldout_ds = _head(config).with_targets(config, augment.fitted(augment.decoded(heldout, k, config.max_boxes), config.size,
+                                                                       source.layout.flip_idx))
+        return Plan(source, val, split, augment.decoded(train, k, config.max_boxes), len(train), heldout_ds, len(heldout),
+                    feed, steps_per_epoch)
+
+    def build(self, config, num_classes: int):
+        import models
+        from models import pretrained
+
+        layout = _opened(config.data, tuple(config.images or ())).layout
+        imagenet = config.weights == models.IMAGENET
+        with pretrained.keras_downloads() as fetched:
+            model = _head(config).build(config, num_classes, layout.sigmas, imagenet)
+        return models.Built(model, None, pretrained.record(config.weights, fetched) if imagenet else None)
+
+    def compile_options(self):
+        return {}  # the loss is the model's own train_step
+
+    def training_batches(self, train, config, seed: int):
+        import tensorflow as tf
+
+        from pipeline.data.feed import _with_options
+        from pipeline.tasks.pose.data import augment
+
+        layout = _opened(config.data, tuple(config.images or ())).layout
+        ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = _head(config).with_targets(config, augment.fitted(ds, config.size, layout.flip_idx, training=True, seed=seed,
+                                                               min_crop=MIN_CROP))
+        ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
+        return _with_options(ds).prefetch(tf.data.AUTOTUNE)
+
+    def eval_batches(self, heldout, batch_size: int):
+        from pipeline.tasks.detect.task import TASK as DETECT
+
+        return DETECT.eval_batches(heldout, batch_size)  # batched and cast as detection's
+
+    def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
+        from pipeline.tasks.detect.infer import Nms
+        from pipeline.tasks.pose import scores
+        from pipeline.tasks.pose.samples import heldout_document
+
+        examples = _heldout(plan)
+        labels, layout = plan.train_source.labels, plan.train_source.layout
+        nms = Nms()
+        predictions = _head(config).predict(model, examples, config, nms)
+        found = scores.evaluate(examples, predictions, labels, layout)
+        final = history[-1] if history else {}
+        metrics = {"oks_map": found.oks_map, "oks_map50": found.oks_map50, "box_map": found.box_map,
+                   "box_map50": found.box_map50, "pixel_error": found.pixel_error["mean"], "loss": final.get("val_loss"),
+                   "images": len(examples), "objects": int(sum(len(e.boxes) for e in examples))}
+        error = found.pixel_error
+        line = (f"held-out: OKS mAP@[.5:.95] {found.oks_map:.4f}, OKS mAP@.5 {found.oks_map50:.4f}, box mAP@.5 "
+                f"{found.box_map50:.4f} ({len(examples)} images, {metrics['objects']} objects; COCOeval keypoints, "
+                f"sigmas: {layout.sigmas_source})\nkeypoint error, pixels (on {error['matched']} of {error['objects']} "
+                "objects found): " + ", ".join(f"{n} {'n/a' if error[n] is None else format(error[n], '.1f')}" for n in layout.names))
+        print(line, flush=True)
+        record = {"heldout": metrics, "heldout_pixel_error": error,
+                  "evaluation": {"evaluator": "pycocotools COCOeval (keypoints, the layout's sigmas; bbox)",
+                                 "sigmas": list(layout.sigmas), "sigmas_source": layout.sigmas_source,
+                                 "nms": nms.as_dict(), "resize": RESIZE}}
+        document = heldout_document(examples, predictions, labels, layout)
+        return Evaluation(record, line, {"heldout_poses": json.dumps(document).encode("utf-8")})
+
+    def record(self, config, plan: Plan, model, weights):
+        from pipeline.data import TRAINING_CONTRACT
+
+        head = _head(config)
+        train, val = plan.train_source, plan.val_source
+        return {
+            "model": {
+                "name": config.model,
+                "architecture": head.name,
+                "image_size": config.size,
+                "num_classes": len(train.labels),
+                "options": dict(config.model_options),
+                "parameters": int(model.count_params()),
+                "weights": weights,
+                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
+                "outputs": head.outputs(),
+            },
+            "pose": head.record(config, {"resize": RESIZE, "max_boxes": config.max_boxes, "keypoints": train.layout.as_dict()}),
+            "preprocessing": TRAINING_CONTRACT.as_record(),
+            "labels": list(train.labels),
+            "data": {
+                "train": _describe(config.data, train),
+                "val": _describe(config.val_data, val) if val else None,
+                "images": list(config.images or ()),
+                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
+                "identity": _identity(plan),
+            },
+        }
+
+    def saved(self, model):
+        from pipeline.tasks.detect.task import TASK as DETECT
+
+        return DETECT.saved(model)  # the same layers as a plain functional model, as detection saves them
+
+    def export(self, config, run):
+        from pipeline.tasks.pose import export
+
+        return export.export(config, run)
+
+    def comparison(self):
+        from pipeline.tasks.pose.parity import PoseComparison
+
+        return PoseComparison()
+
+    def predict(self, config, run, say, progress):
+        from pipeline.tasks.pose import predict
+
+        return predict.predict(config, run, say, progress)
+
+    def report_sections(self):
+        from pipeline.tasks.pose import report  # held-out OKS, the drawn keypoints and skeletons, parity
+
+        return {"pose": report.section}
+
+    def bundle_examples(self, run, data):
+        """The recorded held-out images, unlabelled: their keypoints stay in the run for the OKS mAP."""
+        from pipeline.tasks.pose.data.heldout import recorded_heldout
+
+        if data is not None:
+            raise ConfigError("--data applies to classification runs; a pose run's bundle holds its recorded held-out images")
+        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+
+    def end_summary(self, run, result):
+        from pipeline.tasks.detect.task import TASK as DETECT
+
+        return DETECT.end_summary(run, result)
+
+    def importer(self):
+        raise ConfigError("pipeline import --task pose is not built yet: a pose model from elsewhere (an Ultralytics "
+                          "pose ONNX) needs its keypoint tail cut and read, which no importer does so far; train one "
+                          "with `pipeline train --task pose`")
+
+    def tuning(self):
+        raise ConfigError("--remedy is not built for --task pose yet: the remedy ladder has no pose scoring; export "
+                          "without --remedy and judge int8 with `pipeline parity`")
+
+    def prepare(self, config, source: str, out: str):
+        """TFRecord shards of `source` with labels.txt and keypoints.json (pipeline/tasks/pose/data/tfrecords.py)."""
+        import tensorflow as tf
+
+        from pipeline.data.shards import PrepareResult, join_path
+        from pipeline.tasks.detect.data.specs import check_images
+        from pipeline.tasks.pose.data.specs import open_pose
+        from pipeline.tasks.pose.data.tfrecords import write_pose_tfrecords
+
+        check_images(config.images, [source])
+        data = open_pose(source, images=config.images)  # every image, box and keypoint checked before anything is written
+        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
+        if existing:
+            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
+        total = sum(len(e.image) for e in data.examples)
+        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
+        paths = write_pose_tfrecords(data, out, shards)
+        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+@functools.lru_cache(maxsize=4)
+def _opened(spec: str, images: tuple, labels: tuple = None, layout=None):
+    """The checked data of `spec`, read once for plan, build and the training batches (which are each given the
+    config, not the plan)."""
+    from pipeline.tasks.pose.data.specs import open_pose
+
+    return open_pose(spec, list(labels) if labels is not None else None, images, layout)
+
+
+def _head(config):
+    """The pose head `config` trains (pipeline/tasks/pose/heads/); the default when the config names none."""
+    from pipeline.tasks.pose import heads
+
+    return heads.get(getattr(config, "head", None) or heads.DEFAULT)
+
+
+def _as_model_input(images, targets):
+    from pipeline.tasks.detect.task import _as_model_input as cast
+
+    return cast(images, targets)
+
+
+def _examples(source, split: str, holdout) -> list:
+    from pipeline.tasks.detect.task import _examples as examples
+
+    return examples(source, split, holdout)
+
+
+def _heldout(plan: Plan) -> list:
+    from pipeline.tasks.detect.task import _heldout as heldout
+
+    return heldout(plan)
+
+
+def _describe(spec: str, source) -> dict:
+    from pipeline.tasks.detect.task import _describe as described
+
+    return {**described(spec, source), "keypoints": source.layout.count}
+
+
+def _identity(plan: Plan) -> dict:
+    """Detection's record of the data (classes, the training and held-out images' summaries, the held-out images one by
+    one) with the keypoint names and a digest of each split's keypoints, so a later stage can name what changed."""
+    from pipeline.tasks.detect.task import _identity as identity
+
+    record = identity(plan)
+    train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
+    record["keypoints"] = list(plan.train_source.layout.names)
+    for name, examples in (("train", train), ("heldout", _heldout(plan))):
+        listing = json.dumps([[e.id, np.round(e.keypoints, 5).tolist()] for e in examples], separators=(",", ":"))
+        record[name]["keypoints_sha256"] = hashlib.sha256(listing.encode("utf-8")).hexdigest()
+    return record
+
+
+TASK = Pose()
