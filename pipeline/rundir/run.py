@@ -82,7 +82,7 @@ class Run:
 
     @property
     def labels(self) -> List[str]:
-        return list(self._fact("labels"))
+        return list(self.fact("labels"))
 
     @property
     def contract(self) -> PixelContract:
@@ -130,7 +130,7 @@ class Run:
     def detection(self) -> Dict[str, Any]:
         """A detection run's anchor spec and post-processing record, what export and parity rebuild the detector's
         decoding from; ManifestError naming it when the run has none."""
-        return self._fact("detection")
+        return self.fact("detection")
 
     @property
     def metrics(self) -> Dict[str, Any]:
@@ -201,7 +201,8 @@ class Run:
                 f"{entry['path']} was compiled from an earlier int8 model (sha256 {entry['compiled_from'][:12]}…, "
                 f"the run's is now {str(source)[:12]}…); run `pipeline compile RUN` again")
 
-    def _fact(self, *keys: str) -> Any:  # a fact every run has; ManifestError naming it when it is missing
+    def fact(self, *keys: str) -> Any:
+        """The manifest's entry at `keys` (a task's own record: fact("pose", "head")); ManifestError naming it when missing."""
         value: Any = self.manifest
         for key in keys:
             if not isinstance(value, dict) or key not in value:

@@ -54,27 +54,7 @@ class Detect(Task):
         return {"detection": report.section}
 
     def check(self, config) -> None:
-        from pipeline.tasks.detect.backbone import BACKBONES
-        from pipeline.tasks.detect.data.specs import check_images
-
-        if config.model not in BACKBONES:
-            raise ConfigError(f"--task detect: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
-        takes = DETECTOR_OPTIONS[config.model]
-        unknown = sorted(set(dict(config.model_options)) - set(takes))
-        if unknown:
-            raise ConfigError(f"--task detect: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
-        if config.frozen_epochs or config.unfreeze_from:
-            raise ConfigError("--task detect trains the whole detector; --frozen-epochs and --unfreeze-from are for classify")
-        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
-            raise ConfigError(f"--task detect: --weights {config.weights} for {config.model}; expected 'imagenet' with "
-                              "mobilenet_v2, or no --weights")
-        if config.client_fits:
-            raise ConfigError("--task detect fits images by stretching them to the input; --client-fits is for classify")
-        check_images(config.images, [config.data, config.val_data])
-        stride = max(_head(config).strides())
-        if config.size % stride:
-            raise ConfigError(f"--task detect: image size {config.size}; expected a multiple of {stride} (the detector's "
-                              "coarsest feature stride)")
+        check_detector(config, self.name, "detector", max(_head(config).strides()))
 
     def default_image_size(self, model: str) -> int:
         return IMAGE_SIZE.get(model, 128)
@@ -252,6 +232,31 @@ class Detect(Task):
         shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
         paths = write_tfrecords(data, out, shards)
         return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def check_detector(config, task: str, what: str, stride: int) -> None:
+    """Refuse the options a task whose model is a detector on a backbone (detect, and the tasks built on it) cannot
+    honour: `what` names its model in the messages, `stride` is its coarsest feature stride."""
+    from pipeline.tasks.detect.backbone import BACKBONES
+    from pipeline.tasks.detect.data.specs import check_images
+
+    if config.model not in BACKBONES:
+        raise ConfigError(f"--task {task}: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
+    takes = DETECTOR_OPTIONS[config.model]
+    unknown = sorted(set(dict(config.model_options)) - set(takes))
+    if unknown:
+        raise ConfigError(f"--task {task}: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
+    if config.frozen_epochs or config.unfreeze_from:
+        raise ConfigError(f"--task {task} trains the whole {what}; --frozen-epochs and --unfreeze-from are for classify")
+    if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
+        raise ConfigError(f"--task {task}: --weights {config.weights} for {config.model}; expected 'imagenet' with "
+                          "mobilenet_v2, or no --weights")
+    if config.client_fits:
+        raise ConfigError(f"--task {task} fits images by stretching them to the input; --client-fits is for classify")
+    check_images(config.images, [config.data, config.val_data])
+    if config.size % stride:
+        raise ConfigError(f"--task {task}: image size {config.size}; expected a multiple of {stride} (the {what}'s "
+                          "coarsest feature stride)")
 
 
 def _head(config):

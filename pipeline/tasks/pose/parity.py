@@ -19,7 +19,7 @@ from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
 
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import DataError
 from pipeline.gate import REFERENCE, FloorWords, Metric
 from pipeline.tasks.comparison import Comparison, Held
 from pipeline.tasks.detect.scores import AGREEMENT_IOU, AGREEMENT_SCORE, agreement, exact_score
@@ -37,17 +37,21 @@ class PoseComparison(Comparison):
     floor_metric = GATE_METRIC
 
     def heldout(self, config, run) -> Held:
-        from pipeline.tasks.pose.data.heldout import recorded_heldout, run_layout
+        """The recorded held-out images, checked against the identities training recorded; or those of --data, checked
+        to hold the run's classes and keypoints and no image it trained or tuned on (data/heldout.py)."""
+        from pipeline.tasks.detect.data.heldout import RECORDED
+        from pipeline.tasks.pose.data.heldout import given_heldout, recorded_heldout, run_layout
 
-        if config.data is not None:
-            raise ConfigError("--data applies to classification runs; a pose run's parity compares its models on the "
-                              "recorded held-out images")
         self.layout = run_layout(run)
-        examples = recorded_heldout(run)
+        if config.data is not None:
+            examples, self.heldout_record = given_heldout(run, config.data)
+        else:
+            examples = recorded_heldout(run)
+            self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
         size = (run.image_size, run.image_size)
         pixels = [run.contract.load_pixels(e.image, size, name=e.id) for e in examples]
         return Held([e.id for e in examples], [e.image for e in examples], pixels, examples,
-                    "run's recorded held-out split", run.labels)
+                    self.heldout_record["source"], run.labels)
 
     def reference(self, run, held: Held) -> list:
         from pipeline.tasks.pose import heads
@@ -131,8 +135,10 @@ class PoseComparison(Comparison):
 
     def report(self, config, run, held: Held, entries, clients, device, verdict, answers) -> dict:
         examples = held.truth
+        objects = int(sum(len(e.boxes) for e in examples))
         return {"task": "pose", "reference": REFERENCE, "models": entries, "clients": clients, "gate": verdict,
-                "images": len(examples), "objects": int(sum(len(e.boxes) for e in examples)),
+                "images": len(examples), "objects": objects,
+                "heldout": {**self.heldout_record, "images": len(examples), "objects": objects},
                 "keypoints": self.layout.as_dict(),
                 "agreement": {"score_at_least": AGREEMENT_SCORE, "iou_at_least": AGREEMENT_IOU, "same_class": True}}
 
@@ -147,7 +153,9 @@ class PoseComparison(Comparison):
         return run.dir / "parity"
 
     def summary(self, report: dict) -> str:
-        lines = [f"{'model':<18} {'OKS@.5':>8} {'OKS@[.5:.95]':>13} {'box@.5':>8} {'px error':>9} {'agreement':>10} {'drop pp':>8}"]
+        from pipeline.tasks.detect.report import heldout_line
+
+        lines = [heldout_line(report), f"{'model':<18} {'OKS@.5':>8} {'OKS@[.5:.95]':>13} {'box@.5':>8} {'px error':>9} {'agreement':>10} {'drop pp':>8}"]
         reference = report["models"][report["reference"]]["oks_map50"]
         for name, m in report["models"].items():
             error = m["pixel_error"]["mean"]

@@ -40,28 +40,9 @@ class Pose(Task):
         return max(heads.of_run(run).strides())
 
     def check(self, config) -> None:
-        from pipeline.tasks.detect.backbone import BACKBONES
-        from pipeline.tasks.detect.data.specs import check_images
-        from pipeline.tasks.detect.task import DETECTOR_OPTIONS
+        from pipeline.tasks.detect.task import check_detector
 
-        if config.model not in BACKBONES:
-            raise ConfigError(f"--task pose: model {config.model!r} has no detector; expected one of {', '.join(BACKBONES)}")
-        takes = DETECTOR_OPTIONS[config.model]
-        unknown = sorted(set(dict(config.model_options)) - set(takes))
-        if unknown:
-            raise ConfigError(f"--task pose: the {config.model} detector does not take option {unknown[0]!r}; it takes {', '.join(takes)}")
-        if config.frozen_epochs or config.unfreeze_from:
-            raise ConfigError("--task pose trains the whole model; --frozen-epochs and --unfreeze-from are for classify")
-        if config.weights and (config.weights != "imagenet" or config.model != "mobilenet_v2"):
-            raise ConfigError(f"--task pose: --weights {config.weights} for {config.model}; expected 'imagenet' with "
-                              "mobilenet_v2, or no --weights")
-        if config.client_fits:
-            raise ConfigError("--task pose fits images by stretching them to the input; --client-fits is for classify")
-        check_images(config.images, [config.data, config.val_data])
-        stride = max(_head(config).strides())
-        if config.size % stride:
-            raise ConfigError(f"--task pose: image size {config.size}; expected a multiple of {stride} (the model's "
-                              "coarsest feature stride)")
+        check_detector(config, self.name, "model", max(_head(config).strides()))
 
     def default_image_size(self, model: str) -> int:
         return IMAGE_SIZE.get(model, 128)
@@ -205,12 +186,12 @@ class Pose(Task):
         return {"pose": report.section}
 
     def bundle_examples(self, run, data):
-        """The recorded held-out images, unlabelled: their keypoints stay in the run for the OKS mAP."""
-        from pipeline.tasks.pose.data.heldout import recorded_heldout
+        """The recorded held-out images (or --data's, checked as parity checks them), unlabelled: their keypoints stay
+        in the run for the OKS mAP."""
+        from pipeline.tasks.pose.data.heldout import given_heldout, recorded_heldout
 
-        if data is not None:
-            raise ConfigError("--data applies to classification runs; a pose run's bundle holds its recorded held-out images")
-        return [(e.id, None, e.image) for e in recorded_heldout(run)]
+        examples = given_heldout(run, data)[0] if data is not None else recorded_heldout(run)
+        return [(e.id, None, e.image) for e in examples]
 
     def end_summary(self, run, result):
         from pipeline.tasks.detect.task import TASK as DETECT

@@ -22,11 +22,12 @@ def summary(examples: Sequence, num_classes: int) -> dict:
     return {"count": len(examples), "objects_per_class": per_class, "sha256": hashlib.sha256(listing).hexdigest()}
 
 
-def training_again(run) -> list:
-    """The run's training images read again from its data; a DataError when they are not the ones it summarized."""
+def training_again(run, read=None) -> list:
+    """The run's training images read again from its data (by `read(run)`, detection's reader when not given); a
+    DataError when they are not the ones it summarized."""
     from pipeline.tasks.detect.export import training_examples
 
-    examples = training_examples(run)
+    examples = (read or training_examples)(run)
     if summary(examples, len(run.labels))["sha256"] != ((run.data.identity or {}).get("train") or {}).get("sha256"):
         raise DataError(f"its training data {run.data.train_spec} changed since")
     return examples

@@ -28,4 +28,4 @@ def get(name: str) -> PoseHead:
 def of_run(run) -> PoseHead:
     """The head a pose run was trained with (its manifest's "pose" entry's "head"; ManifestError naming it when the run
     records none)."""
-    return get(run._fact("pose", "head"))
+    return get(run.fact("pose", "head"))

@@ -72,6 +72,24 @@ def test_parity_scores_each_model_by_oks_and_gates_int8(exported, tmp_path):
     assert floor.returncode == 1 and "is under --min-accuracy" in floor.stderr, floor.stderr[-1500:]
 
 
+def test_parity_data_scores_another_set_and_refuses_the_training_one(exported, tmp_path):
+    """`pipeline parity RUN --data SPEC` of a pose run: the built-in set drawn from another seed is scored (the report
+    names it and its size); the set the run trained on is refused by content, and nothing is written."""
+    run = tmp_path / "run"
+    shutil.copytree(exported[0], run)
+    other = "figures?count=12&size=64&seed=9"
+    result = cli(["parity", str(run), "--data", other, "--max-drop", "100", "--min-accuracy", "0"], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    heldout = json.loads((run / "parity" / "report.json").read_text())["heldout"]
+    assert heldout["source"] == other and heldout["images"] == 12 and heldout["trained_on_checked"] is True
+    assert result.stdout.startswith(f"held-out images: 12 ({heldout['objects']} objects) from {other}")
+    before = (run / "manifest.json").read_bytes()
+    refused = cli(["parity", str(run), "--data", DATA], timeout=900)
+    assert refused.returncode == 1 and "images are ones this run trained on, by content" in refused.stderr, refused.stderr
+    assert "another seed, as in figures?seed=1" in refused.stderr and "Traceback" not in refused.stderr
+    assert (run / "manifest.json").read_bytes() == before
+
+
 def test_predict_writes_coco_keypoint_results(exported, tmp_path):
     from pipeline.tasks.pose.data.specs import open_pose
 
