@@ -317,7 +317,7 @@ def render(args, data, trained, litert, as_is, tpu_export, imported, types, mapp
            f"seed 0, classes {', '.join(data['labels'])}), training {trained['train_seconds']:.0f} s. Held out: "
            f"{data['heldout']} scenes of seed 1 ({data['heldout_objects']} objects), never trained or calibrated on; "
            "every row below is scored on all of them. Calibration: the training images for every path.\n",
-           "Environments: " + "; ".join(f"{k}: {v}" for k, v in versions.items()) + "\n",
+           "Environments: " + "; ".join(f"{k}: {v}" for k, v in versions.items() if k != "wall_seconds") + "\n",
            "| path | file | input | outputs | ops mapped (pre-flight) | edgeflow COCOeval mAP@[.5:.95] / mAP@.5 | "
            "int8 loss pp | Ultralytics val mAP@[.5:.95] / mAP@.5 | int8 loss pp |",
            "|---|---|---|---|---|---|---|---|---|",

@@ -49,10 +49,16 @@ def litert(work: Path, size: int) -> dict:
 
 def edgetpu(work: Path, size: int) -> dict:
     """`format=edgetpu` as a user calls it. Offline it cannot fetch the Edge TPU compiler, so the export raises at its
-    last step; the full-integer int8 file it wrote before that step is what is scored. The error is returned whole."""
+    last step; the full-integer int8 file it wrote before that step is what is scored. The error is returned whole.
+    Run in its own working folder (where onnx2tf looks for its sample images)."""
+    import shutil
+
     from ultralytics import YOLO
 
-    weights = work / "runs" / "train" / "weights" / "best.pt"
+    # A copy of the weights in the working folder: the export writes its own ONNX file (its TensorFlow wrapper's,
+    # boxes normalized) beside the weights, where it would replace the `format=onnx` file the import reads.
+    weights = Path.cwd() / "best.pt"
+    shutil.copyfile(work / "runs" / "train" / "weights" / "best.pt", weights)
     started = time.time()
     error = None
     try:
