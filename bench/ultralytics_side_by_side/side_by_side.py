@@ -216,6 +216,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=192)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--train-count", type=int, default=400)
+    parser.add_argument("--train-seed", type=int, default=0, help="Ultralytics' training seed (the scenes stay seeds 0 and 1)")
     parser.add_argument("--heldout-count", type=int, default=300)
     parser.add_argument("--redo", action="append", help="a step to run again (its name in WORK/steps/)")
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(REPO)}")
@@ -228,7 +229,7 @@ def main() -> None:
 
     data = step("data", lambda: make_data(work, args.size, args.train_count, args.heldout_count))
     trained = step("train", lambda: last_json(run_logged([ultra, STEPS, "train", work, "--size", size, "--epochs",
-                                                          str(args.epochs)], logs / "train.log", work)))
+                                                          str(args.epochs), "--seed", str(args.train_seed)], logs / "train.log", work)))
     litert = step("litert", lambda: last_json(run_logged([ultra, STEPS, "litert", work, "--size", size], logs / "litert.log", work)))
 
     def edgetpu(folder: str):
@@ -312,7 +313,7 @@ def render(args, data, trained, litert, as_is, tpu_export, imported, types, mapp
            "(other helpers' jobs ran beside it)\n",
            "command (from the repository's root, after `bash bench/ultralytics_side_by_side/make_envs.sh`):\n",
            "```\n" + " ".join(["python", *map(str, [Path(sys.argv[0]).resolve().relative_to(REPO), *sys.argv[1:]])]) + "\n```\n",
-           f"Model: YOLOv8n from `yolov8n.yaml`, trained by Ultralytics {args.epochs} epochs at {args.size} px on "
+           f"Model: YOLOv8n from `yolov8n.yaml`, trained by Ultralytics (seed {args.train_seed}) {args.epochs} epochs at {args.size} px on "
            f"{data['train']} real-photo scenes ({data['train_objects']} objects; bench/photo_scenes.py at {args.size}x{args.size}, "
            f"seed 0, classes {', '.join(data['labels'])}), training {trained['train_seconds']:.0f} s. Held out: "
            f"{data['heldout']} scenes of seed 1 ({data['heldout_objects']} objects), never trained or calibrated on; "

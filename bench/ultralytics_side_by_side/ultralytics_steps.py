@@ -22,13 +22,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def train(work: Path, size: int, epochs: int) -> dict:
+def train(work: Path, size: int, epochs: int, seed: int) -> dict:
     from ultralytics import YOLO
 
     model = YOLO("yolov8n.yaml")  # from its yaml: no weights downloaded
     started = time.time()
     model.train(data=str(work / "ultralytics.yaml"), epochs=epochs, imgsz=size, batch=16, workers=0, device="cpu",
-                plots=False, amp=False, val=False, project=str(work / "runs"), name="train", exist_ok=True, seed=0,
+                plots=False, amp=False, val=False, project=str(work / "runs"), name="train", exist_ok=True, seed=seed,
                 close_mosaic=max(1, epochs // 3), warmup_epochs=1, verbose=False)
     seconds = time.time() - started
     weights = work / "runs" / "train" / "weights" / "best.pt"
@@ -125,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work.resolve()
     if args.step == "train":
-        result = train(work, args.size, args.epochs)
+        result = train(work, args.size, args.epochs, args.seed)
     elif args.step == "litert":
         result = litert(work, args.size)
     elif args.step == "edgetpu":
