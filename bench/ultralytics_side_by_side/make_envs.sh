@@ -10,9 +10,9 @@
 # check_requirements for on Python 3.11 (its own requirement strings, installed up front instead of mid-export):
 # TensorFlow <= 2.19.0 (pinned to 2.19.0: left open, pip backtracked through 2.18.1, 2.18.0, 2.17.1, ... downloading
 # 600 MB each), onnx2tf >= 1.26.3, < 1.29.0 (--no-deps, as Ultralytics installs it), tf_keras <= 2.19.0,
-# sng4onnx, onnx_graphsurgeon, ai-edge-litert, protobuf >= 5. TensorFlow 2.19 pins numpy < 2.2 and protobuf < 6,
-# which litert-torch's numpy 2.4 and protobuf 7 contradict: hence a second venv. A directory that already holds a
-# python is kept as it is.
+# sng4onnx, onnx_graphsurgeon, ai-edge-litert, protobuf >= 5. TensorFlow 2.19 pins numpy < 2.2 and protobuf < 6 and
+# so brings older numpy, onnx and protobuf than ULTRA_DIR's: a second venv leaves the one the project's tests use as
+# it is. A directory that already holds a python is kept as it is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
