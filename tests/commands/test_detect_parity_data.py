@@ -175,8 +175,10 @@ def test_an_imported_detector_is_scored_on_new_images_and_its_tuning_images_are_
          "--data", data, "--val-data", val, "--out", run])
     _ok(["export", run, "--int8"])
     done = _ok(["parity", run, "--data", new, *RELAXED])
-    held = _report(run)["heldout"]
+    report = _report(run)
+    held = report["heldout"]
     assert (held["source"], held["images"], held["trained_on_checked"]) == (str(new), 12, True)
+    assert report["reference_model"].startswith("the imported model as given (") and "onnxruntime" in report["reference_model"]
     assert "(given to `pipeline import`; what the model trained on before is unknown to edgeflow)" in done.stdout.splitlines()[0]
     tuning = len(json.loads((run / "manifest.json").read_text())["data"]["identity"]["tuning"]["examples"])
     assert held["tuning_images"] == tuning > 0

@@ -134,7 +134,11 @@ class DetectComparison(Comparison):
         shown = [name for name in answers if name not in (REFERENCE, "float_tflite_cpu")]
         examples = held.truth
         objects = int(sum(len(e.boxes) for e in examples))
+        from pipeline.importing import reference
+
         return {"task": "detect", "reference": REFERENCE, "models": entries, "clients": clients, "gate": verdict,
+                # An imported detector's reference row is the original as given (heads/<head>/reference.py), named here.
+                **({"reference_model": reference.describe(run.origin)} if run.origin else {}),
                 "heldout": {**self.heldout_record, "images": len(examples), "objects": objects},
                 "images": len(examples), "objects": objects,
                 "disagreements": disagreements(examples, answers[REFERENCE], {n: answers[n] for n in shown}),
