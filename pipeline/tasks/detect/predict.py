@@ -31,15 +31,17 @@ class Predicted(NamedTuple):
     what: str
 
 
-def predict(config, run, say, progress):
-    """Detect in every input of config.data with the run's exported detector and write config.out (COCO results)."""
+def predict(config, run, say, progress, fields=None, form: str = "coco results json", what: str = "detection"):
+    """Detect in every input of config.data with the run's exported detector and write config.out (COCO results).
+    `fields(object)`: a task built on detection adds its own to each row (pose: the keypoints), written as `form`;
+    `what` names the run in messages."""
     from pipeline.rundir.run import artifact
 
-    _check(config)
+    _check(config, what)
     key = MODELS[config.model]
     if not run.has(key):
-        raise ConfigError(f"{run.dir} has no {key}; run `{artifact(key).producer}` first (a detection run predicts with its "
-                          "exported detector)")
+        raise ConfigError(f"{run.dir} has no {key}; run `{artifact(key).producer}` first (a {what} run predicts with "
+                          "its exported model)")
     if config.model == "edgetpu":
         run.check_compiled_is_current(key)
     # After the checks: pipeline.data imports TensorFlow, seconds a refused option need not wait for.
@@ -71,7 +73,8 @@ def predict(config, run, say, progress):
                     b = o.box
                     rows.append({"image_id": position, "file_name": item.id, "category_id": o.id + 1, "category": o.label,
                                  "bbox": [round(float(b.xmin), 2), round(float(b.ymin), 2), round(float(b.xmax - b.xmin), 2),
-                                          round(float(b.ymax - b.ymin), 2)], "score": round(float(o.score), 6)})
+                                          round(float(b.ymax - b.ymin), 2)],
+                                 **(fields(o) if fields else {}), "score": round(float(o.score), 6)})
             update(1)
     inputs.refuse_unless_skipping(problems, config.skip_bad)
     if not found_in:
@@ -80,16 +83,16 @@ def predict(config, run, say, progress):
     out = Path(config.out)
     write_json_atomic(out, rows, indent=1)
     skipped = [problems[i] for i in sorted(problems)]
-    return Predicted(out, "coco results json", len(found_in), skipped, loaded - started, seconds,
+    return Predicted(out, form, len(found_in), skipped, loaded - started, seconds,
                      f"{path.name} ({config.model}), one image at a time, {len(rows)} objects; "
                      "images decoded by the pixel contract (edge.pixels.preprocess), as the device decodes")
 
 
-def _check(config) -> None:
+def _check(config, task: str) -> None:
     if config.out_format != "json":
         raise ConfigError(f"--out {config.out}" + (f" --format {config.format}" if config.format else "")
-                          + ": a detection run writes COCO results JSON; expected a .json file (no CSV)")
+                          + f": a {task} run writes COCO results JSON; expected a .json file (no CSV)")
     wrong = [f"--{n.replace('_', '-')}" for n in ("batch_size", "tpu", "cpu_replicas") if getattr(config, n) is not None]
     if wrong:
-        raise ConfigError(f"{', '.join(wrong)} apply to a classification run's SavedModel; a detection run predicts with "
-                          "its exported TFLite detector one image at a time")
+        raise ConfigError(f"{', '.join(wrong)} apply to a classification run's SavedModel; a {task} run predicts with "
+                          "its exported TFLite model one image at a time")

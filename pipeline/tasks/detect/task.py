@@ -145,17 +145,7 @@ class Detect(Task):
         head = _head(config)
         train, val = plan.train_source, plan.val_source
         return {
-            "model": {
-                "name": config.model,
-                "architecture": head.name,
-                "image_size": config.size,
-                "num_classes": len(train.labels),
-                "options": dict(config.model_options),
-                "parameters": int(model.count_params()),
-                "weights": weights,
-                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
-                "outputs": head.outputs(),
-            },
+            "model": model_entry(config, head, len(train.labels), model, weights),
             "detection": head.detection(config, {"resize": RESIZE, "max_boxes": config.max_boxes}),
             # The device stretches the whole image to the input by the pixel contract, as training does (with
             # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
@@ -232,6 +222,14 @@ class Detect(Task):
         shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
         paths = write_tfrecords(data, out, shards)
         return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def model_entry(config, head, num_classes: int, model, weights) -> dict:
+    """The manifest's `model` entry of a detector trained with `head` (detect's, and the tasks built on it)."""
+    return {"name": config.model, "architecture": head.name, "image_size": config.size, "num_classes": num_classes,
+            "options": dict(config.model_options), "parameters": int(model.count_params()), "weights": weights,
+            "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
+            "outputs": head.outputs()}
 
 
 def check_detector(config, task: str, what: str, stride: int) -> None:

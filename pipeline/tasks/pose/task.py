@@ -132,21 +132,12 @@ class Pose(Task):
 
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
+        from pipeline.tasks.detect.task import model_entry
 
         head = _head(config)
         train, val = plan.train_source, plan.val_source
         return {
-            "model": {
-                "name": config.model,
-                "architecture": head.name,
-                "image_size": config.size,
-                "num_classes": len(train.labels),
-                "options": dict(config.model_options),
-                "parameters": int(model.count_params()),
-                "weights": weights,
-                "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
-                "outputs": head.outputs(),
-            },
+            "model": model_entry(config, head, len(train.labels), model, weights),
             "pose": head.record(config, {"resize": RESIZE, "max_boxes": config.max_boxes, "keypoints": train.layout.as_dict()}),
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
