@@ -189,9 +189,38 @@ def test_a_gated_client_that_cannot_read_the_pose_file_fails_the_gate_with_its_r
     assert json.loads((run / "parity" / "report.json").read_text())["clients"]["pycoral"]["gated"]
 
 
-def test_export_layout_ultralytics_writes_the_second_file_and_records_it(exported, tmp_path):
+READ_ULTRALYTICS = """
+import json, sys
+from ultralytics import YOLO
+model = YOLO(sys.argv[1], task="pose")
+found = []
+for path in sys.argv[3:]:
+    r = model.predict(path, imgsz=int(sys.argv[2]), conf=0.25, verbose=False)[0]
+    found.append({"boxes": r.boxes.xyxy.tolist(), "scores": r.boxes.conf.tolist(), "keypoints": r.keypoints.data.tolist(),
+                  "names": r.names})
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def ultralytics_python(tmp_path_factory) -> str:
+    import os
+
+    from tests.support.device_env import shared_env
+
+    given = os.environ.get("EDGEFLOW_ULTRALYTICS_PYTHON")
+    return given or str(shared_env(tmp_path_factory, "ultralytics-env") / "bin" / "python")
+
+
+def test_export_layout_ultralytics_writes_the_file_ultralytics_reads(exported, ultralytics_python, tmp_path):
     """`--int8 --layout ultralytics`: model_int8.tflite as always and model_int8_ultralytics.tflite beside it, recorded
-    under model_int8's entry; refused without --int8; an int8 export without it takes the stale file away."""
+    under model_int8's entry, which Ultralytics' own YOLO(file, task="pose") reads as edge reads model_int8.tflite;
+    refused without --int8; an int8 export without it takes the stale file away."""
+    import subprocess
+
+    from edge.answers.pose import open_pose, poses_file
+    from pipeline.tasks.pose.data.heldout import recorded_heldout
+    from pipeline.rundir.run import Run
     import zipfile
 
     from pipeline.rundir.files import sha256_of
@@ -206,7 +235,32 @@ def test_export_layout_ultralytics_writes_the_second_file_and_records_it(exporte
     assert record["size_bytes"] == written.stat().st_size and "also wrote model_int8_ultralytics.tflite" in result.stdout
     metadata = json.loads(zipfile.ZipFile(written).read("metadata.json"))  # Ultralytics' own, appended to the flatbuffer
     assert (metadata["task"], metadata["names"], metadata["kpt_shape"]) == ("pose", {"0": "figure"}, [7, 3])
-    shutil.copy(written, tmp_path / "ultralytics.tflite")  # for the reader below
+
+    # Ultralytics' reading of its file against edge's of model_int8.tflite, on the held-out images: each image's best
+    # object is edge's best (two int8 files of one model: box and keypoints within 3 px of 64, scores within 0.03);
+    # where Ultralytics (conf 0.25) finds none, edge's best scores under 0.28. Measured: within 2.3 px and 0.01.
+    images = []
+    for n, example in enumerate(recorded_heldout(Run.open(run))):
+        images.append(tmp_path / f"{n}.png")
+        images[-1].write_bytes(example.image)
+    done = subprocess.run([ultralytics_python, "-c", READ_ULTRALYTICS, str(written), "64", *map(str, images)],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    read = json.loads(done.stdout.strip().splitlines()[-1])
+    model = open_pose(run / "model_int8.tflite")
+    found = 0
+    for path, theirs in zip(images, read):
+        assert theirs["names"] == {"0": "figure"}
+        ours = poses_file(model, path, threshold=0.0)
+        if not theirs["boxes"]:
+            assert not ours or ours[0].score < 0.28
+            continue
+        found += 1
+        best = ours[0]
+        assert len(theirs["keypoints"][0]) == 7 and abs(theirs["scores"][0] - best.score) < 0.03
+        xy = np.array([best.box.xmin, best.box.ymin, best.box.xmax, best.box.ymax, *(c for p in best.keypoints for c in p[:2])])
+        assert np.abs(xy - np.array([*theirs["boxes"][0], *(c for p in theirs["keypoints"][0] for c in p[:2])])).max() < 3.0
+    assert found >= len(images) // 2
 
     refused = cli(["export", str(run), "--layout", "ultralytics"], timeout=300)
     assert refused.returncode == 1 and "--layout ultralytics writes an int8 file; add --int8" in refused.stderr
