@@ -280,7 +280,7 @@ def evaluate(model: str, data_dir: str, out: str, labels_file: Optional[str], k:
 
 def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, workers: int) -> None:
     from edge.answers import detect as det
-    from edge.answers.evaluation import detection_samples, detections_document, evaluate_detections
+    from edge.answers.evaluation import detection_samples, detections_document, evaluate_detections, task_of
     from edge.documents.predictions import write_detections
 
     detector = det.Detector(runner, det.output_indices(runner.interpreter))
@@ -297,7 +297,8 @@ def _evaluate_detector(model: Path, runner: Runner, data: Path, out: str, worker
     entries, errors = evaluate_detections(detector, samples, progress, workers, post_on_workers=True, encoded=True)
     write_detections(Path(out), detections_document(model, detector, labels, entries, errors))
     found = sum(e.objects for e in entries)
-    click.echo(f"{len(entries)} images, {found} detections (every score; mAP is scored on the host); wrote {out}")
+    what = "poses (objects with keypoints; " if task_of(detector) == "pose" else "detections ("
+    click.echo(f"{len(entries)} images, {found} {what}every score; mAP is scored on the host); wrote {out}")
     _refuse_unreadable(errors, len(samples), out, "evaluated")
 
 

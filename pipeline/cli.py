@@ -167,9 +167,10 @@ def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
 @click.option("--layer-errors/--no-layer-errors", default=True, show_default=True,
               help="int8: write quantization.json, the per-layer error of the int8 model against float (it converts the "
               "model again, and the float model too when none was exported: about half of the export's time; a detector's export writes none)")
+@_with_task_options("export")
 @reports_errors
 def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, calibration_data, io_type, per_tensor, qat_epochs,
-                   remedy, clients, layer_errors):
+                   remedy, clients, layer_errors, **task_given):
     """Convert RUN's SavedModel to TFLite at batch 1 (float32 unless a mode is given)."""
     from pathlib import Path
 
@@ -184,7 +185,8 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     config = export.ExportConfig(mode=chosen[0] if chosen else export.Mode.FLOAT32, calibration_samples=calibration_samples,
                                  io_type=io_type, per_tensor=per_tensor, qat_epochs=qat_epochs, repair=remedy,
                                  calibration_data=Path(calibration_data) if calibration_data else None,
-                                 clients=parse_clients(clients), layer_errors=layer_errors)
+                                 clients=parse_clients(clients), layer_errors=layer_errors,
+                                 task_options=_given(task_given, "export"))
     result = export.export_model(config, Path(run_dir))
     click.echo(result.table)
     for note in result.notes:

@@ -21,9 +21,9 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf-keras, like the models
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError
@@ -32,6 +32,7 @@ from pipeline.importing.run_limits import refuse_qat
 from pipeline.quant.convert import IO_TYPES, Mode
 from pipeline.report import write as write_report
 from pipeline.rundir.run import writing
+from pipeline.tasks import options as task_options
 
 @dataclass(frozen=True)
 class ExportConfig:
@@ -54,8 +55,10 @@ class ExportConfig:
     qat_distil: bool = False  # set by the ladder: QAT learns the float model's answers, not the labels (pipeline/quant/qat.py)
     clients: Tuple[str, ...] = ()  # with repair: clients whose feed of the tuning split the ladder judges too (remedy.py)
     calibration_clients: Tuple[str, ...] = ()  # set by the ladder: these clients' feeds of the calibration images join them
+    task_options: Mapping[str, Any] = field(default_factory=dict)  # the run's task's own options (pipeline/tasks/options.py)
 
     def validate(self) -> None:
+        task_options.check("export", self.task_options)
         if not isinstance(self.mode, Mode):
             raise ConfigError(f"mode {self.mode!r}, expected one of {', '.join(m.value for m in Mode)}")
         if self.mode is not Mode.INT8:
@@ -97,6 +100,7 @@ def export_model(config: ExportConfig, run_dir: Path):
     config.validate()
     with writing(run_dir, "pipeline export") as run:
         task = tasks.of_run(run)
+        config = replace(config, task_options=task_options.for_task(task.name, "export", config.task_options))
         refuse_qat(run, config.qat_epochs)  # an imported run has no Keras model to fine-tune
         if config.clients:
             from pipeline.inference.client_scores import for_task

@@ -77,7 +77,8 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
     this thread sets the input, invokes and `read`s the outputs (copies: the next invoke overwrites the
     interpreter's); `decode` turns them into (class ids, scores, boxes) arrays here right after, or on the workers with `post_on_workers` (worth it when decoding costs
     more than a hand-over to a thread, as a decode + NMS in numpy does). The defaults read the SSD post-processing
-    op's four outputs (or an anchor-free head's two, decoded by edge.answers.heads.yolo) and keep every detection (threshold 0). With `encoded`, each entry comes written as JSON
+    op's four outputs (or an anchor-free head's two, decoded by edge.answers.heads.yolo; a pose model's three, by
+    edge.answers.heads.keypoints, each object with its keypoints) and keep every detection (threshold 0). With `encoded`, each entry comes written as JSON
     (edge.documents.predictions.Encoded, for write_detections) where `post` runs. `progress` wraps the iteration, or None."""
     from edge.answers import detect as det
     from edge.answers.classify import invoke
@@ -87,7 +88,7 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
     # Only copies after the invoke; an anchor-free head's decode + NMS happens in `decode`, on the workers when asked.
     read = read or (lambda d: det.read_outputs(d.runner.interpreter, d.indices))
     # Threshold 0: every detection the op kept, each box normalized to the image (the stretch maps the whole image onto the input).
-    decode = decode or (lambda outputs: det.kept(det.raw_of(outputs, detector.indices), 0.0))
+    decode = decode or (lambda outputs: kept_objects(det.raw_of(outputs, detector.indices), 0.0))
 
     def load(sample: Sample):
         return runner.pixels(source_of(sample), str(sample.path))
@@ -112,12 +113,33 @@ def evaluate_detections(detector: Any, samples: List[Sample], progress: Any = No
     return entries, errors
 
 
+def kept_objects(raw: Any, threshold: float = 0.0) -> Tuple[np.ndarray, ...]:
+    """(class ids, scores, boxes) of the detections scoring at least `threshold` (edge.answers.detect.kept), and for a
+    pose model their keypoints [n, K, 3] after them: x and y normalized to the image and clipped to it, as the boxes
+    are (and as `edge detect` clips them), then each keypoint's score."""
+    from edge.answers import detect as det
+
+    found = det.kept(raw, threshold)
+    if raw.keypoints is None:
+        return tuple(found)
+    points = raw.keypoints[raw.scores >= threshold].astype(np.float32)
+    points[..., :2] = np.clip(points[..., :2], 0.0, 1.0)
+    return (*found, points)
+
+
+def task_of(detector: Any) -> str:
+    """The predictions document's task for a detector: "pose" when its objects carry keypoints, else "detect"."""
+    from edge.answers.heads import keypoints
+
+    return "pose" if isinstance(detector.indices, keypoints.Layout) else "detect"
+
+
 def detections_document(model: Path, detector: Any, labels: Optional[List[str]], entries: List[Dict[str, Any]],
                         errors: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """What `edge evaluate --out` writes for a detector."""
+    """What `edge evaluate --out` writes for a detector (a pose model's: "task": "pose", each object's keypoints too)."""
     runner = detector.runner
     return predictions_doc.predictions_document(model.name, runner.sha256, runner.loaded.backend, runner.loaded.edgetpu, labels,
-                                                entries, None, 1, None, None, errors, task="detect")
+                                                entries, None, 1, None, None, errors, task=task_of(detector))
 
 
 def _folder_samples(data: Path, labels: Optional[List[str]]) -> Tuple[List[Sample], List[str]]:

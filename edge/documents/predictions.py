@@ -15,6 +15,10 @@ each prediction holds "objects" in place of "scores": every detection the op kep
 null (mAP needs the ground truth, which is the host's). A document with no "task" is a classifier's. A classifier's
 is written indented; a detector's, which holds every detection, as compact JSON on one line (`write_detections`),
 its entries possibly written already, each on the worker that read its image (`encoded_detection`).
+
+A pose model's document says "task": "pose": a detector's, each object with "keypoints" too, one [x, y, score] per
+keypoint, x and y normalized to the image as the box is (clipped to it), the score the keypoint's own (what
+`pipeline parity RUN --device-results` of a pose run reads: pipeline/tasks/pose/parity.py).
 """
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ COMPACT = (",", ":")  # json separators of a detector's document
 _EXPECTED = "the JSON written by `edge evaluate`"
 
 
-TASKS = ("classify", "detect")
+TASKS = ("classify", "detect", "pose")
+OBJECTS = ("detect", "pose")  # the tasks whose predictions hold objects
 
 
 class Prediction(NamedTuple):
@@ -44,6 +49,7 @@ class Prediction(NamedTuple):
     sha256: Optional[str]  # of the image's bytes (None from an edgeflow that recorded none)
     scores: List[float]  # one per class; empty for a detector
     objects: Optional[List[Dict[str, Any]]] = None  # a detector's: {"id", "score", "box": [ymin, xmin, ymax, xmax]}
+    # (a pose model's with "keypoints": [[x, y, score], ...])
 
 
 class Predictions(NamedTuple):
@@ -60,16 +66,23 @@ def prediction(file: str, example_id: Optional[str], label: Optional[int], sha25
     return {"file": file, "id": example_id, "label": label, "sha256": sha256, "scores": scores.tolist()}
 
 
-def detection(file: str, example_id: Optional[str], sha256: Optional[str], ids: Any, scores: Any, boxes: Any) -> Dict[str, Any]:
+def detection(file: str, example_id: Optional[str], sha256: Optional[str], ids: Any, scores: Any, boxes: Any,
+              keypoints: Any = None) -> Dict[str, Any]:
     """One entry of a detector's predictions list: the image, its identity, every object from arrays of class ids
-    [K], scores [K] and boxes [K, 4] (ymin, xmin, ymax, xmax normalized to the image; edge.answers.detect.kept), each number
-    rounded to 6 decimals."""
+    [K], scores [K] and boxes [K, 4] (ymin, xmin, ymax, xmax normalized to the image; edge.answers.detect.kept), and a
+    pose model's keypoints [K, P, 3] (x, y normalized to the image, score), each number rounded to 6 decimals."""
     # Whole arrays rounded at once. For float32 values this is exactly Python's round(float(v), 6): v * 1e6 needs
     # at most 38 bits, so it is exact in float64, and rint then decides halves on the exact value, to even.
     scores = np.round(np.asarray(scores, np.float64), 6).tolist()
     boxes = np.round(np.asarray(boxes, np.float64).reshape(-1, 4), 6).tolist()
-    return {"file": file, "id": example_id, "label": None, "sha256": sha256,
-            "objects": [{"id": i, "score": s, "box": b} for i, s, b in zip(np.asarray(ids).tolist(), scores, boxes)]}
+    objects = [{"id": i, "score": s, "box": b} for i, s, b in zip(np.asarray(ids).tolist(), scores, boxes)]
+    if keypoints is not None:
+        points = np.round(np.asarray(keypoints, np.float64), 6).tolist()
+        if len(points) != len(objects):
+            raise ValueError(f"{len(points)} objects' keypoints for {len(objects)} objects")  # internal invariant
+        for o, p in zip(objects, points):
+            o["keypoints"] = p
+    return {"file": file, "id": example_id, "label": None, "sha256": sha256, "objects": objects}
 
 
 class Encoded(NamedTuple):
@@ -79,10 +92,11 @@ class Encoded(NamedTuple):
     objects: int
 
 
-def encoded_detection(file: str, example_id: Optional[str], sha256: Optional[str], ids: Any, scores: Any, boxes: Any) -> Encoded:
+def encoded_detection(file: str, example_id: Optional[str], sha256: Optional[str], ids: Any, scores: Any, boxes: Any,
+                      keypoints: Any = None) -> Encoded:
     """`detection` written as compact JSON at once: a worker thread can do it beside the invokes, and the entry lives on
     as one string instead of a dict per object (which the end's encoding and the garbage collector would walk)."""
-    entry = detection(file, example_id, sha256, ids, scores, boxes)
+    entry = detection(file, example_id, sha256, ids, scores, boxes, keypoints)
     return Encoded(json.dumps(entry, separators=COMPACT), len(entry["objects"]))
 
 
@@ -142,9 +156,10 @@ def read_predictions(path: Path) -> Predictions:
     for i, p in enumerate(entries):
         if not isinstance(p, dict):
             raise InputError(f"device result {i} in {path} is {_brief(p)}, expected an object with file, id, label, sha256 and "
-                             + ("objects" if task == "detect" else "scores"))
-        if task == "detect":
-            predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), [], _objects(p, i, path)))
+                             + ("objects" if task in OBJECTS else "scores"))
+        if task in OBJECTS:
+            predictions.append(Prediction(p.get("file"), p.get("id"), p.get("label"), p.get("sha256"), [],
+                                          _objects(p, i, path, task == "pose")))
             continue
         scores = p.get("scores")
         if not isinstance(scores, list) or not all(_number(s) for s in scores):
@@ -155,9 +170,10 @@ def read_predictions(path: Path) -> Predictions:
                        bool(document.get("edgetpu")), predictions, task)
 
 
-def _objects(p: Dict[str, Any], i: int, path: Path) -> List[Dict[str, Any]]:
+def _objects(p: Dict[str, Any], i: int, path: Path, pose: bool = False) -> List[Dict[str, Any]]:
     objects = p.get("objects")
-    expected = 'expected a list of {"id": class id, "score": finite number, "box": [ymin, xmin, ymax, xmax]}'
+    expected = ('expected a list of {"id": class id, "score": finite number, "box": [ymin, xmin, ymax, xmax]'
+                + (', "keypoints": [[x, y, score], ...]}' if pose else "}"))
     if not isinstance(objects, list):
         raise InputError(f"device result {i} ({p.get('id')}) in {path} has objects {_brief(objects)}, {expected}")
     for o in objects:
@@ -165,7 +181,17 @@ def _objects(p: Dict[str, Any], i: int, path: Path) -> List[Dict[str, Any]]:
         if (not isinstance(o, dict) or not isinstance(o.get("id"), int) or isinstance(o.get("id"), bool)
                 or not _number(o.get("score")) or not isinstance(box, list) or len(box) != 4 or not all(_number(v) for v in box)):
             raise InputError(f"device result {i} ({p.get('id')}) in {path} has an object {_brief(o)}, {expected}")
+        # How many keypoints is the run's to check (its layout); their form is the document's.
+        if pose and not _triples(o.get("keypoints")):
+            raise InputError(f"device result {i} ({p.get('id')}) in {path} has an object with keypoints "
+                             f"{_brief(o.get('keypoints'))}, {expected}")
     return objects
+
+
+def _triples(points: Any) -> bool:
+    """A non-empty list of [x, y, score] of finite numbers."""
+    return (isinstance(points, list) and bool(points)
+            and all(isinstance(t, list) and len(t) == 3 and all(_number(v) for v in t) for t in points))
 
 
 def _number(value: Any) -> bool:

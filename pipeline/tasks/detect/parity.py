@@ -63,11 +63,7 @@ class DetectComparison(Comparison):
         else:
             examples = recorded_heldout(run)
             self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
-        # Every model is fed the same pixels: the run's contract (raw pixels, stretched to the input).
-        size = (run.image_size, run.image_size)
-        pixels = [run.contract.load_pixels(e.image, size, name=e.id) for e in examples]
-        return Held([e.id for e in examples], [e.image for e in examples], pixels, examples,
-                    self.heldout_record["source"], run.labels)
+        return held_images(run, examples, self.heldout_record["source"])
 
     def reference(self, run, held: Held) -> list:
         return float_reference(run, held.pixels)
@@ -159,6 +155,14 @@ class DetectComparison(Comparison):
 
     def summary(self, report: dict) -> str:
         return f"{heldout_line(report)}\n{summary_table(report)}"
+
+
+def held_images(run, examples: Sequence, source: str) -> Held:
+    """Parity's held-out images of detection examples (or a task's built on them): every model is fed the same pixels,
+    the run's contract's (raw pixels, stretched to the input)."""
+    size = (run.image_size, run.image_size)
+    pixels = [run.contract.load_pixels(e.image, size, name=e.id) for e in examples]
+    return Held([e.id for e in examples], [e.image for e in examples], pixels, examples, source, run.labels)
 
 
 def float_reference(run, pixels: Sequence[np.ndarray]) -> list:

@@ -1,4 +1,4 @@
-"""Pose's own command-line options: --head (train, run) and --max-boxes (train). Detection declares the same flags
+"""Pose's own command-line options: --head (train, run), --max-boxes (train) and --layout (export). Detection declares the same flags
 first, so --help shows them once, with detection's words; a pose run reads them as its own, checked here."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pipeline.tasks.pose import heads
 # (docs/tasks/pose.md); two epochs reach 0.80. Not tuned further.
 TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 20,
                   "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.8}}
+LAYOUTS = ("edgeflow", "ultralytics")  # export's --layout: edgeflow's file alone, or Ultralytics' beside it
 MAX_BOXES = 16  # the built-in figures hold at most 3; COCO's person images rarely more than 13 labelled people
 
 OPTIONS = {
@@ -21,10 +22,16 @@ OPTIONS = {
                "and keypoints are padded to it", int, default=MAX_BOXES, show_default=True),
     ),
     "run": (Option("--head", "head", "pose: the pose model's head (see `pipeline train --help`)", heads.NAMES),),
+    "export": (Option("--layout", "layout", "pose, with --int8: also write model_int8_ultralytics.tflite, the layout "
+                      "Ultralytics' YOLO(file, task=\"pose\") reads (one class only); default edgeflow: model_int8.tflite "
+                      "alone", LAYOUTS,
+                      elsewhere="--layout {value} applies to pose runs (Ultralytics' pose layout); this is a {task} run"),),
 }
 
 
 def check(command: str, given: dict) -> None:
+    if "layout" in given and given["layout"] not in LAYOUTS:
+        raise ConfigError(f"--layout {given['layout']!r}; expected one of {', '.join(LAYOUTS)}")
     if "head" in given and given["head"] not in heads.NAMES:
         raise ConfigError(f"--task pose: head {given['head']!r}; expected one of {', '.join(heads.NAMES)}")
     value = given.get("max_boxes")

@@ -5,8 +5,15 @@ same held-out images through the same pixel contract, each scored by COCO's keyp
 OKS mAP@.5 drop (default 1 pp, --max-drop) and holds every model above a no-skill pose (NoSkillPose below).
 
 Agreement is detection's (pipeline/tasks/detect/scores.py): the share of the float model's objects scoring at least
-0.4 that the other model finds with box IoU >= 0.5 and the same class. No client reads a pose file yet: no client rows.
-A device's results (`--device-results`) are read as a detector's objects, each with its keypoints normalized as its box.
+0.4 that the other model finds with box IoU >= 0.5 and the same class.
+
+No known client reads edgeflow's int8 pose file: each has a client row naming why it cannot (clients.py), and a client
+--clients gates fails the gate with that reason. Ultralytics reads the file `pipeline export RUN --int8 --layout
+ultralytics` writes beside it (one class), tested with Ultralytics itself, not scored here.
+
+A device's results (`edge evaluate` of the int8 model on the run's bundle, "task": "pose") are read as a detector's
+objects, each with its keypoints [x, y, score] normalized to the image as its box is, and scored as a model's row
+(device_cpu, or edgetpu on a board) by the same evaluator and gate as int8's.
 """
 from __future__ import annotations
 
@@ -40,18 +47,17 @@ class PoseComparison(Comparison):
         """The recorded held-out images, checked against the identities training recorded; or those of --data, checked
         to hold the run's classes and keypoints and no image it trained or tuned on (data/heldout.py)."""
         from pipeline.tasks.detect.data.heldout import RECORDED
+        from pipeline.tasks.detect.parity import held_images
         from pipeline.tasks.pose.data.heldout import given_heldout, recorded_heldout, run_layout
 
         self.layout = run_layout(run)
+        self.num_classes = len(run.labels)
         if config.data is not None:
             examples, self.heldout_record = given_heldout(run, config.data)
         else:
             examples = recorded_heldout(run)
             self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
-        size = (run.image_size, run.image_size)
-        pixels = [run.contract.load_pixels(e.image, size, name=e.id) for e in examples]
-        return Held([e.id for e in examples], [e.image for e in examples], pixels, examples,
-                    self.heldout_record["source"], run.labels)
+        return held_images(run, examples, self.heldout_record["source"])
 
     def reference(self, run, held: Held) -> list:
         from pipeline.tasks.pose import heads
@@ -80,7 +86,10 @@ class PoseComparison(Comparison):
         return found
 
     def clients(self, opened, files: Sequence[bytes]):
-        return {}, {}  # no known client reads a pose file yet
+        """No answers: every known client is refused with its reason (clients.py), none fed."""
+        from pipeline.tasks.pose.clients import reasons
+
+        return {}, reasons(self.num_classes)
 
     def device_answers(self, checked, run, held: Held) -> list:
         """The poses `edge evaluate` found: each object's class one of the run's, its keypoints K (x, y, score) triples
@@ -112,7 +121,11 @@ class PoseComparison(Comparison):
                 "images": len(held.truth)}
 
     def client_rows(self, held, found, refused, entries, reference, named) -> Dict[str, dict]:
-        return {}
+        """Each client's row: how it reads a pose file, whether --clients gates it, and why it cannot read this one."""
+        from pipeline.tasks.pose.clients import CLIENTS
+
+        return {name: {"feed": client.says, "gated": name in named, "refused": refused[name]}
+                for name, client in CLIENTS.items()}
 
     def limits(self, limits):
         """--max-drop on OKS mAP@.5 (or --gate-metric's); agreement only when --min-agreement is given (classification's
@@ -134,6 +147,8 @@ class PoseComparison(Comparison):
         return no_skill(held.truth, held.labels, self.layout)
 
     def report(self, config, run, held: Held, entries, clients, device, verdict, answers) -> dict:
+        if device is not None:  # the device's facts on its row: the results file, the model it ran, its backend
+            entries[next(name for name in answers if name in ("edgetpu", "device_cpu"))]["device"] = device
         examples = held.truth
         objects = int(sum(len(e.boxes) for e in examples))
         return {"task": "pose", "reference": REFERENCE, "models": entries, "clients": clients, "gate": verdict,
@@ -149,6 +164,8 @@ class PoseComparison(Comparison):
         with run.transaction() as t:
             t.write("parity_report", json_bytes(report))
             t.set("parity", {**{name: {k: m[k] for k in kept} for name, m in report["models"].items()},
+                             "clients": {name: {"refused": c["refused"], "gated": c["gated"]}
+                                         for name, c in report["clients"].items()},
                              "passed": not failures, "failures": failures})
         return run.dir / "parity"
 
@@ -162,6 +179,8 @@ class PoseComparison(Comparison):
             lines.append(f"{name:<18} {m['oks_map50']:8.4f} {m['oks_map']:13.4f} {m['box_map50']:8.4f} "
                          f"{'n/a' if error is None else format(error, '.2f'):>9} {m['agreement']:10.4f} "
                          f"{(reference - m['oks_map50']) * 100:8.2f}")
+        for name, c in report["clients"].items():
+            lines.append(f"client {name}: cannot read model_int8.tflite: {c['refused']}")
         g = report["gate"]
         lines.append(f"gate ({g['metric']} drop <= {g['max_drop_pp']:g} pp for {', '.join(g['applies_to'])}), floor "
                      f"{g['floor_rule']}: " + ("PASSED" if g["passed"] else "FAILED: " + "; ".join(g["failures"])))
