@@ -150,6 +150,10 @@ def test_ultralytics_yolov8n_pose_imports_maps_fully_and_keeps_its_answers(conve
     assert manifest["task"] == "pose" and manifest["pose"]["head"] == "yolo" and manifest["labels"] == ["figure"]
     assert manifest["pose"]["keypoints"]["count"] == 7 and "clipped" in manifest["pose"]["keypoint_bound"]
     assert manifest["origin"]["input_contract"]["std"] == [255.0] * 3  # Ultralytics' 0..1, read from its metadata
+    from PIL import Image
+
+    images = [np.asarray(Image.open(p).convert("RGB")) for p in sorted((made["val"].parent / "images").glob("*.png"))[:3]]
+    assert assert_wrapped_answers_as_the_original(run, made["onnx"], images) < 0.05
     _ok(["export", run, "--int8"])
     _ok(["export", run])
     from edge.model.tflite_file import read_model
@@ -164,3 +168,38 @@ def test_ultralytics_yolov8n_pose_imports_maps_fully_and_keeps_its_answers(conve
     assert done.returncode in (0, 1), done.stderr[-3000:]
     report = json.loads((run / "parity" / "report.json").read_text())
     assert report["images"] == 12 and set(report["models"]) >= {"float_savedmodel", "int8_cpu"}, report["models"]
+
+
+def assert_wrapped_answers_as_the_original(run: Path, onnx_path: Path, images) -> float:
+    """Every anchor point's decoded box, score and keypoints of the wrapped float model (edgeflow's layout, decoded by
+    edgeflow's rules) against the original ONNX file's own decoded output in onnxruntime, on the same pixels; the largest
+    keypoint difference in pixels."""
+    import onnxruntime
+    import tensorflow as tf
+
+    from edge.answers.heads.yolo import anchor_points, boxes_of
+    from pipeline.tasks.pose.heads.yolo.import_wrap import load
+
+    model = load(run / "saved_model")
+    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for image in images:
+        size = image.shape[0]
+        ours = {k: v.numpy()[0] for k, v in model(tf.constant(image[None].astype(np.float32))).items()}
+        theirs = session.run(None, {session.get_inputs()[0].name: (image.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]})[0][0].T
+        centres, strides = anchor_points(size, size)
+        corners = boxes_of(ours["box_dist"], centres, strides)
+        xywh = np.concatenate([(corners[:, :2] + corners[:, 2:]) / 2, corners[:, 2:] - corners[:, :2]], axis=1)
+        np.testing.assert_allclose(xywh, theirs[:, :4], atol=0.05)
+        scores = 1 / (1 + np.exp(-ours["class_logits"]))
+        inside = np.abs(ours["class_logits"]) < 3.99  # beyond the logits' bound the wrapper clips, as the head does
+        np.testing.assert_allclose(scores[inside], theirs[:, 4:5][inside], atol=1e-3)
+        k = ours["keypoints"].shape[-1] // 3
+        points = ours["keypoints"].reshape(-1, k, 3)
+        xy = centres[:, None, :] + points[..., :2] * strides[:, :, None]
+        expected = theirs[:, 5:].reshape(-1, k, 3)
+        bounded = np.abs(points[..., :2]).max(axis=-1) < 15.99
+        np.testing.assert_allclose(xy[bounded], expected[..., :2][bounded], atol=0.05)
+        np.testing.assert_allclose(1 / (1 + np.exp(-points[..., 2])), expected[..., 2], atol=1e-3)
+        worst = max(worst, float(np.abs(xy[bounded] - expected[..., :2][bounded]).max()))
+    return worst
