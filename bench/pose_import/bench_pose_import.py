@@ -57,6 +57,22 @@ def prepare(work: Path, size: int, train_count: int, val_count: int) -> None:
     (work / "ultralytics.yaml").write_text(yaml.safe_dump({**common, "train": "train/images", "val": "val/images"}))
     # Ultralytics calibrates on a data set's `val` split: the training images here, never the held-out ones.
     (work / "calibration.yaml").write_text(yaml.safe_dump({**common, "train": "train/images", "val": "train/images"}))
+    sample_file(work)
+
+
+SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf reads from its working folder
+
+
+def sample_file(work: Path) -> None:
+    """onnx2tf's calibration sample (20 images 128 x 128, RGB 0..1), which it would download, made from 20 training
+    images in the Edge TPU export's working folder."""
+    from PIL import Image
+
+    images = sorted((work / "train" / "images").glob("*.png"))[:20]
+    sample = np.stack([np.asarray(Image.open(p).convert("RGB").resize((128, 128), Image.BILINEAR), np.float32) / 255.0
+                       for p in images])
+    (work / "edgetpu").mkdir(exist_ok=True)
+    np.save(work / "edgetpu" / SAMPLE_NAME, sample.astype(np.float32))
 
 
 def preflight(target: Path) -> dict:
