@@ -84,14 +84,12 @@ def preflight(target: Path) -> dict:
 def ultralytics_int8_poses(path: Path, pixels, num_classes: int) -> list:
     """Ultralytics' int8 .tflite on uint8 pixels [S, S, 3]: its input fed 0..1 on the input's grid, its one output
     dequantized and read as (1, 4 + C + 3K, N) with coordinates normalized to the input, then kept by the host rules."""
-    from edge.answers.heads import yolo as yolo_decode
     from edge.model.interpreter import make_interpreter
-    from pipeline.tasks.pose.poses import Poses
+    from pipeline.tasks.pose.heads.yolo.import_reference import poses_of_rows
 
     interpreter = make_interpreter(path.read_bytes(), edgetpu=False)
     interpreter.allocate_tensors()
     given, (out,) = interpreter.get_input_details()[0], interpreter.get_output_details()
-    settings = yolo_decode.Settings()
     found = []
     for image in pixels:
         x = image[None].astype(np.float32) / 255.0
@@ -103,20 +101,7 @@ def ultralytics_int8_poses(path: Path, pixels, num_classes: int) -> list:
         y = interpreter.get_tensor(out["index"]).astype(np.float32)
         if out["dtype"] != np.float32:
             y = (y - out["quantization"][1]) * out["quantization"][0]
-        rows = y[0] if y.shape[1] < y.shape[2] else y[0].T  # (4 + C + 3K, N)
-        rows = rows.T
-        scores_all = rows[:, 4:4 + num_classes]
-        points = rows[:, 4 + num_classes:].reshape(len(rows), -1, 3)
-        best = np.argmax(scores_all, axis=1)
-        scores = scores_all[np.arange(len(best)), best]
-        keep = np.flatnonzero(scores >= settings.score_threshold)
-        cx, cy, w, h = (rows[keep, k] for k in range(4))
-        corners = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1).astype(np.float32)
-        chosen = yolo_decode.nms(corners, scores[keep], settings.iou_threshold, settings.max_detections)
-        at = keep[chosen]
-        kept = np.concatenate([np.clip(points[at][..., :2], 0, 1), points[at][..., 2:]], axis=-1).astype(np.float32)
-        found.append(Poses(np.clip(corners[chosen][:, [1, 0, 3, 2]], 0, 1).astype(np.float32), best[at].astype(np.int32),
-                           scores[at].astype(np.float32), kept))
+        found.append(poses_of_rows(y[0].T, num_classes, 1.0, 1.0))  # (1, 4 + C + 3K, N), normalized
     return found
 
 

@@ -13,7 +13,7 @@ from typing import List, Optional
 import numpy as np
 
 from pipeline.errors import DataError
-from pipeline.importing.records import check_labels, model_record
+from pipeline.importing.records import model_record
 from pipeline.importing.task_import import TaskImport
 
 
@@ -33,19 +33,9 @@ class PoseImport(TaskImport):
         return self._steps.contract(loaded, config)
 
     def labels(self, labels: Optional[List[str]], config, loaded) -> List[str]:
-        if labels is not None:
-            check_labels(labels, config, loaded.num_outputs, "class logits")
-        names = labels or (loaded.facts or {}).get("names")
-        data_names = list(_source(config.data).labels)
-        if names is None:
-            if len(data_names) != loaded.num_outputs:
-                raise DataError(f"data {config.data} has {len(data_names)} classes, the model {config.model} outputs "
-                                f"{loaded.num_outputs} class logits; expected one class per logit (or --labels FILE)")
-            return data_names
-        if names != data_names:
-            raise DataError(f"data {config.data} names the classes {', '.join(data_names[:10])}; the model {config.model} "
-                            f"{', '.join(names[:10])}; expected the model's classes in its order (a data.yaml's names)")
-        return list(names)
+        from pipeline.tasks.detect.importer import model_labels
+
+        return model_labels(labels, config, loaded, list(_source(config.data).labels))
 
     def data(self, config, labels: List[str], image_size: int) -> dict:
         from pipeline.data import Split
