@@ -18,14 +18,20 @@ from pipeline.importing.task_import import TaskImport
 
 
 class PoseImport(TaskImport):
-    def __init__(self):
+    def __init__(self, opened, describe, examples, identity):
         from pipeline.tasks.pose import heads
         from pipeline.tasks.pose.heads.yolo.importer import YoloPoseImport
 
+        # The pose task's own data helpers (pipeline/tasks/pose/task.py), so an imported run's data entry is a trained
+        # run's.
+        self._opened, self._describe, self._examples, self._identity = opened, describe, examples, identity
         self._steps = YoloPoseImport(heads.DEFAULT)
 
+    def _source(self, spec: str):
+        return self._opened(spec, ())
+
     def read(self, fmt: str, path: Path, scratch: Path, config):
-        source = _source(config.data)
+        source = self._source(config.data)
         return self._steps.read(fmt, path, scratch, config, lambda: _sample_pixels(config, source),
                                 source.layout.count)
 
@@ -35,7 +41,7 @@ class PoseImport(TaskImport):
     def labels(self, labels: Optional[List[str]], config, loaded) -> List[str]:
         from pipeline.tasks.detect.importer import model_labels
 
-        return model_labels(labels, config, loaded, list(_source(config.data).labels))
+        return model_labels(labels, config, loaded, list(self._source(config.data).labels))
 
     def data(self, config, labels: List[str], image_size: int) -> dict:
         from pipeline.data import Split
@@ -43,9 +49,9 @@ class PoseImport(TaskImport):
         from pipeline.tasks import Plan
         from pipeline.tasks.detect.importer import _absolute
         from pipeline.tasks.pose.data.specs import open_pose
-        from pipeline.tasks.pose.task import _describe, _examples, _identity
 
-        source = _source(config.data)
+        _describe, _examples, _identity = self._describe, self._examples, self._identity
+        source = self._source(config.data)
         val = open_pose(config.val_data, list(source.labels), layout=source.layout) if config.val_data else None
         split = Split(config.heldout_fraction, config.seed)
         train = _examples(source, "all" if val else "train", split)
@@ -76,15 +82,9 @@ class PoseImport(TaskImport):
 
         model, pose = self._steps.record(model_record(config, fmt, contract, len(labels)), loaded, contract)
         pose["max_boxes"] = MAX_BOXES  # what a trained run records by default: the most objects an image's truth holds
-        pose["keypoints"] = _source(config.data).layout.as_dict()
+        pose["keypoints"] = self._source(config.data).layout.as_dict()
         return {"task": "pose", "model": model, "pose": pose, "preprocessing": TRAINING_CONTRACT.as_record(),
                 "labels": labels, "data": data}
-
-
-def _source(spec: str):
-    from pipeline.tasks.pose.task import _opened
-
-    return _opened(spec, ())
 
 
 def _sample_pixels(config, source) -> np.ndarray:

@@ -220,7 +220,7 @@ class Pose(Task):
     def importer(self):
         from pipeline.tasks.pose.importer import PoseImport
 
-        return PoseImport()
+        return PoseImport(_opened, _describe, _examples, _identity)
 
     def tuning(self):
         raise ConfigError("--remedy is not built for --task pose yet: the remedy ladder has no pose scoring; export "

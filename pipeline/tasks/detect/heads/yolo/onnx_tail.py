@@ -59,7 +59,8 @@ def find(model, where: str, extra_channels: int = 0) -> Cut:
     image = _input_size(graph, shapes, where)
     n = sum((image // s) ** 2 for s in STRIDES)
     if not out_shape or len(out_shape) != 3 or out_shape[0] != 1 or out_shape[2] != n or out_shape[1] <= 4 + extra_channels:
-        raise ConfigError(f"{where}: output {out!r} has shape {_shown(out_shape)}; expected (1, 4 + C, {n}) for a "
+        rows = f"4 + C + {extra_channels}" if extra_channels else "4 + C"
+        raise ConfigError(f"{where}: output {out!r} has shape {_shown(out_shape)}; expected (1, {rows}, {n}) for a "
                           f"{image}x{image} input, i.e. {EXPECTED}")
     num_classes = out_shape[1] - 4 - extra_channels
     producers = {o: node for node in graph.node for o in node.output}

@@ -43,7 +43,10 @@ class YoloPoseImport(YoloImport):
         onnx_file._check_ops(model, path)
         meta = _metadata(model)
         k = keypoint_count(meta, path, data_keypoints)
-        found = onnx_tail.find(model, str(path), extra_channels=3 * k)
+        try:
+            found = onnx_tail.find(model, str(path), extra_channels=3 * k)
+        except ConfigError as err:  # the detector's refusal, naming what a pose model is expected to be
+            raise ConfigError(str(err).replace(onnx_tail.EXPECTED, EXPECTED)) from None
         facts = {"cut": found.describe() + f", keypoints (1, {3 * k}, H/s, W/s)", "cut_ops": found.tail_ops,
                  "keypoints": k, "metadata": {n: meta[n] for n in ("author", "version", "task", "imgsz", "kpt_shape") if n in meta}}
         names = _names(meta, found.num_classes, path)

@@ -99,6 +99,21 @@ def test_raw_keypoints_map_to_offsets_that_decode_as_ultralytics_does():
     np.testing.assert_array_equal(ours[..., 2], raw.reshape(len(centres), k, 3)[..., 2])
 
 
+def test_a_detector_or_a_file_of_another_kind_is_refused_naming_a_pose_model(tmp_path):
+    if _missing("onnx"):
+        pytest.skip("the tail's recognition needs onnx in this environment (pip install -e '.[import]')")
+    from tests.pipeline.importing.test_refusals import _refused
+    from tests.support.yolo_onnx import yolo_onnx
+
+    data = "figures?count=20&size=64"
+    detector = yolo_onnx(tmp_path / "detector.onnx", size=64, classes=1)
+    _refused([detector, "--task", "pose", "--data", data], tmp_path / "r1", "has shape (1, 5, 84)",
+             "expected (1, 4 + C + 21, 84)", "i.e. an Ultralytics pose model as format=onnx writes it")
+    keras_file = tmp_path / "model.keras"
+    keras_file.write_bytes(b"PK")
+    _refused([keras_file, "--task", "pose", "--data", data], tmp_path / "r2", "--task pose imports an ONNX pose model")
+
+
 @pytest.fixture(scope="module")
 def ultralytics_python(tmp_path_factory) -> str:
     from tests.support.device_env import shared_env
