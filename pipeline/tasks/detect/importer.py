@@ -35,19 +35,7 @@ class DetectImport(TaskImport):
     def labels(self, labels: Optional[List[str]], config, loaded) -> List[str]:
         from pipeline.tasks.detect.data.specs import open_detection
 
-        if labels is not None:
-            check_labels(labels, config, loaded.num_outputs, "class logits")
-        names = labels or (loaded.facts or {}).get("names")
-        data_names = list(open_detection(config.data).labels)
-        if names is None:
-            if len(data_names) != loaded.num_outputs:
-                raise DataError(f"data {config.data} has {len(data_names)} classes, the model {config.model} outputs "
-                                f"{loaded.num_outputs} class logits; expected one class per logit (or --labels FILE)")
-            return data_names
-        if names != data_names:
-            raise DataError(f"data {config.data} names the classes {', '.join(data_names[:10])}; the model {config.model} "
-                            f"{', '.join(names[:10])}; expected the model's classes in its order (a data.yaml's names)")
-        return list(names)
+        return model_labels(labels, config, loaded, list(open_detection(config.data).labels))
 
     def data(self, config, labels: List[str], image_size: int) -> dict:
         from pipeline.data import Split
@@ -101,6 +89,23 @@ class DetectImport(TaskImport):
             "labels": labels,
             "data": data,
         }
+
+
+def model_labels(labels: Optional[List[str]], config, loaded, data_names: List[str]) -> List[str]:
+    """The class names in the model's output order: the --labels file's, the model's metadata's or the data's, each
+    checked against the data's `data_names`."""
+    if labels is not None:
+        check_labels(labels, config, loaded.num_outputs, "class logits")
+    names = labels or (loaded.facts or {}).get("names")
+    if names is None:
+        if len(data_names) != loaded.num_outputs:
+            raise DataError(f"data {config.data} has {len(data_names)} classes, the model {config.model} outputs "
+                            f"{loaded.num_outputs} class logits; expected one class per logit (or --labels FILE)")
+        return data_names
+    if names != data_names:
+        raise DataError(f"data {config.data} names the classes {', '.join(data_names[:10])}; the model {config.model} "
+                        f"{', '.join(names[:10])}; expected the model's classes in its order (a data.yaml's names)")
+    return list(names)
 
 
 def _absolute(spec: str) -> str:

@@ -190,9 +190,9 @@ class Pose(Task):
         return DETECT.end_summary(run, result)
 
     def importer(self):
-        raise ConfigError("pipeline import --task pose is not built yet: a pose model from elsewhere (an Ultralytics "
-                          "pose ONNX) needs its keypoint tail cut and read, which no importer does so far; train one "
-                          "with `pipeline train --task pose`")
+        from pipeline.tasks.pose.importer import PoseImport
+
+        return PoseImport(_opened, _describe, _examples, _identity)
 
     def tuning(self):
         raise ConfigError("--remedy is not built for --task pose yet: the remedy ladder has no pose scoring; export "

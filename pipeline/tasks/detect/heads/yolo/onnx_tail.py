@@ -35,6 +35,7 @@ class Cut(NamedTuple):
     num_classes: int
     image_size: int
     tail_ops: Dict[str, int]  # what the cut removes: op type -> count
+    extra: List[str] = []  # a third branch's (1, E, H/s, W/s) tensors (find's extra_channels; a pose head's keypoints)
 
     def describe(self) -> str:
         ops = ", ".join(f"{n} {op}" for op, n in sorted(self.tail_ops.items()))
@@ -42,8 +43,9 @@ class Cut(NamedTuple):
                 f"box distributions (1, {BOX_CHANNELS}, H/s, W/s) and class logits (1, {self.num_classes}, H/s, W/s)")
 
 
-def find(model, where: str) -> Cut:
-    """The cut of `model` (an onnx ModelProto with static shapes); ConfigError when its tail is not recognised."""
+def find(model, where: str, extra_channels: int = 0) -> Cut:
+    """The cut of `model` (an onnx ModelProto with static shapes); ConfigError when its tail is not recognised.
+    `extra_channels` E: the output is (1, 4 + C + E, N) and a third last convolution of E channels feeds it per stride."""
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -56,10 +58,11 @@ def find(model, where: str) -> Cut:
     out_shape = shapes.get(out)
     image = _input_size(graph, shapes, where)
     n = sum((image // s) ** 2 for s in STRIDES)
-    if not out_shape or len(out_shape) != 3 or out_shape[0] != 1 or out_shape[2] != n or out_shape[1] <= 4:
-        raise ConfigError(f"{where}: output {out!r} has shape {_shown(out_shape)}; expected (1, 4 + C, {n}) for a "
+    if not out_shape or len(out_shape) != 3 or out_shape[0] != 1 or out_shape[2] != n or out_shape[1] <= 4 + extra_channels:
+        rows = f"4 + C + {extra_channels}" if extra_channels else "4 + C"
+        raise ConfigError(f"{where}: output {out!r} has shape {_shown(out_shape)}; expected (1, {rows}, {n}) for a "
                           f"{image}x{image} input, i.e. {EXPECTED}")
-    num_classes = out_shape[1] - 4
+    num_classes = out_shape[1] - 4 - extra_channels
     producers = {o: node for node in graph.node for o in node.output}
     constants = _constants(graph)
     frontier, tail = [], []
@@ -83,32 +86,33 @@ def find(model, where: str) -> Cut:
                           f"({_listed(ops)}); expected {EXPECTED}")
     boxes = _per_stride(frontier, shapes, BOX_CHANNELS, image, where, "box-distribution")
     logits = _per_stride(frontier, shapes, num_classes, image, where, "class-logit")
-    extra = sorted(set(frontier) - set(boxes) - set(logits))
+    third = _per_stride(frontier, shapes, extra_channels, image, where, "third branch's") if extra_channels else []
+    extra = sorted(set(frontier) - set(boxes) - set(logits) - set(third))
     if extra or num_classes == BOX_CHANNELS:
         what = (f"{num_classes} classes: the class logits would have the box distributions' {BOX_CHANNELS} channels, and a "
                 "client tells the two outputs apart by shape" if num_classes == BOX_CHANNELS else
                 f"more last convolutions than the head's six ({', '.join(f'{t} {_shown(shapes.get(t))}' for t in extra[:3])})")
         raise ConfigError(f"{where}: {what}; expected {EXPECTED}")
-    return Cut(boxes, logits, num_classes, image, ops)
+    return Cut(boxes, logits, num_classes, image, ops, third)
 
 
 OUTPUT_NAMES = tuple(f"{kind}_s{s}" for kind in ("box", "logits") for s in STRIDES)  # the cut model's outputs, in order
 
 
-def cut(model, found: Cut, path: Path) -> None:
+def cut(model, found: Cut, path: Path, extra_name: str = "extra") -> None:
     """Write to `path` the model ending at the cut: six outputs named OUTPUT_NAMES (the boxes then the logits, strides
-    ascending), each an Identity of a last convolution's output."""
+    ascending), then any third branch's as `extra_name`_s8..., each an Identity of a last convolution's output."""
     import onnx
     from onnx import helper
     from onnx.utils import Extractor
 
     inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-    tensors = [*found.boxes, *found.logits]
+    tensors = [*found.boxes, *found.logits, *found.extra]
     cut_model = Extractor(onnx.shape_inference.infer_shapes(model)).extract_model(inputs, tensors)
     graph = cut_model.graph
     kept = list(graph.output)
     del graph.output[:]
-    for name, value in zip(OUTPUT_NAMES, kept):
+    for name, value in zip(OUTPUT_NAMES + tuple(f"{extra_name}_s{s}" for s in STRIDES), kept):
         graph.node.append(helper.make_node("Identity", [value.name], [name], name=f"edgeflow_{name}"))
         renamed = onnx.ValueInfoProto()
         renamed.CopyFrom(value)

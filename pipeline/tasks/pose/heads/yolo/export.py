@@ -94,8 +94,10 @@ def verify(model: bytes, image_size: int, num_classes: int, num_keypoints: int, 
 
     info = read_model(model)
     n = anchor_count(image_size)
+    # Requantization inside the graph is allowed, as for the detector: an imported YOLOv8-pose's neck feeds one tensor
+    # to two concatenations.
     problems = output_problems(info, [[1, n, 4 * REG_MAX], [1, n, num_classes], [1, n, 3 * num_keypoints]],
-                               "box distributions, class logits, keypoints", int8)
+                               "box distributions, class logits, keypoints", int8, requantize_ok=True)
     if not problems:
         named, found = signature_roles(model), shape_roles(model)
         if named != found:

@@ -75,8 +75,21 @@ class PoseHead(Head):
 
         return Conversion("yolo pose model", facts, convert, describes)
 
+    def float_model(self, run):
+        """The trained Keras model, or an imported pose model's wrapped SavedModel (import_wrap.py)."""
+        if run.origin:
+            from pipeline.tasks.pose.heads.yolo import import_wrap
+
+            return import_wrap.load(run.artifact("saved_model"))
+        return super().float_model(run)
+
     def reference(self, run, pixels: Sequence) -> list:
-        """The float Keras model's poses on contract pixels, decoded as the exported file is on the device."""
+        """The float Keras model's poses on contract pixels, decoded as the exported file is on the device; an imported
+        model as given, in onnxruntime (import_reference.py)."""
+        if run.origin:
+            from pipeline.tasks.pose.heads.yolo.import_reference import poses
+
+            return poses(run.dir, run.origin, pixels, len(run.labels))
         from pipeline.tasks.pose.heads.yolo.infer import float_poses
 
         return float_poses(self.float_model(run), pixels)
