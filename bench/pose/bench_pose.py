@@ -31,10 +31,11 @@ REPO = HERE.parents[1]
 PIPELINE = [str(Path(sys.executable).parent / "pipeline")]  # the venv's console script
 
 
-def _timed(argv, log) -> float:
+def _timed(argv, log, out=None) -> float:
+    """Wall seconds of one command, its messages to `log` (and its stdout to `out` when given)."""
     start = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    done = subprocess.run(argv, stdout=out or log, stderr=log if out else subprocess.STDOUT, env=env, cwd=REPO)
     if done.returncode:
         raise SystemExit(f"exit {done.returncode}: {' '.join(map(str, argv))} (see {log.name})")
     return round(time.monotonic() - start, 1)
@@ -60,13 +61,12 @@ def bench(work: Path, model: str, size: int, count: int, val_seed: int, extra) -
     run = work / "runs" / f"{model}-{size}-s{val_seed}{'-' + '_'.join(extra).replace('-', '') if extra else ''}"
     log = (work / "runs" / f"{run.name}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
+    with open(log, "w") as out, open(work / "runs" / f"{run.name}.preflight.json", "w") as preflight:
         times = {"train": _timed([*PIPELINE, "train", "--task", "pose", "--data", train, "--val-data", held, "--out", run,
                                   "--model", model, "--image-size", str(size), *extra], out),
                  "export_int8": _timed([*PIPELINE, "export", run, "--int8"], out)}
-    with open(work / "runs" / f"{run.name}.preflight.json", "w") as out:
-        times["compile_check_only"] = _timed([*PIPELINE, "compile", run, "--check-only", "--json"], out)
-    with open(log, "a") as out:
+        out.flush()
+        times["compile_check_only"] = _timed([*PIPELINE, "compile", run, "--check-only", "--json"], out, preflight)
         times["parity"] = _timed([*PIPELINE, "parity", run], out)
     return summarize(run, times)
 
