@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from photo_scenes import REGIONS, _covered, photo_paths  # noqa: E402
+from photo_scenes import REGIONS, _covered, background, photo_paths  # noqa: E402
 
 # Points of the picture's own frame, (u, v) in [0, 1]^2, u to the picture's right and v down.
 KEYPOINTS = {"top_left": (0, 0), "top": (0.5, 0), "top_right": (1, 0), "right": (1, 0.5), "bottom_right": (1, 1),
@@ -78,20 +78,7 @@ def scenes(count: int, size=(192, 144), seed: int = 0) -> dict:
     width, height = size
     images, annotations = [], []
     for i in range(count):
-        bg = backgrounds[rng.integers(len(backgrounds))]
-        cw = int(rng.integers(bg.width // 2, bg.width + 1))
-        ch = int(rng.integers(bg.height // 2, bg.height + 1))
-        cx, cy = int(rng.integers(0, bg.width - cw + 1)), int(rng.integers(0, bg.height - ch + 1))
-        canvas = bg.crop((cx, cy, cx + cw, cy + ch)).resize(size, Image.BILINEAR)
-        if rng.random() < 0.5:
-            canvas = canvas.transpose(Image.FLIP_LEFT_RIGHT)
-        for _ in range(int(rng.integers(0, 3))):
-            # Unlabelled rectangles of background, so a pasted edge alone is no object.
-            patch = backgrounds[rng.integers(len(backgrounds))]
-            pw, ph = int(rng.uniform(0.15, 0.5) * width), int(rng.uniform(0.15, 0.5) * height)
-            px, py = int(rng.integers(0, patch.width - pw // 2)), int(rng.integers(0, patch.height - ph // 2))
-            piece = patch.crop((px, py, px + pw // 2, py + ph // 2)).resize((pw, ph), Image.BILINEAR)
-            canvas.paste(piece, (int(rng.integers(0, width - pw + 1)), int(rng.integers(0, height - ph + 1))))
+        canvas = background(rng, backgrounds, size)
         placed = []  # (class, keypoints (K, 2), box, quad)
         for _ in range(int(rng.integers(1, 5))):
             for _try in range(20):
