@@ -47,6 +47,27 @@ def _covered(a, b) -> float:
     return w * h / min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
 
 
+def background(rng, backgrounds: list, size) -> Image.Image:
+    """A random crop of a random object-free photo part, mirrored half the time, with zero to two unlabelled pasted
+    rectangles of background."""
+    width, height = size
+    bg = backgrounds[rng.integers(len(backgrounds))]
+    cw = int(rng.integers(bg.width // 2, bg.width + 1))
+    ch = int(rng.integers(bg.height // 2, bg.height + 1))
+    cx, cy = int(rng.integers(0, bg.width - cw + 1)), int(rng.integers(0, bg.height - ch + 1))
+    canvas = bg.crop((cx, cy, cx + cw, cy + ch)).resize(size, Image.BILINEAR)
+    if rng.random() < 0.5:
+        canvas = canvas.transpose(Image.FLIP_LEFT_RIGHT)
+    for _ in range(int(rng.integers(0, 3))):
+        # Unlabelled rectangles of background pasted like the objects, so a pasted edge alone is no object.
+        patch = backgrounds[rng.integers(len(backgrounds))]
+        pw, ph = int(rng.uniform(0.15, 0.5) * width), int(rng.uniform(0.15, 0.5) * height)
+        px, py = int(rng.integers(0, patch.width - pw // 2)), int(rng.integers(0, patch.height - ph // 2))
+        piece = patch.crop((px, py, px + pw // 2, py + ph // 2)).resize((pw, ph), Image.BILINEAR)
+        canvas.paste(piece, (int(rng.integers(0, width - pw + 1)), int(rng.integers(0, height - ph + 1))))
+    return canvas
+
+
 def scenes(count: int, size=(256, 192), seed: int = 0):
     """DetSource of `count` composed photos (pipeline.tasks.detect.data.examples' in-memory form)."""
     from pipeline.tasks.detect.data.examples import DetSource, make_example
@@ -59,20 +80,7 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
     width, height = size
     examples = []
     for i in range(count):
-        bg = backgrounds[rng.integers(len(backgrounds))]
-        cw = int(rng.integers(bg.width // 2, bg.width + 1))
-        ch = int(rng.integers(bg.height // 2, bg.height + 1))
-        cx, cy = int(rng.integers(0, bg.width - cw + 1)), int(rng.integers(0, bg.height - ch + 1))
-        canvas = bg.crop((cx, cy, cx + cw, cy + ch)).resize(size, Image.BILINEAR)
-        if rng.random() < 0.5:
-            canvas = canvas.transpose(Image.FLIP_LEFT_RIGHT)
-        for _ in range(int(rng.integers(0, 3))):
-            # Unlabelled rectangles of background pasted like the objects, so a pasted edge alone is no object.
-            patch = backgrounds[rng.integers(len(backgrounds))]
-            pw, ph = int(rng.uniform(0.15, 0.5) * width), int(rng.uniform(0.15, 0.5) * height)
-            px, py = int(rng.integers(0, patch.width - pw // 2)), int(rng.integers(0, patch.height - ph // 2))
-            piece = patch.crop((px, py, px + pw // 2, py + ph // 2)).resize((pw, ph), Image.BILINEAR)
-            canvas.paste(piece, (int(rng.integers(0, width - pw + 1)), int(rng.integers(0, height - ph + 1))))
+        canvas = background(rng, backgrounds, size)
         boxes, classes = [], []
         for _ in range(int(rng.integers(1, 6))):
             for _try in range(20):
