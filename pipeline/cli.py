@@ -93,7 +93,8 @@ def _train_options(command):
         flag_kwargs = dict(is_flag=True, default=None) if kind is bool else dict(type=None if kind is str else kind)
         if kind == typing.Tuple[str, ...]:  # a tuple of strings: the option is given once per value
             flag_kwargs = dict(multiple=True)
-        made[name] = click.option(flag.name, name, help=_with_default(flag.help, name), **flag_kwargs)
+        words = flag.help() if callable(flag.help) else flag.help
+        made[name] = click.option(flag.name, name, help=_with_default(words, name), **flag_kwargs)
     for f in fields(WarmupSchedule):
         made[f"schedule.{f.name}"] = click.option(f.metadata["flag"], f"schedule_{f.name}", type=hints[f"schedule.{f.name}"],
                                                   help=_with_default(f.metadata["help"], f"schedule.{f.name}"))
@@ -107,7 +108,7 @@ def _train_options(command):
 @_train_options
 @reports_errors
 def train_command(run_dir, config_file, **given):
-    """Train a classifier (or, with --task detect, a detector) under tf.distribute and write RUN."""
+    """Train a model for a task (--task: a classifier by default) under tf.distribute and write RUN."""
     # Before TensorFlow's import, which reads it: tf.keras is tf-keras, as pipeline.train has it. Set only
     # there, TensorFlow had already loaded Keras 3 (and scikit-learn and SciPy with it) for nothing.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -127,7 +128,8 @@ def train_command(run_dir, config_file, **given):
 @main.command("prepare")
 @click.argument("folder", type=click.Path())
 @click.option("--task", type=click.Choice(tasks.NAMES), default=tasks.DEFAULT, show_default=True,
-              help="classify: FOLDER of class folders; detect: FOLDER is a COCO annotations.json or a YOLO data.yaml")
+              help="the task FOLDER's data is for: classify, FOLDER of class folders; the other tasks, FOLDER is a data "
+              "spec of theirs (see `pipeline train --help`'s --data)")
 @click.option("--out", required=True, help="folder for the shards and labels.txt: local or gs://bucket/path")
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
 @click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
@@ -136,8 +138,8 @@ def train_command(run_dir, config_file, **given):
               "after the JSON's own; repeat for more, searched in order")
 @reports_errors
 def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
-    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with --task detect,
-    COCO or YOLO detection data as TFRecords in the TF Object Detection API's schema."""
+    """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with another --task,
+    that task's data (COCO or YOLO layouts) as TFRecords in its schema (detection: the TF Object Detection API's)."""
     from pipeline import prepare
 
     config = prepare.PrepareConfig(seed=seed, shard_mb=shard_mb, jpeg_quality=jpeg_quality, images=tuple(images))
@@ -297,9 +299,9 @@ def _progressbar(total, label):
 
 
 @main.command("run")
-@click.option("--task", type=click.Choice(tasks.NAMES), help="classify (default) or detect; default: the reused run's")
+@click.option("--task", type=click.Choice(tasks.NAMES), help="what the model learns (see `pipeline train --help`); default: classify, or the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
-@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default digits (shapes for detect), or the reused run's")
+@click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default: the task's built-in set, or the reused run's")
 @click.option("--images", multiple=True, help="detect, COCO --data: a folder its file_names are relative to (see `pipeline train --help`)")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
@@ -367,7 +369,8 @@ def compile_command(target, as_json, **options):
               "calibration for --int8 and the held-out split parity compares on")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
 @click.option("--task", type=click.Choice(list(tasks.NAMES)), default=tasks.DEFAULT, show_default=True,
-              help="what the model does (detect: an Ultralytics YOLO detector's ONNX, its decoding tail cut)")
+              help="what the model does (detect, pose: an Ultralytics YOLO detector's or pose model's ONNX, its decoding "
+              "tail cut)")
 @click.option("--val-data", help="held-out data instead of a split of --data")
 @click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help="class names in the model's output order, "
               "one a line (default: --data's class folders, sorted)")
@@ -387,8 +390,8 @@ def compile_command(target, as_json, **options):
 @reports_errors
 def import_command(model, data_spec, run_dir, task, val_data, labels_file, image_size, layout, mean, std, value_range,
                    channel_order, fit, heldout_fraction, tuning_fraction, seed):
-    """Import a classifier (.keras, .h5, SavedModel folder, .onnx) or an Ultralytics YOLO detector (.onnx, --task detect)
-    as a run that export, compile, parity and edge read."""
+    """Import a classifier (.keras, .h5, SavedModel folder, .onnx), or an Ultralytics YOLO detector or pose model (.onnx,
+    --task detect or pose) as a run that export, compile, parity and edge read."""
     from pathlib import Path
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as train: tf.keras is tf-keras in the later stages

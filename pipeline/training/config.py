@@ -18,7 +18,7 @@ from pipeline.training.schedule import WarmupSchedule
 class Flag(NamedTuple):
     """How `pipeline train` offers a TrainConfig field (the field's metadata["flag"])."""
     name: str  # the option, e.g. "--epochs"
-    help: str
+    help: Any  # the help text, or a function returning it (words each task gives: _tasks_say)
     type: Any = None  # click type, or a function returning one; None = the field's annotated type
     to_config: Optional[Callable[[Any], Any]] = None  # the given value as the field's; None = as it is
 
@@ -43,13 +43,21 @@ def _task_choice():
     return _click().Choice(tasks.NAMES)
 
 
+def _tasks_say(lead: str, attribute: str, joined: Callable[[str, str], str], sep: str):
+    """A help text of what each task's options.py says (its `attribute`), after `lead`: the tasks word their own data
+    specs and what they learn, so that a new task is a folder and this text names none."""
+    def help_text() -> str:
+        said = [(name, getattr(tasks.part(name, "options"), attribute, None)) for name in tasks.names()]
+        return lead + sep.join(joined(name, words) for name, words in said if words)
+
+    return help_text
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     # data spec: digits | TFRecord glob | folder of class folders
     data: str = option(resume=True, flag=Flag(
-        "--data", "classify: digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders; "
-        "detect: shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema); "
-        "pose: figures | COCO keypoints JSON | YOLO-pose data.yaml | 'path/*.tfrecord' (pipeline prepare --task pose)"))
+        "--data", _tasks_say("", "DATA_HELP", lambda name, words: f"{name}: {words}", "; ")))
     # held-out data spec; None = a seeded split of `data`
     val_data: Optional[str] = option(None, resume=True, flag=Flag(
         "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
@@ -117,7 +125,7 @@ class TrainConfig:
         "filters) instead of by the pixel contract alone; default: on when most training images are smaller than the input"))
     # what the model learns: a task of pipeline/tasks/
     task: str = option(tasks.DEFAULT, resume=True, flag=Flag(
-        "--task", "what the model learns: classify, detect (boxes and classes) or pose (boxes and keypoints)", _task_choice))
+        "--task", _tasks_say("what the model learns: ", "LEARNS", lambda name, words: f"{name} ({words})", ", "), _task_choice))
     # the task's own train options by key (pipeline/tasks/<task>/options.py), given ones only; read as attributes
     # (config.max_boxes), with the task's defaults where not given. Each must match for a run to resume.
     task_options: Mapping[str, Any] = option(default_factory=dict)

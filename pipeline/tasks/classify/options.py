@@ -6,6 +6,10 @@ from pipeline.gate import GATE
 from pipeline.tasks.classify.scores import GATE_METRICS
 from pipeline.tasks.options import Option
 
+# What `pipeline train --help` says of the task: what its data specs are, what its model learns.
+DATA_HELP = "digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders"
+LEARNS = "one class per image"
+
 _GATE_METRIC = "--gate-metric"
 _NOT_RANKED = "{flag} applies to classification runs; a {task} run writes no ranked classes"
 

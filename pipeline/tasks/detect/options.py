@@ -11,6 +11,10 @@ TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 12,
                   "schedule": {"start": 1e-3, "max": 4e-3, "warmup_epochs": 1, "sustain_epochs": 2, "decay": 0.7}}
 _NOT_A_DETECTOR = "{flag} {value} is a detector's head; expected --task detect, or no {flag}"
 
+# What `pipeline train --help` says of the task: what its data specs are, what its model learns.
+DATA_HELP = "shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)"
+LEARNS = "boxes and classes"
+
 OPTIONS = {
     "train": (
         Option("--head", "head", "detect: ssd (default; anchors and TFLite's post-processing op in the model) or yolo "

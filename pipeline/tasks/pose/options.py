@@ -15,6 +15,10 @@ TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 20,
 LAYOUTS = ("edgeflow", "ultralytics")  # export's --layout: edgeflow's file alone, or Ultralytics' beside it
 MAX_BOXES = 16  # the built-in figures hold at most 3; COCO's person images rarely more than 13 labelled people
 
+# What `pipeline train --help` says of the task: what its data specs are, what its model learns.
+DATA_HELP = "figures | COCO keypoints JSON | YOLO-pose data.yaml | 'path/*.tfrecord' (pipeline prepare --task pose)"
+LEARNS = "boxes and keypoints"
+
 OPTIONS = {
     "train": (
         Option("--head", "head", f"pose: the pose model's head ({', '.join(heads.NAMES)}; default {heads.DEFAULT})",
