@@ -99,9 +99,8 @@ def test_raw_keypoints_map_to_offsets_that_decode_as_ultralytics_does():
     np.testing.assert_array_equal(ours[..., 2], raw.reshape(len(centres), k, 3)[..., 2])
 
 
-def test_a_detector_or_a_file_of_another_kind_is_refused_naming_a_pose_model(tmp_path):
-    if _missing("onnx"):
-        pytest.skip("the tail's recognition needs onnx in this environment (pip install -e '.[import]')")
+def test_a_detector_or_a_file_of_another_kind_is_refused_naming_a_pose_model(converter, tmp_path):
+    """The ONNX import checks for its converter before it reads the model (`converter`: installed as the import says)."""
     from tests.pipeline.importing.test_refusals import _refused
     from tests.support.yolo_onnx import yolo_onnx
 
