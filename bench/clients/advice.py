@@ -1,7 +1,7 @@
 """Parity's client advice on a run, followed: does the command it names bring that client within 2 pp of the int8
 model fed the pixel contract (#42 item 4)?
 
-    .venv/bin/python bench/bench_client_advice.py RUN [RUN ...] >> bench/results/clients.md
+    .venv/bin/python bench/clients/advice.py RUN [RUN ...] >> bench/results/clients.md
 
 For each exported RUN: `pipeline parity RUN` (the default gate; its verdict is not the question), its worst-client
 line and each client's row with the float model fed alike. When the line names `pipeline export RUN ... --remedy
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.commands.test_advice_commands import advised  # noqa: E402  the tests' reading of a message's commands

@@ -1,9 +1,9 @@
 """Top-1 of one int8 model as each known client feeds it: edgeflow's contract, the reproductions in edge.clients.feeds,
 and the real clients where they run here (pycoral's classify_image.py, MediaPipe's ImageClassifier).
 
-    .venv/bin/python bench/bench_clients.py [--image-size 48 ...] [--model mobilenet_v2 --alpha 0.35] [--camera] [--digits] \
+    .venv/bin/python bench/clients/classify.py [--image-size 48 ...] [--model mobilenet_v2 --alpha 0.35] [--camera] [--digits] \
         [--device-python P39] [--mediapipe-python P] [--client-fits off|on|both] > bench/results/clients.md
-    .venv/bin/python bench/bench_clients.py --run RUN [--device-python P39] [--mediapipe-python P]
+    .venv/bin/python bench/clients/classify.py --run RUN [--device-python P39] [--mediapipe-python P]
 
 Data: four classes (the left and right halves of scikit-learn's two photos), 200 JPEG crops each, cut at
 random places and sizes and saved at their own non-square size (160 to 420 px a side), flipped and exposed
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 
@@ -265,7 +265,7 @@ def main() -> None:
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor() or "cpu") if Path("/proc/cpuinfo").exists() else "cpu"
-    command = " ".join(["bench/bench_clients.py", *(["--digits"] if args.digits else []),
+    command = " ".join(["bench/clients/classify.py", *(["--digits"] if args.digits else []),
                         *[f"--image-size {size}" for size in args.image_size],
                         *([f"--model {args.model}"] if args.model != "small_cnn" else []),
                         *([f"--alpha {args.alpha:g}"] if args.alpha else []),

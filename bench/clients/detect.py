@@ -2,7 +2,7 @@
 ObjectDetector find with the int8 file alone, next to `pipeline parity`'s rows for them (edge.clients.feeds' reproductions)
 and its int8 row.
 
-    .venv/bin/python bench/bench_detect_clients.py RUN --device-python P39 --mediapipe-python PMP
+    .venv/bin/python bench/clients/detect.py RUN --device-python P39 --mediapipe-python PMP
 
 RUN has been through `pipeline parity` (its report.json holds the rows). P39 is a Python of `.ci/edge-env --make DIR`
 (tflite-runtime, Pillow, numpy < 2), PMP of `.ci/mediapipe-env --make DIR` (mediapipe 1.2.2). The held-out files are
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 PYCORAL = REPO.parent / "shared" / "reference" / "pycoral"
 THRESHOLD = 0.005

@@ -1,8 +1,8 @@
 """Training's client fits against the clients' own input tensors, pixel for pixel, on the photo crops.
 
-    .venv/bin/python bench/bench_client_fit_pixels.py --size 32 --size 96 [--per-class 10]
+    .venv/bin/python bench/clients/fit_pixels.py --size 32 --size 96 [--per-class 10]
 
-For each JPEG of bench_clients.write_photo_crops (160-420 px) and each input size, the pixels training's input
+For each JPEG of bench.clients.classify.write_photo_crops (160-420 px) and each input size, the pixels training's input
 pipeline makes for an example given each client's fit (pipeline/data/decode.py, TensorFlow) against the tensor
 that client sets (edge.clients.feeds: MediaPipe's resize and value mapping exact from its decoded pixels, pycoral's
 exact on the same Pillow; tests/clients/test_reproductions.py checks both against the real clients). Prints, per
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 
@@ -29,7 +29,7 @@ def main() -> None:
 
     import tensorflow as tf
 
-    from bench.bench_clients import write_photo_crops
+    from bench.clients.classify import write_photo_crops
     from edge.clients import feeds as clients
     from edge.pixels.contract import PixelContract
     from pipeline.data.client_fits import FITS

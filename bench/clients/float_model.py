@@ -1,8 +1,8 @@
 """The float Keras model of a run fed as the clients feed its int8 model: does a client's resize cost the float
 model too, or only the int8 one? And a calibration set fed as the clients feed, for `export --calibration-data`.
 
-    .venv/bin/python bench/bench_clients_float.py score RUN HELDOUT_FOLDER
-    .venv/bin/python bench/bench_clients_float.py calibration TRAIN_FOLDER SIZE OUT.npy
+    .venv/bin/python bench/clients/float_model.py score RUN HELDOUT_FOLDER
+    .venv/bin/python bench/clients/float_model.py calibration TRAIN_FOLDER SIZE OUT.npy
 
 `score` prints the float model's top-1 on the held-out JPEGs (a folder of class folders) as MediaPipe and pycoral
 feed them (edge.clients.feeds' reproductions) and stretched with Pillow's antialiased bilinear.
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from edge.clients import feeds as clients  # noqa: E402
 from pipeline.quant import convention  # noqa: E402
 

@@ -3,7 +3,7 @@ is, with its corners handed to NMSBoxes as (x, y, width, height) instead, and at
 held-out pixels (edge detect's feed), the objects Frigate's reading keeps (score >= 0.4) against `edge detect`'s
 (same class, IoU >= 0.9), both ways.
 
-    .venv/bin/python bench/bench_yolo_frigate.py RUN          # a run from pipeline run --task detect --head yolo
+    .venv/bin/python bench/clients/frigate_yolo.py RUN          # a run from pipeline run --task detect --head yolo
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Benchmark of the detector's export: int8 vs float32 TFLite latency, both ending in TFLite_Detection_PostProcess.
 
-    .venv/bin/python bench/bench_detect_export.py > bench/results/detect_export.md
+    .venv/bin/python bench/detect/export_latency.py > bench/results/detect_export.md
 
 For each registry backbone, a detector (random weights, nothing downloaded) is converted by
 pipeline.tasks.detect.heads.ssd.postprocess.convert both ways: the float twin and the int8 model with Coral's uint8 input.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 TARGET = 0.6
 ROUNDS = 200
@@ -85,7 +85,7 @@ def main() -> None:
 
     print("# Detector export: int8 vs float32 TFLite latency (both ending in TFLite_Detection_PostProcess)\n")
     print("Command (from the worktree, venv from `pip install -e \".[host,test]\"`):\n")
-    print("    .venv/bin/python bench/bench_detect_export.py > bench/results/detect_export.md\n")
+    print("    .venv/bin/python bench/detect/export_latency.py > bench/results/detect_export.md\n")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs), Python {platform.python_version()}, "
           f"TensorFlow {tf.__version__}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. ai_edge_litert, 1 thread, "
           f"{ROUNDS} interleaved rounds, medians. Random weights; one shapes image as input.\n")

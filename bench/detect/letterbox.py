@@ -1,7 +1,7 @@
 """Does a detector trained with a share of letterboxed images find objects when pycoral's detect_image.py feeds it
 a picture that is not square (letterbox: the picture in the top-left corner, zeros right and below)?
 
-    .venv/bin/python bench/bench_detect_letterbox.py DIR [--shares 0.5 1.0]
+    .venv/bin/python bench/detect/letterbox.py DIR [--shares 0.5 1.0]
 
 1. Writes `shapes` (1,200 images, seed 0) widened to 16:9 as COCO in DIR/wide: each 128x128 picture on the left
    of a 128x228 canvas filled with its mean colour, every box kept whole.
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 WITH_SHARE = ("import sys, pipeline.tasks.detect.task as d; d.LETTERBOX_SHARE = {share!r}; from pipeline.cli import main; "

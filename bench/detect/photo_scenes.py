@@ -1,6 +1,6 @@
 """A COCO export of photographs with several classes, built from the photographs installed on this machine.
 
-    .venv/bin/python bench/photo_scenes.py OUT [--count 1000] [--seed 0] [--size 256x192]
+    .venv/bin/python bench/detect/photo_scenes.py OUT [--count 1000] [--seed 0] [--size 256x192]
 
 No labelled photographs ship with the project or its dependencies, so the objects are cut from four real photos
 (scikit-learn's china.jpg and flower.jpg, Coral's parrot.jpg in ../shared/reference, matplotlib's grace_hopper.jpg)
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # photo -> (object class, object box, background boxes), boxes (left, top, right, bottom) in the photo's pixels.
 REGIONS = {
@@ -117,18 +117,24 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
     return DetSource("photos", "coco", labels, examples)
 
 
+def scene_arguments(description: str, count: int, size: str) -> argparse.Namespace:
+    """The command line of a script that writes scenes: OUT, --count, --seed and --size WIDTHxHEIGHT (as a tuple)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--count", type=int, default=count)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", default=size, help="WIDTHxHEIGHT")
+    args = parser.parse_args()
+    args.size = tuple(int(v) for v in args.size.split("x"))
+    return args
+
+
 def main() -> None:
     from pipeline.tasks.detect.data.coco import write_coco
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--size", default="256x192")
-    args = parser.parse_args()
-    size = tuple(int(v) for v in args.size.split("x"))
-    source = scenes(args.count, size, args.seed)
-    out = Path(args.out)
+    args = scene_arguments(__doc__.splitlines()[0], count=1000, size="256x192")
+    source = scenes(args.count, args.size, args.seed)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     write_coco(source, out / "annotations.json")
     counts = np.bincount(np.concatenate([e.classes for e in source.examples]), minlength=len(source.labels))

@@ -1,6 +1,6 @@
 """Detection on `shapes`: the command's wall time and held-out COCO mAP, and whether the TFRecord feed keeps up.
 
-    .venv/bin/python bench/bench_detect_shapes.py [--skip-run] [--skip-feed] [-- EXTRA TRAIN OPTIONS]
+    .venv/bin/python bench/detect/shapes.py [--skip-run] [--skip-feed] [-- EXTRA TRAIN OPTIONS]
 
 1. `pipeline train --task detect --data shapes` with defaults, as a subprocess (TensorFlow's import, drawing
    the data, training, COCOeval on the held-out split, the run's files and report): wall time and CPU time, and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 ROUNDS = 3

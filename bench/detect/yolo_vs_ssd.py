@@ -1,6 +1,6 @@
 """The anchor-free (YOLO) head against the SSD head: same backbone, input size, data, seed and epochs.
 
-    .venv/bin/python bench/bench_yolo_vs_ssd.py [--epochs N] [--model small_cnn] [--alpha A] [--image-size S]
+    .venv/bin/python bench/detect/yolo_vs_ssd.py [--epochs N] [--model small_cnn] [--alpha A] [--image-size S]
         [--data shapes|PATH/annotations.json] [--seed N] [--heads ssd,yolo] [--side-by-side] [--out DIR]
 
 Per head, as subprocesses: `pipeline train --task detect --head H --data D` (the task's defaults otherwise), then
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = str(Path(sys.executable).with_name("pipeline"))
 
 

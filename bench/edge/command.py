@@ -1,9 +1,9 @@
 """`edge evaluate` as a user runs it, against the bare invoke rate: images/s of the command itself.
 
     # 1. once, with the host venv: the int8 MobileNetV2 224 (uint8 I/O) and 600 640x480 JPEGs
-    .venv/bin/python bench/bench_edge_speed.py make --out /tmp/edge_speed --per-class 300
+    .venv/bin/python bench/edge/speed.py make --out /tmp/edge_speed --per-class 300
     # 2. in the device env (.ci/edge-env --make .venv39): the measurement, written to bench/results/edge_command.md
-    .venv39/bin/python bench/bench_edge_command.py --dir /tmp/edge_speed
+    .venv39/bin/python bench/edge/command.py --dir /tmp/edge_speed
 
 It imports no TensorFlow. It copies the model beside a sidecar that records the pipeline's pixel
 contract `pipeline export --int8` records for it (contract version 2, mean 128 and std 128, which the
@@ -40,16 +40,15 @@ from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 RESULTS = ROOT / "bench" / "results" / "edge_command.md"
 TARGET = 0.75
 
 
 def prepare(folder: Path, work: Path):
     """(model with its sidecar, data folder of every JPEG, data folder of one JPEG) under `work`."""
-    from bench_edge_speed import CONTRACT, MODEL, PHOTOS, exported_contract
+    from bench.edge.speed import CONTRACT, MODEL, PHOTOS, exported_contract
     from edge.model.integrity import write_sidecar
 
     model = work / MODEL
@@ -89,7 +88,7 @@ def per_image(tree: Path, model: Path, photos: Path, one: Path, out: Path, count
 
 
 def rounds(model: Path, photos: Path, one: Path, count: int, out: Path, baseline: Optional[Path]):
-    from bench_edge_speed import exported_contract
+    from bench.edge.speed import exported_contract
     from edge.answers.runner import Runner
     from edge.answers.timing import end_to_end_rate, invoke_seconds
 
@@ -147,7 +146,7 @@ NAMES = {"runner": "runner's loop in this process", "command": "`edge evaluate`"
 
 
 def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optional[Path]) -> str:
-    from bench_edge_speed import cpu_info, lscpu_head, source_commit
+    from bench.edge.speed import cpu_info, lscpu_head, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
@@ -155,8 +154,8 @@ def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optio
         "# `edge evaluate` images/s against the bare invoke rate",
         "",
         f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
-        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_command.py {' '.join(sys.argv[1:])}`"
-        f" (model and JPEGs from `bench/bench_edge_speed.py make --per-class 300`)",
+        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/edge/command.py {' '.join(sys.argv[1:])}`"
+        f" (model and JPEGs from `bench/edge/speed.py make --per-class 300`)",
         f"- what is timed: `python -m edge.cli evaluate MODEL --data DIR --out p.json --threads 1` (what `edge` runs)"
         f" as a subprocess, over {len(files)} JPEGs and over 1; per image = (time({len(files)}) - time(1)) / {len(files) - 1}"
         + (f"; baseline: the same command from the source tree {baseline}" if baseline else ""),
@@ -202,7 +201,7 @@ def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, required=True, help="what `bench_edge_speed.py make` wrote")
+    parser.add_argument("--dir", type=Path, required=True, help="what `bench/edge/speed.py make` wrote")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--baseline", type=Path, default=None, help="another source tree whose `edge evaluate` to time alongside")

@@ -2,9 +2,9 @@
 
     # 1. once, with the host venv: a tiny detection run on `shapes` (a few epochs: accuracy is not what is
     #    measured), its int8 export and its bundle; the commands it ran are recorded in DIR/made.json
-    .venv/bin/python bench/bench_edge_detect_command.py make --out /tmp/edge_detect --epochs 3 --heldout 600
+    .venv/bin/python bench/edge/detect_command.py make --out /tmp/edge_detect --epochs 3 --heldout 600
     # 2. in the device env (.ci/edge-env --make .venv39): the measurement, written to bench/results/edge_detect_command.md
-    .venv39/bin/python bench/bench_edge_detect_command.py measure --dir /tmp/edge_detect
+    .venv39/bin/python bench/edge/detect_command.py measure --dir /tmp/edge_detect
 
 The measurement imports no TensorFlow. It opens the bundle's int8 detector as the device does (edge.answers.detect.open_detector,
 1 thread) and, round after round, in an order that alternates so drift in machine load hits each alike:
@@ -40,9 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 RESULTS = ROOT / "bench" / "results" / "edge_detect_command.md"
 TARGET = 0.75
 MODEL = "model_int8.tflite"
@@ -100,7 +99,7 @@ def one_image_bundle(bundle: Path, work: Path) -> Path:
 
 def timed_command(model: Path, data: Path, out: Path, expect: int):
     """(wall seconds, child CPU seconds) of one `edge evaluate` of this tree, as the classification bench times it."""
-    from bench_edge_command import timed_command as timed_in_tree
+    from bench.edge.command import timed_command as timed_in_tree
 
     return timed_in_tree(ROOT, model, data, out, expect)
 
@@ -216,7 +215,7 @@ def measure(folder: Path, count: int, write: bool) -> int:
     bundle = folder / "bundle"
     model = bundle / MODEL
     if not model.is_file():
-        raise SystemExit(f"{model} not found; expected what `bench_edge_detect_command.py make --out {folder}` writes")
+        raise SystemExit(f"{model} not found; expected what `bench/edge/detect_command.py make --out {folder}` writes")
     made = json.loads((folder / MADE).read_text()) if (folder / MADE).is_file() else None
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="edge-detect-command-") as scratch:
@@ -237,7 +236,7 @@ def _spread(values) -> str:
 
 
 def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes, model: Path, made, load_before) -> str:
-    from bench_edge_speed import cpu_info, lscpu_head, source_commit
+    from bench.edge.speed import cpu_info, lscpu_head, source_commit
 
     runner = detector.runner
     backend = runner.loaded.backend
@@ -258,8 +257,8 @@ def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes
         "# `edge evaluate` on a detection bundle: images/s against the bare invoke + output-reading rate",
         "",
         f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
-        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_detect_command.py "
-        f"{' '.join(sys.argv[1:])}`, after `bench_edge_detect_command.py make` (host venv) ran:",
+        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/edge/detect_command.py "
+        f"{' '.join(sys.argv[1:])}`, after `bench/edge/detect_command.py make` (host venv) ran:",
         *made_lines,
         "- the run is deliberately tiny (a few epochs): speed, not accuracy, is measured"
         + (f"; detector {trained}" if trained else "")

@@ -1,12 +1,12 @@
 """How much edge/'s classify functions add over a bare interpreter loop, on an int8 MobileNetV2.
 
-    /work/venv/bin/python bench/bench_edge_overhead.py              # builds the model (about a minute)
-    /work/venv/bin/python bench/bench_edge_overhead.py --model m.tflite --rounds 40
+    /work/venv/bin/python bench/edge/overhead.py              # builds the model (about a minute)
+    /work/venv/bin/python bench/edge/overhead.py --model m.tflite --rounds 40
 
 Host only (TensorFlow builds the model: tf_keras MobileNetV2 1.0 at 224, weights=None so nothing
 downloads, raw-pixel input through Rescaling(1/127.5, -1) like the project's models, converted as
 `pipeline export --int8` converts it: Coral's input wrapper, uint8 input scale 1/128 zero point 128,
-full int8 at batch 1; bench/export_path.py). Both loops run on the same interpreter, interleaved round by round so
+full int8 at batch 1; bench/export/as_exported.py). Both loops run on the same interpreter, interleaved round by round so
 drift in machine load hits both alike:
   edge  set_input(interpreter, uint8 image array); invoke(); get_scores(interpreter)
   bare  set_tensor(index, image[None]); invoke(); get_tensor(output index)
@@ -29,17 +29,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "edge_overhead.md"
 
 
 def build_model(path: Path) -> Path:
-    """MobileNetV2 (raw pixels in, Rescaling first) as `pipeline export --int8` converts it (bench/export_path.py)."""
+    """MobileNetV2 (raw pixels in, Rescaling first) as `pipeline export --int8` converts it (bench/export/as_exported.py)."""
     import tf_keras as keras
 
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "bench"))
-    from export_path import int8_as_exported
+    from bench.export.as_exported import int8_as_exported
 
     keras.utils.set_random_seed(0)
     inputs = keras.Input((224, 224, 3))

@@ -1,7 +1,7 @@
 """`pipeline predict` throughput: the float SavedModel in batches against the int8 TFLite model, images/s.
 
-    .venv/bin/python bench/bench_predict.py                         MobileNetV2 at 224 and small_cnn at 32, 512 images
-    .venv/bin/python bench/bench_predict.py --images 256 --rounds 2 --models small_cnn
+    .venv/bin/python bench/edge/predict.py                         MobileNetV2 at 224 and small_cnn at 32, 512 images
+    .venv/bin/python bench/edge/predict.py --images 256 --rounds 2 --models small_cnn
 
 Kaggle-like data: test shards in the Kaggle TPU schema (`image`, `id`, no `class`) of 224x224 JPEGs
 cropped from scikit-learn's two photos; a training set of the same kind. Per model: train one epoch
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results" / "predict.md"
 SIZES = {"mobilenet_v2": 224, "small_cnn": 32}
 
@@ -109,7 +109,7 @@ def main() -> None:
                 if line.startswith("Model name")), platform.processor())
     lines = ["# `pipeline predict` throughput: float SavedModel batched vs int8 TFLite", "",
              f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-             f"- command: `.venv/bin/python bench/bench_predict.py --images {args.images} --rounds {args.rounds} --models {args.models}`",
+             f"- command: `.venv/bin/python bench/edge/predict.py --images {args.images} --rounds {args.rounds} --models {args.models}`",
              f"- machine: {cpu}, {os.cpu_count()} cores (shared with other work; load average {load[0]:.1f} at the end), "
              f"Python {platform.python_version()}, {platform.machine()}",
              f"- data: {args.images} Kaggle-schema test records (224x224 JPEGs cropped from scikit-learn's photos, no `class`), "

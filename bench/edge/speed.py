@@ -1,16 +1,16 @@
 """Device speed: per-invoke ms of every installed interpreter, and end-to-end images/s against the bare invoke rate.
 
     # 1. once, with the host venv: the int8 MobileNetV2 224 (uint8 I/O) and 640x480 JPEGs cut from real photos
-    .venv/bin/python bench/bench_edge_speed.py make --out /tmp/edge_speed
+    .venv/bin/python bench/edge/speed.py make --out /tmp/edge_speed
     # 2. in the device env (.ci/edge-env --make .venv39): the measurement, written to bench/results/edge_speed.md
-    .venv39/bin/python bench/bench_edge_speed.py run --dir /tmp/edge_speed
+    .venv39/bin/python bench/edge/speed.py run --dir /tmp/edge_speed
 
 `run` imports no TensorFlow. Per interpreter: the model loaded at 1 thread, invokes timed in
 interleaved rounds (so drift in machine load hits each alike). End to end: the interpreter the
 device side picks by default (edge.model.interpreter.choose_backend) runs what `edge bench --images`
 runs (edge.answers.timing.end_to_end_rate over edge.answers.runner.Runner's score loop: decode and resize ahead on a
 worker thread, set_input, invoke, get_scores), in rounds interleaved with bare invokes on the same
-interpreter. The command itself (`edge evaluate`, process and all) is timed by bench_edge_command.py. Also the JPEG decode
+interpreter. The command itself (`edge evaluate`, process and all) is timed by bench/edge/command.py. Also the JPEG decode
 and resize alone, full size vs the pixel contract's reduced scale, and their mean absolute difference.
 Targets: default invoke <= 1.2x the fastest installed; end to end >= 0.75 of the bare invoke rate.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "edge_speed.md"
 MODEL = "mobilenet_v2_int8.tflite"
@@ -43,8 +43,7 @@ def make(out: Path, per_class: int = 50) -> None:
     the export records for it, and the JPEGs."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_export import mobilenet_models
+    from bench.export.int8_vs_float import mobilenet_models
     from edge.pixels.contract import PixelContract
     from pipeline.quant import convention
     from tests.support.helpers import write_camera_jpegs
@@ -184,9 +183,9 @@ def run(folder: Path, rounds: int, write: bool) -> int:
         "",
         f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
         f"- command: `{Path(sys.executable).parent.parent.name}/bin/python {script.relative_to(ROOT)} {' '.join(sys.argv[1:])}`"
-        f" (model and JPEGs from `bench/bench_edge_speed.py make`)",
+        f" (model and JPEGs from `bench/edge/speed.py make`)",
         f"- CPU: {cpu_info()}; Python {platform.python_version()}, {platform.machine()}, numpy {np.__version__}",
-        f"- model: MobileNetV2 1.0 224 from models.build, int8 as `pipeline export --int8` converts it (bench/export_path.py: "
+        f"- model: MobileNetV2 1.0 224 from models.build, int8 as `pipeline export --int8` converts it (bench/export/as_exported.py: "
         f"Coral's input wrapper, uint8 input scale 1/128 zero point 128), batch 1 "
         f"({len(data) / 1e6:.2f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}), 1 interpreter thread",
         f"- images: {len(files)} 640x480 JPEGs cut from scikit-learn's two photos (tests/support/helpers.py write_camera_jpegs)",
@@ -245,7 +244,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     maker = sub.add_parser("make")
     maker.add_argument("--out", type=Path, required=True)
-    maker.add_argument("--per-class", type=int, default=50, help="JPEGs per photo (bench_edge_command.py wants 300)")
+    maker.add_argument("--per-class", type=int, default=50, help="JPEGs per photo (bench/edge/command.py wants 300)")
     runner = sub.add_parser("run")
     runner.add_argument("--dir", type=Path, required=True, help="what `make` wrote")
     runner.add_argument("--rounds", type=int, default=20)

@@ -3,13 +3,13 @@ YOLO-head detector; threads against processes for the decode; and, on paper, the
 
     # One command, in the device env (.ci/edge-env --make .venv39): missing inputs are made first with the host venv
     # (.venv, TensorFlow: --host-python), then measured and written to bench/results/edge_throughput.md
-    .venv39/bin/python bench/bench_edge_throughput.py --speed /tmp/edge_speed --detect /tmp/edge_detect \
+    .venv39/bin/python bench/edge/throughput.py --speed /tmp/edge_speed --detect /tmp/edge_detect \
         --yolo /tmp/edge_yolo --big /tmp/edge_ssd_mnv2 --big-yolo /tmp/edge_yolo_mnv2 --make --rounds 6
     # --make runs, for each folder that does not exist yet (a few minutes each on an idle 2-core machine):
-    #   bench/bench_edge_speed.py make --out SPEED --per-class 300                      int8 MobileNetV2 224, 600 JPEGs
-    #   bench/bench_edge_detect_command.py make --out DETECT --epochs 3 --heldout 600   tiny SSD-style detector
-    #   bench/bench_edge_detect_command.py make --out YOLO --epochs 3 --heldout 100 --head yolo   tiny YOLO-head one
-    #   bench/bench_edge_detect_command.py make --out BIG --epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320
+    #   bench/edge/speed.py make --out SPEED --per-class 300                      int8 MobileNetV2 224, 600 JPEGs
+    #   bench/edge/detect_command.py make --out DETECT --epochs 3 --heldout 600   tiny SSD-style detector
+    #   bench/edge/detect_command.py make --out YOLO --epochs 3 --heldout 100 --head yolo   tiny YOLO-head one
+    #   bench/edge/detect_command.py make --out BIG --epochs 1 --heldout 32 --model mobilenet_v2 --image-size 320
     #       --count 128       (with --big BIG) an SSD on MobileNetV2 at 320x320: an invoke of a board's detector's size
     #   the same with --head yolo (with --big-yolo BIG_YOLO): the YOLO head on that backbone at that size
 
@@ -23,7 +23,7 @@ each alike:
   yolo bare          the same for the YOLO head, whose reading is the host decode + NMS (edge.answers.heads.yolo)
   command, W workers `python -m edge.cli evaluate MODEL --data photos --out p.json --threads 1 --workers W` (what
                      `edge` runs) over all the JPEGs and over one; (N - 1) / (time(N) - time(1)) is what the
-                     command does per image, start-up and model load taken away (bench_edge_command.py's method)
+                     command does per image, start-up and model load taken away (bench/edge/command.py's method)
 Then, once: the decode alone (the pixel contract's JPEG decode and resize, per input size) as CPU ms per image,
 serial against 2 threads against 2 processes, and how much a decoding thread slows a pure-Python loop beside it
 (the share of the decode that holds the GIL). From the measured decode cost and a stated x86-to-Cortex-A53 factor,
@@ -48,9 +48,8 @@ from typing import Optional
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 RESULTS = ROOT / "bench" / "results" / "edge_throughput.md"
 TARGET = 0.85
 WORKERS = (1, 2)
@@ -77,13 +76,13 @@ DECODE_KEY = {"classifier": "classifier (224x224)", "detector": "SSD detector he
 
 KINDS = {"classifier": "classifier", "detector": "SSD detector", "yolo": "YOLO detector", "big": "SSD MobileNetV2 320",
          "bigyolo": "YOLO MobileNetV2 320"}
-# What `bench_edge_detect_command.py make` trains for the detectors of a board's invoke cost (--big, --big-yolo).
+# What `bench/edge/detect_command.py make` trains for the detectors of a board's invoke cost (--big, --big-yolo).
 BIG_MAKE = ["--epochs", "1", "--heldout", "32", "--model", "mobilenet_v2", "--image-size", "320", "--count", "128"]
 
 
 def command_rate(model: Path, photos: Path, one: Path, out: Path, count: int, workers: int):
     """(images/s beyond the first, the command's CPU seconds per wall second meanwhile, images/s of the whole command)."""
-    from bench_edge_command import timed_command
+    from bench.edge.command import timed_command
 
     extra = ("--workers", str(workers))
     t_all, cpu_all = timed_command(ROOT, model, photos, out, count, extra)
@@ -101,9 +100,9 @@ def classifier_bare(runner, count: int) -> float:
 
 def rounds(speed: Path, detect_models: dict, work: Path, count: int):
     """Alternated rounds over the classifier and each detector ({"detector": SSD model, "yolo": YOLO model})."""
-    from bench_edge_command import prepare, timed_command
-    from bench_edge_detect_command import bare_pass
-    from bench_edge_speed import exported_contract
+    from bench.edge.command import prepare, timed_command
+    from bench.edge.detect_command import bare_pass
+    from bench.edge.speed import exported_contract
     from edge.answers.detect import open_detector
     from edge.answers.runner import Runner
     from edge.answers.timing import feed_seeded_input
@@ -334,7 +333,7 @@ def handover_shares(runner, detectors, files, count: int) -> dict:
     `edge evaluate`'s path in this process (Runner.score_files; evaluate_detections as the command calls it) over
     the first HANDOVER_IMAGES JPEGs with sys.setswitchinterval at each interval, each round's passes in alternating order
     beside a bare pass, so the load hits each alike."""
-    from bench_edge_detect_command import bare_pass
+    from bench.edge.detect_command import bare_pass
     from edge.answers.evaluation import Sample, evaluate_detections
 
     files = files[:HANDOVER_IMAGES]
@@ -376,7 +375,7 @@ def handover_shares(runner, detectors, files, count: int) -> dict:
 def bare_cpu_ms(runner, detectors, files) -> dict:
     """CPU ms per image of the bare path on its own thread: the classifier's invoke; a detector's set input, invoke
     and reading the objects (the YOLO head's host decode + NMS included)."""
-    from bench_edge_detect_command import bare_pass
+    from bench.edge.detect_command import bare_pass
     from edge.answers.timing import invoke_seconds
 
     start = time.thread_time()
@@ -406,7 +405,7 @@ def _spread(values) -> str:
 
 def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, uptime_before: str, uptime_after: str,
            argv, ran: dict, handover: dict) -> str:
-    from bench_edge_speed import cpu_info, lscpu_block, source_commit
+    from bench.edge.speed import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
@@ -416,9 +415,9 @@ def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, u
         "# Decode workers: `edge evaluate` images/s against the bare invoke, this machine and a 4-core board",
         "",
         f"- date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}",
-        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/bench_edge_throughput.py {' '.join(argv)}` "
-        "(with --make, inputs missing are made first: `bench/bench_edge_speed.py make --per-class 300`, "
-        "`bench/bench_edge_detect_command.py make --epochs 3 --heldout 600`, the same with `--heldout 100 --head yolo`"
+        f"- command: `{Path(sys.executable).parent.parent.name}/bin/python bench/edge/throughput.py {' '.join(argv)}` "
+        "(with --make, inputs missing are made first: `bench/edge/speed.py make --per-class 300`, "
+        "`bench/edge/detect_command.py make --epochs 3 --heldout 600`, the same with `--heldout 100 --head yolo`"
         + (f" and `{' '.join(BIG_MAKE)}`" if "big" in detectors else "")
         + (f" and `{' '.join(BIG_MAKE)} --head yolo`" if "bigyolo" in detectors else "")
         + ")",
@@ -608,14 +607,14 @@ def make_missing(speed: Path, detect: Path, yolo: Path, host_python: Path, big: 
     """Make each input folder that does not exist yet with the host venv (TensorFlow), as the docstring lists."""
     import subprocess
 
-    steps = [(speed, ["bench/bench_edge_speed.py", "make", "--out", str(speed), "--per-class", "300"]),
-             (detect, ["bench/bench_edge_detect_command.py", "make", "--out", str(detect), "--epochs", "3", "--heldout", "600"]),
-             (yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(yolo), "--epochs", "3", "--heldout", "100",
+    steps = [(speed, ["bench/edge/speed.py", "make", "--out", str(speed), "--per-class", "300"]),
+             (detect, ["bench/edge/detect_command.py", "make", "--out", str(detect), "--epochs", "3", "--heldout", "600"]),
+             (yolo, ["bench/edge/detect_command.py", "make", "--out", str(yolo), "--epochs", "3", "--heldout", "100",
                      "--head", "yolo"])]
     if big is not None:
-        steps.append((big, ["bench/bench_edge_detect_command.py", "make", "--out", str(big), *BIG_MAKE]))
+        steps.append((big, ["bench/edge/detect_command.py", "make", "--out", str(big), *BIG_MAKE]))
     if big_yolo is not None:
-        steps.append((big_yolo, ["bench/bench_edge_detect_command.py", "make", "--out", str(big_yolo), *BIG_MAKE, "--head", "yolo"]))
+        steps.append((big_yolo, ["bench/edge/detect_command.py", "make", "--out", str(big_yolo), *BIG_MAKE, "--head", "yolo"]))
     for folder, step in steps:
         if folder.exists():
             continue
@@ -638,7 +637,7 @@ def kept_reading(results: Path) -> str:
 def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, big: Optional[Path] = None,
         big_yolo: Optional[Path] = None) -> int:
     global _CONTRACT
-    from bench_edge_speed import exported_contract
+    from bench.edge.speed import exported_contract
 
     extra = {kind: folder for kind, folder in (("big", big), ("bigyolo", big_yolo)) if folder is not None}
     for folder in (speed, detect, yolo, *extra.values()):
@@ -671,11 +670,11 @@ def run(speed: Path, detect: Path, yolo: Path, count: int, write: bool, argv, bi
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speed", type=Path, required=True, help="what `bench_edge_speed.py make` wrote")
-    parser.add_argument("--detect", type=Path, required=True, help="what `bench_edge_detect_command.py make` wrote")
-    parser.add_argument("--yolo", type=Path, required=True, help="what `bench_edge_detect_command.py make --head yolo` wrote")
+    parser.add_argument("--speed", type=Path, required=True, help="what `bench/edge/speed.py make` wrote")
+    parser.add_argument("--detect", type=Path, required=True, help="what `bench/edge/detect_command.py make` wrote")
+    parser.add_argument("--yolo", type=Path, required=True, help="what `bench/edge/detect_command.py make --head yolo` wrote")
     parser.add_argument("--big", type=Path, default=None,
-                        help="also an SSD on MobileNetV2 at 320x320 (`bench_edge_detect_command.py make --model mobilenet_v2 "
+                        help="also an SSD on MobileNetV2 at 320x320 (`bench/edge/detect_command.py make --model mobilenet_v2 "
                              "--image-size 320`): a detector whose invoke costs what a board's does")
     parser.add_argument("--big-yolo", type=Path, default=None,
                         help="also the YOLO head on that backbone and size (the same make with --head yolo)")

@@ -1,6 +1,6 @@
 """The int8 model `pipeline export --int8` writes, made from a Keras model without a run, for the benchmarks.
 
-    from export_path import int8_as_exported
+    from bench.export.as_exported import int8_as_exported
     model_bytes = int8_as_exported(keras_model, 224, calibration_uint8_images)
 
 The export stage's own steps, in its order: the batch-1 function (pipeline.quant.convert.keras_function),

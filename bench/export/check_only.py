@@ -1,6 +1,6 @@
 """Time of the pre-flight on one .tflite file: the whole command a user runs, and the analysis alone.
 
-    python bench/bench_check_only.py MODEL.tflite [--runs 5] [--repo DIR]
+    python bench/export/check_only.py MODEL.tflite [--runs 5] [--repo DIR]
 
 `--repo` runs another checkout's code (an older commit unpacked with `git archive`), for a before/after comparison
 on the same machine in the same minutes. Prints, per run, the wall and CPU seconds of
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ANALYZE = """
 import sys, time
 t0, c0 = time.perf_counter(), time.process_time()

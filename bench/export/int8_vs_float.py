@@ -1,9 +1,9 @@
 """Benchmark of the export stage: int8 vs float32 size and CPU latency, and the time of `pipeline export --int8`.
 
-    /work/venv/bin/python bench/bench_export.py > bench/results/export.md
+    /work/venv/bin/python bench/export/int8_vs_float.py > bench/results/export.md
 
 1. MobileNetV2 1.0 at 224 from models.build (random weights, nothing downloaded), converted at batch 1
-   by the export stage's own steps (bench/export_path.py: the int8 model with Coral's input wrapper,
+   by the export stage's own steps (bench/export/as_exported.py: the int8 model with Coral's input wrapper,
    scale 1/128 and zero point 128, as `pipeline export --int8` writes it): int8 bytes must be <= 0.32x float bytes and the
    ai_edge_litert latency (1 thread, median, float and int8 interleaved in the same loop) <= 0.55x.
 2. Wall time of `pipeline export RUN --int8` as a subprocess (TensorFlow import included) on the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # export_path, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 SIZE_TARGET = 0.32
 LATENCY_TARGET = 0.55
@@ -40,7 +40,7 @@ CALIBRATION = 100  # random-pixel calibration images for the random-weight Mobil
 def mobilenet_models():
     """(float32 bytes, int8 bytes) of MobileNetV2 as `pipeline export` and `pipeline export --int8` write them."""
     import models
-    from export_path import float_as_exported, int8_as_exported
+    from bench.export.as_exported import float_as_exported, int8_as_exported
 
     model = models.build("mobilenet_v2", 10, 224)
     images = np.random.default_rng(0).integers(0, 256, (CALIBRATION, 224, 224, 3), dtype=np.uint8)
@@ -102,7 +102,7 @@ def input_quantization(data: bytes) -> str:
 
 def source_commit() -> str:
     """The commit the benchmarked code is at (and whether the tree had changes)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
     return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
@@ -124,7 +124,7 @@ def main():
         return "pass" if ok else "FAIL"
 
     print("# Export benchmark\n")
-    print(f"Command: `{Path(sys.executable)} bench/bench_export.py > bench/results/export.md`  ")
+    print(f"Command: `{Path(sys.executable)} bench/export/int8_vs_float.py > bench/results/export.md`  ")
     print(f"Date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}, at commit {source_commit()}  ")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), CPU features: {cpu_int8_features()}, Python {platform.python_version()}\n")
     print("```\n" + lscpu_head() + "\n```\n")

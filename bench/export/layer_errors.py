@@ -1,6 +1,6 @@
 """What the per-layer error report costs `pipeline export --int8`: the command with it and with --no-layer-errors.
 
-    .venv/bin/python bench/bench_export_report.py [--rounds 2] [--work DIR] > bench/results/export_report.md
+    .venv/bin/python bench/export/layer_errors.py [--rounds 2] [--work DIR] > bench/results/export_report.md
 
 For each case a run is trained once (1 epoch on a small class folder: the export's cost depends on the graph, not on
 the weights), then `pipeline export RUN --int8` and `pipeline export RUN --int8 --no-layer-errors` run as commands on
@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 CASES = {"small_cnn, float exported first": ("small_cnn", 32, True),
@@ -76,7 +76,7 @@ def main() -> None:
         ratios = [w / f for w, f in zip(times["without"], times["with"])]
         rows.append((name, statistics.median(times["with"]), statistics.median(times["without"]), statistics.median(ratios)))
     print(f"# `pipeline export --int8` with and without the per-layer error report, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
-    print(f"- command: `.venv/bin/python bench/bench_export_report.py --rounds {args.rounds}`")
+    print(f"- command: `.venv/bin/python bench/export/layer_errors.py --rounds {args.rounds}`")
     print(f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
           f"{' / '.join(f'{x:.1f}' for x in load_before)} before, {' / '.join(f'{x:.1f}' for x in os.getloadavg())} after")
     print("- what is timed: the command `pipeline export COPY --int8 [--no-layer-errors]` on a fresh copy of the run, "

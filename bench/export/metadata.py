@@ -1,6 +1,6 @@
 """Benchmark of writing TFLite metadata into a model: what `pipeline export` and `pipeline compile` add per model.
 
-    .venv/bin/python bench/bench_metadata.py > bench/results/metadata.md
+    .venv/bin/python bench/export/metadata.py > bench/results/metadata.md
 
 MobileNetV2 1.0 at 224 from models.build (random weights, nothing downloaded) converted to int8 with the export
 stage's converter settings (20 random calibration images: the metadata's cost depends on the model's size and
@@ -68,7 +68,7 @@ def main() -> None:
     write_s = median_s(lambda: metadata.write(model, described))
     copy_s = median_s(lambda: metadata.copy(written, model, "model"))
     print("# TFLite metadata writer benchmark\n")
-    print("Command: `.venv/bin/python bench/bench_metadata.py > bench/results/metadata.md`  ")
+    print("Command: `.venv/bin/python bench/export/metadata.py > bench/results/metadata.md`  ")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}\n")
     print(f"MobileNetV2 1.0 224 int8: {len(model):,} bytes, {len(written):,} with metadata and packed files\n")
     print(f"| step | seconds (median of {ROUNDS}) | target | |")

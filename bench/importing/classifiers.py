@@ -1,7 +1,7 @@
 """Benchmark of `pipeline import`: the time and peak memory of import + export --int8 for a model edgeflow did not train,
 the Edge TPU mapping, and int8 top-1 against the original model run as given.
 
-    .venv/bin/python bench/bench_import.py --torch-python TORCH_VENV/bin/python > bench/results/import.md
+    .venv/bin/python bench/importing/classifiers.py --torch-python TORCH_VENV/bin/python > bench/results/import.md
 
 1. A classifier trained by a plain Keras 3 script (its own Rescaling and class order; tests/pipeline/importing/test_import.py's script),
    saved as .keras: imported with --labels.
@@ -23,7 +23,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.support.helpers import quiet_env, write_class_folders  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
                             IMAGENET, tmp / "run-onnx"))
     load = os.getloadavg()[0]
     print("# `pipeline import`: time, peak memory, Edge TPU mapping, int8 against the original\n")
-    print("Command: `.venv/bin/python bench/bench_import.py --torch-python TORCH_VENV/bin/python`  ")
+    print("Command: `.venv/bin/python bench/importing/classifiers.py --torch-python TORCH_VENV/bin/python`  ")
     print(f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other jobs (load average {load:.1f} at the end), "
           f"Python {platform.python_version()}  ")
     print(f"Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")

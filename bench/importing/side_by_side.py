@@ -1,11 +1,11 @@
 """Three paths from one Ultralytics YOLOv8n to a full-integer int8 file for the Coral, scored side by side on the same
 held-out images by both evaluators.
 
-    bash bench/ultralytics_side_by_side/make_envs.sh                      # /work/envs/ultralytics, /work/envs/ultralytics-edgetpu
-    .venv/bin/python bench/ultralytics_side_by_side/side_by_side.py --work DIR [--size 192 --epochs 20 --train-count 400
+    bash bench/importing/make_envs.sh                      # /work/envs/ultralytics, /work/envs/ultralytics-edgetpu
+    .venv/bin/python bench/importing/side_by_side.py --work DIR [--size 192 --epochs 20 --train-count 400
         --heldout-count 300] [--ultralytics-python P --edgetpu-python P] [--write]
 
-The model: YOLOv8n from `yolov8n.yaml` (no weights downloaded), trained by Ultralytics on bench/photo_scenes.py's
+The model: YOLOv8n from `yolov8n.yaml` (no weights downloaded), trained by Ultralytics on bench/detect/photo_scenes.py's
 real-photo scenes (four classes) at SIZE x SIZE, written in Ultralytics' YOLO layout; the held-out scenes (another
 seed) are never trained or calibrated on. The paths:
 
@@ -43,11 +43,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-HERE = Path(__file__).resolve().parent
-STEPS = HERE / "ultralytics_steps.py"
+STEPS = Path(__file__).with_name("ultralytics_steps.py")
 RESULTS = REPO / "bench" / "results" / "ultralytics_side_by_side.md"
 MARKER = "<!-- notes by hand: side_by_side.py --write keeps everything below this line -->"
-SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf reads from its working folder
 
 
 def env() -> dict:
@@ -103,7 +101,8 @@ def write_yolo(root: Path, source) -> Path:
 def make_data(work: Path, size: int, train_count: int, heldout_count: int) -> dict:
     from PIL import Image
 
-    from bench.photo_scenes import scenes
+    from bench.detect.photo_scenes import scenes
+    from bench.importing.ultralytics_files import write_onnx2tf_sample
 
     train = scenes(train_count, (size, size), seed=0)
     heldout = scenes(heldout_count, (size, size), seed=1)
@@ -113,10 +112,7 @@ def make_data(work: Path, size: int, train_count: int, heldout_count: int) -> di
     (work / "ultralytics.yaml").write_text(f"path: {work}\ntrain: train/images\nval: heldout/images\nnames: [{names}]\n")
     # Ultralytics calibrates an int8 export on the data set's `val` split: here the training images.
     (work / "calibration.yaml").write_text(f"path: {work}\ntrain: train/images\nval: train/images\nnames: [{names}]\n")
-    sample = np.stack([np.asarray(Image.open(io.BytesIO(e.image)).convert("RGB").resize((128, 128), Image.BILINEAR),
-                                  np.float32) / 255.0 for e in train.examples[:20]])
-    (work / "edgetpu").mkdir(exist_ok=True)
-    np.save(work / "edgetpu" / SAMPLE_NAME, sample.astype(np.float32))
+    write_onnx2tf_sample(work / "edgetpu", (Image.open(io.BytesIO(e.image)) for e in train.examples[:20]))
     (work / "edgetpu-as-is").mkdir(exist_ok=True)
     return {"train": train_count, "heldout": heldout_count, "labels": train.labels,
             "train_objects": sum(len(e.classes) for e in train.examples),
@@ -139,49 +135,25 @@ def file_types(path: Path) -> dict:
 
 def ultralytics_file_detections(path: Path, images) -> list:
     """An Ultralytics .tflite file's objects on uint8 pixels [S, S, 3], read as Ultralytics' LiteRT backend reads it
-    (0..1 input, quantized where the input is int8; outputs dequantized; xywh normalized to the input, so scaled by
-    its size), then by the host decoding's rules (pipeline/tasks/detect/heads/yolo/reference.py: one class per box,
-    score >= 0.05, class-agnostic NMS, the best 25), as the detect task's Detections."""
+    (ultralytics_files.raw_output; xywh normalized to the input, so scaled by its size), then kept by the host
+    decoding's rules (pipeline/tasks/detect/heads/yolo/reference.py's `kept`: one class per box, score >= 0.05,
+    class-agnostic NMS, the best 25), as the detect task's Detections."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from edge.answers.heads import yolo as yolo_decode
+    from bench.importing.ultralytics_files import raw_output
     from pipeline.tasks.detect.evaluate import Detections
+    from pipeline.tasks.detect.heads.yolo.reference import kept
 
     interpreter = Interpreter(str(path))
     interpreter.allocate_tensors()
-    given = interpreter.get_input_details()[0]
-    out = interpreter.get_output_details()[0]
-    nchw = int(given["shape"][1]) == 3
-    settings = yolo_decode.Settings()
     found = []
     for image in images:
-        x = np.asarray(image, np.float32)[None] / 255.0
-        if nchw:
-            x = x.transpose(0, 3, 1, 2)
-        if np.dtype(given["dtype"]) in (np.int8, np.int16):
-            scale, zero = given["quantization"]
-            limits = np.iinfo(given["dtype"])
-            x = np.clip(x / scale + zero, limits.min, limits.max)
-        interpreter.set_tensor(given["index"], x.astype(given["dtype"]))
-        interpreter.invoke()
-        y = interpreter.get_tensor(out["index"]).astype(np.float32)
-        if np.dtype(out["dtype"]) in (np.int8, np.int16):
-            scale, zero = out["quantization"]
-            y = (y - zero) * scale
-        y = y[0].T  # [N, 4 + C]
+        y = raw_output(interpreter, image).T  # [N, 4 + C]
         height, width = image.shape[:2]
         y[:, [0, 2]] *= width
         y[:, [1, 3]] *= height
-        classes = y[:, 4:]
-        best = np.argmax(classes, axis=1)
-        scores = classes[np.arange(len(best)), best]
-        keep = np.flatnonzero(scores >= settings.score_threshold)
-        cx, cy, w, h = (y[keep, k] for k in range(4))
-        corners = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1).astype(np.float32)
-        chosen = yolo_decode.nms(corners, scores[keep], settings.iou_threshold, settings.max_detections)
-        xyxy = corners[chosen] / np.array([width, height, width, height], np.float32)
-        found.append(Detections(np.clip(xyxy[:, [1, 0, 3, 2]], 0.0, 1.0).astype(np.float32),
-                                best[keep][chosen].astype(np.int32), scores[keep][chosen].astype(np.float32)))
+        boxes, classes, scores, _ = kept(y, y.shape[1] - 4, width, height)
+        found.append(Detections(boxes, classes, scores))
     return found
 
 
@@ -311,10 +283,10 @@ def render(args, data, trained, litert, as_is, tpu_export, imported, types, mapp
            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, {os.cpu_count()} cores, "
            f"Python {platform.python_version()}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end "
            "(other helpers' jobs ran beside it)\n",
-           "command (from the repository's root, after `bash bench/ultralytics_side_by_side/make_envs.sh`):\n",
+           "command (from the repository's root, after `bash bench/importing/make_envs.sh`):\n",
            "```\n" + " ".join(["python", *map(str, [Path(sys.argv[0]).resolve().relative_to(REPO), *sys.argv[1:]])]) + "\n```\n",
            f"Model: YOLOv8n from `yolov8n.yaml`, trained by Ultralytics (seed {args.train_seed}) {args.epochs} epochs at {args.size} px on "
-           f"{data['train']} real-photo scenes ({data['train_objects']} objects; bench/photo_scenes.py at {args.size}x{args.size}, "
+           f"{data['train']} real-photo scenes ({data['train_objects']} objects; bench/detect/photo_scenes.py at {args.size}x{args.size}, "
            f"seed 0, classes {', '.join(data['labels'])}), training {trained['train_seconds']:.0f} s. Held out: "
            f"{data['heldout']} scenes of seed 1 ({data['heldout_objects']} objects), never trained or calibrated on; "
            "every row below is scored on all of them. Calibration: the training images for every path.\n",

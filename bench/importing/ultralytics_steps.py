@@ -1,14 +1,15 @@
-"""The side-by-side's steps that run inside an Ultralytics venv (make_envs.sh builds both), as a user's own script would;
-side_by_side.py calls them, each its own process. Each prints one JSON line last.
+"""The steps of the Ultralytics benchmarks that run inside an Ultralytics venv (make_envs.sh builds both), as a user's
+own script would; side_by_side.py and yolo_pose.py call them, each its own process. Each prints one JSON line last.
 
     PY ultralytics_steps.py train WORK --size 192 --epochs 20    # YOLOv8n from yolov8n.yaml -> WORK/runs/train/weights/best.pt, best.onnx
+    PY ultralytics_steps.py train WORK --yaml yolov8n-pose.yaml  # the pose model instead (nc and kpt_shape from the data's yaml)
     PY ultralytics_steps.py litert WORK --size 192               # model.export(format="tflite", int8=True)
     PY ultralytics_steps.py edgetpu WORK --size 192              # model.export(format="edgetpu") (the TensorFlow venv)
     PY ultralytics_steps.py val WORK --size 192 --file F [--edgeflow-layout]   # model.val on the held-out images
 
 Calibration (both exports) reads WORK/calibration.yaml, whose `val` split is the training images: Ultralytics
 calibrates on a data set's `val` split, and the held-out images are never shown to a calibrator. No weights are
-downloaded (`yolov8n.yaml`); YOLO_OFFLINE=1 is set by the caller.
+downloaded (a model's yaml); YOLO_OFFLINE=1 is set by the caller.
 """
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def train(work: Path, size: int, epochs: int, seed: int) -> dict:
+def train(work: Path, size: int, epochs: int, seed: int, model_yaml: str) -> dict:
     from ultralytics import YOLO
 
-    model = YOLO("yolov8n.yaml")  # from its yaml: no weights downloaded
+    model = YOLO(model_yaml)  # from its yaml: no weights downloaded
     started = time.time()
     model.train(data=str(work / "ultralytics.yaml"), epochs=epochs, imgsz=size, batch=16, workers=0, device="cpu",
                 plots=False, amp=False, val=False, project=str(work / "runs"), name="train", exist_ok=True, seed=seed,
@@ -121,12 +122,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=192)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0, help="Ultralytics' training seed")
+    parser.add_argument("--yaml", default="yolov8n.yaml", help="the model Ultralytics builds and trains")
     parser.add_argument("--file")
     parser.add_argument("--edgeflow-layout", action="store_true")
     args = parser.parse_args()
     work = args.work.resolve()
     if args.step == "train":
-        result = train(work, args.size, args.epochs, args.seed)
+        result = train(work, args.size, args.epochs, args.seed, args.yaml)
     elif args.step == "litert":
         result = litert(work, args.size)
     elif args.step == "edgetpu":

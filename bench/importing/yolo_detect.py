@@ -2,15 +2,15 @@
 few epochs on `shapes` written in YOLO layout and exported format=onnx by the user's own script (tests/pipeline/tasks/detect/heads/yolo/test_import.py),
 then imported with its decoding tail cut and exported --int8 in the YOLO head's layout.
 
-    .venv/bin/python bench/bench_import_yolo.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
-    .venv/bin/python bench/bench_import_yolo.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
-    .venv/bin/python bench/bench_import_yolo.py --work DIR --reuse --val-count 400 --val-seed 2   # a larger --val-data
+    .venv/bin/python bench/importing/yolo_detect.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
+    .venv/bin/python bench/importing/yolo_detect.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
+    .venv/bin/python bench/importing/yolo_detect.py --work DIR --reuse --val-count 400 --val-seed 2   # a larger --val-data
 
 Reports: the time and peak memory (/usr/bin/time -v) of import and of export --int8, each its own process with
 TensorFlow's start; the ops the pre-flight predicts on the Edge TPU; parity's mAP@.5 (COCOeval) of the int8 model
 against the reference, onnxruntime on the ONNX file with its own decoded output through host NMS (target: within
 1 pp); Frigate's yolo-generic reading of the int8 file against `edge detect`'s objects on the same held-out pixels
-(bench/bench_yolo_frigate.py's count: same class, IoU >= 0.9, score >= 0.4). Training is not timed. Then `export --int8
+(bench/clients/frigate_yolo.py's count: same class, IoU >= 0.9, score >= 0.4). Training is not timed. Then `export --int8
 --remedy`: the ladder's choice on the tuning split the import set aside from --val-data, which parity then measures
 on the held-out rest.
 """
@@ -26,10 +26,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_import import timed  # noqa: E402
+from bench.importing.classifiers import timed  # noqa: E402
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
     remedied = timed(["export", run, "--int8", "--remedy"], ok=(0, 1))  # 1: nothing passed, the best attempt kept
     timed(["parity", run], ok=(0, 1))  # 1: the gate failed, which this bench reports
     report = json.loads((run / "parity" / "report.json").read_text())
-    frigate = subprocess.run([sys.executable, str(REPO / "bench" / "bench_yolo_frigate.py"), str(run)], capture_output=True,
+    frigate = subprocess.run([sys.executable, str(REPO / "bench" / "clients" / "frigate_yolo.py"), str(run)], capture_output=True,
                              text=True, cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     manifest = json.loads((run / "manifest.json").read_text())
     models = report["models"]

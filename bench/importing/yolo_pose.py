@@ -4,13 +4,13 @@ built from yolov8n-pose.yaml (no download), trained by Ultralytics on `figures` 
 
 - edgeflow: `pipeline import best.onnx --task pose`, `export --int8`, `compile --check-only --json` (ops mapped) and
   `parity` (OKS mAP of float and int8 against the reference, onnxruntime on the ONNX file with its own decoding);
-- Ultralytics: `model.export(format="edgetpu")` in a TensorFlow venv (bench/ultralytics_side_by_side/make_envs.sh on
+- Ultralytics: `model.export(format="edgetpu")` in a TensorFlow venv (bench/importing/make_envs.sh on
   branch h55-bench builds one); offline it cannot fetch edgetpu_compiler, so its full-integer int8 file is what is
   measured: the pre-flight's ops mapped, and OKS mAP on the same held-out images (the run's recorded ones, stretched to
   the input as parity feeds them), read here from its one decoded output (1, 4 + C + 3K, N), coordinates normalized,
   and kept by the same host rules (one class per point, score filter, class-agnostic NMS, best 25).
 
-    /work/venv/bin/python bench/pose_import/bench_pose_import.py --work DIR --ultralytics-python U/bin/python \
+    /work/venv/bin/python bench/importing/yolo_pose.py --work DIR --ultralytics-python U/bin/python \
         --edgetpu-python E/bin/python --size 128 --epochs 30
     ... --work DIR --reuse          # DIR's trained model and data again
 
@@ -47,7 +47,9 @@ def _last_json(done: subprocess.CompletedProcess, what: str) -> dict:
 
 def prepare(work: Path, size: int, train_count: int, val_count: int) -> None:
     import yaml
+    from PIL import Image
 
+    from bench.importing.ultralytics_files import write_onnx2tf_sample
     from tests.pipeline.tasks.pose.heads.yolo.test_import import write_figures_yolo_pose
 
     train = write_figures_yolo_pose(work / "train", train_count, size, 0)
@@ -57,22 +59,8 @@ def prepare(work: Path, size: int, train_count: int, val_count: int) -> None:
     (work / "ultralytics.yaml").write_text(yaml.safe_dump({**common, "train": "train/images", "val": "val/images"}))
     # Ultralytics calibrates on a data set's `val` split: the training images here, never the held-out ones.
     (work / "calibration.yaml").write_text(yaml.safe_dump({**common, "train": "train/images", "val": "train/images"}))
-    sample_file(work)
-
-
-SAMPLE_NAME = "calibration_image_sample_data_20x128x128x3_float32.npy"  # what onnx2tf reads from its working folder
-
-
-def sample_file(work: Path) -> None:
-    """onnx2tf's calibration sample (20 images 128 x 128, RGB 0..1), which it would download, made from 20 training
-    images in the Edge TPU export's working folder."""
-    from PIL import Image
-
-    images = sorted((work / "train" / "images").glob("*.png"))[:20]
-    sample = np.stack([np.asarray(Image.open(p).convert("RGB").resize((128, 128), Image.BILINEAR), np.float32) / 255.0
-                       for p in images])
-    (work / "edgetpu").mkdir(exist_ok=True)
-    np.save(work / "edgetpu" / SAMPLE_NAME, sample.astype(np.float32))
+    # onnx2tf's sample, which it would download, from 20 training images in the Edge TPU export's working folder.
+    write_onnx2tf_sample(work / "edgetpu", (Image.open(p) for p in sorted((work / "train" / "images").glob("*.png"))[:20]))
 
 
 def preflight(target: Path) -> dict:
@@ -82,27 +70,15 @@ def preflight(target: Path) -> dict:
 
 
 def ultralytics_int8_poses(path: Path, pixels, num_classes: int) -> list:
-    """Ultralytics' int8 .tflite on uint8 pixels [S, S, 3]: its input fed 0..1 on the input's grid, its one output
-    dequantized and read as (1, 4 + C + 3K, N) with coordinates normalized to the input, then kept by the host rules."""
+    """Ultralytics' int8 .tflite on uint8 pixels [S, S, 3], read as its LiteRT backend reads it
+    (ultralytics_files.raw_output): (4 + C + 3K, N) with coordinates normalized to the input, kept by the host rules."""
+    from bench.importing.ultralytics_files import raw_output
     from edge.model.interpreter import make_interpreter
     from pipeline.tasks.pose.heads.yolo.import_reference import poses_of_rows
 
     interpreter = make_interpreter(path.read_bytes(), edgetpu=False)
     interpreter.allocate_tensors()
-    given, (out,) = interpreter.get_input_details()[0], interpreter.get_output_details()
-    found = []
-    for image in pixels:
-        x = image[None].astype(np.float32) / 255.0
-        scale, zero = given["quantization"]
-        if given["dtype"] != np.float32:
-            x = np.clip(np.rint(x / scale + zero), np.iinfo(given["dtype"]).min, np.iinfo(given["dtype"]).max)
-        interpreter.set_tensor(given["index"], x.astype(given["dtype"]))
-        interpreter.invoke()
-        y = interpreter.get_tensor(out["index"]).astype(np.float32)
-        if out["dtype"] != np.float32:
-            y = (y - out["quantization"][1]) * out["quantization"][0]
-        found.append(poses_of_rows(y[0].T, num_classes, 1.0, 1.0))  # (1, 4 + C + 3K, N), normalized
-    return found
+    return [poses_of_rows(raw_output(interpreter, image).T, num_classes, 1.0, 1.0) for image in pixels]
 
 
 def main() -> None:
@@ -121,7 +97,8 @@ def main() -> None:
     if not args.reuse:
         work.mkdir(parents=True, exist_ok=False)
         prepare(work, args.size, args.train_count, args.val_count)
-        trained = _last_json(_run([args.ultralytics_python, STEPS, "train", work, "--size", args.size, "--epochs", args.epochs],
+        trained = _last_json(_run([args.ultralytics_python, STEPS, "train", work, "--size", args.size, "--epochs", args.epochs,
+                                   "--yaml", "yolov8n-pose.yaml"],
                                   cwd=work, env={"YOLO_CONFIG_DIR": str(work / "settings")}), "Ultralytics training")
         (work / "trained.json").write_text(json.dumps(trained))
     trained = json.loads((work / "trained.json").read_text())

@@ -1,6 +1,6 @@
 """Pose on real-photo objects, held out by seed: float OKS mAP, int8's drop on the CPU and the pre-flight's mapping.
 
-    .venv/bin/python bench/pose/bench_pose.py --work DIR [--size 192 --size 256 --size 320] [--model small_cnn]
+    .venv/bin/python bench/pose/accuracy.py --work DIR [--size 192 --size 256 --size 320] [--model small_cnn]
         [--count 400] [--val-seed 1] [-- EXTRA TRAIN OPTIONS]
 
 Makes (once) the training set (bench/pose/photo_keypoints.py, seed 0, --count images of 192x144) and a held-out set of

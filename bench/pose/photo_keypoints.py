@@ -1,8 +1,8 @@
-"""A COCO keypoints export of real-photo objects, made offline: bench/photo_scenes.py's scenes with keypoints.
+"""A COCO keypoints export of real-photo objects, made offline: bench/detect/photo_scenes.py's scenes with keypoints.
 
     .venv/bin/python bench/pose/photo_keypoints.py OUT [--count 400] [--seed 0] [--size 192x144]
 
-The four photo objects of bench/photo_scenes.py (pagoda, dahlia, parrot, face: a random 75-100% of each object's
+The four photo objects of bench/detect/photo_scenes.py (pagoda, dahlia, parrot, face: a random 75-100% of each object's
 region, mirrored half the time, re-exposed, with noise) are warped into each scene by a random scale (20-55% of the
 image's height), rotation (up to 25 degrees either way) and perspective (each corner moved up to 10% of the object's
 size), over crops of the same photos' object-free parts, beside zero to two unlabelled rectangles of background, one to
@@ -16,7 +16,6 @@ independent sets: the benchmark trains on seed 0, chooses settings on seed 2 and
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
@@ -26,8 +25,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from photo_scenes import REGIONS, _covered, background, photo_paths  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.detect.photo_scenes import REGIONS, _covered, background, photo_paths, scene_arguments  # noqa: E402
 
 # Points of the picture's own frame, (u, v) in [0, 1]^2, u to the picture's right and v down.
 KEYPOINTS = {"top_left": (0, 0), "top": (0.5, 0), "top_right": (1, 0), "right": (1, 0.5), "bottom_right": (1, 1),
@@ -151,18 +150,12 @@ def write(doc: dict, out: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--count", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--size", default="192x144")
-    args = parser.parse_args()
-    size = tuple(int(v) for v in args.size.split("x"))
-    doc = scenes(args.count, size, args.seed)
-    write(doc, Path(args.out))
+    args = scene_arguments(__doc__.splitlines()[0], count=400, size="192x144")
+    doc = scenes(args.count, args.size, args.seed)
+    write(doc, args.out)
     counts = np.bincount([a["category_id"] - 1 for a in doc["annotations"]], minlength=len(doc["categories"]))
     hidden = sum(a["keypoints"][2::3].count(1) for a in doc["annotations"])
-    print(f"wrote {Path(args.out) / 'annotations.json'}: {len(doc['images'])} images, "
+    print(f"wrote {args.out / 'annotations.json'}: {len(doc['images'])} images, "
           + ", ".join(f"{n} {c['name']}" for n, c in zip(counts, doc["categories"]))
           + f"; {hidden} of {len(NAMES) * len(doc['annotations'])} keypoints hidden")
 

@@ -1,11 +1,11 @@
 """A pose model's throughput on the device path beside the detector it is built on: the same backbone and head at the
 same input size, one with the keypoint output and one without, each through what `edge detect` does per image.
 
-    /work/venv/bin/python bench/pose/bench_pose_throughput.py [--size 192] [--keypoints 17] [--images 200] [--rounds 3]
+    /work/venv/bin/python bench/pose/throughput.py [--size 192] [--keypoints 17] [--images 200] [--rounds 3]
 
 Both models are untrained int8 files (latency does not depend on the weights; both score every point at the head's start
 logit, under the score cut, so NMS has the same nothing to do in both), converted as `pipeline export --int8` converts
-them. The images are real-photo scenes (bench/photo_scenes.py) as image files. Rounds alternate the two models, so the
+them. The images are real-photo scenes (bench/detect/photo_scenes.py) as image files. Rounds alternate the two models, so the
 ratio is measured side by side on a shared machine; one interpreter thread, as a board's host side runs.
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
@@ -49,8 +48,8 @@ def _models(size: int, keypoints: int, folder: Path):
 
 
 def _images(count: int, folder: Path):
-    """`count` real-photo scenes (bench/photo_scenes.py, 256x192, objects in them) as the files `edge detect` reads."""
-    from photo_scenes import scenes
+    """`count` real-photo scenes (bench/detect/photo_scenes.py, 256x192, objects in them) as the files `edge detect` reads."""
+    from bench.detect.photo_scenes import scenes
 
     files = []
     for n, example in enumerate(scenes(count, seed=1).examples):
@@ -81,7 +80,7 @@ def main() -> None:
         sizes = {name: path.stat().st_size for name, path in zip(opened, paths)}
     median = {name: statistics.median(r) for name, r in rates.items()}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"command: python bench/pose/bench_pose_throughput.py {' '.join(sys.argv[1:])}")
+    print(f"command: python bench/pose/throughput.py {' '.join(sys.argv[1:])}")
     print(f"| model | file | images/s (median of {args.rounds}) | each round |")
     print("| --- | --- | --- | --- |")
     for name in opened:

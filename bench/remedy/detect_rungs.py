@@ -1,7 +1,7 @@
 """Every rung of the remedy ladder that applies to a detector, each on its own, on one trained detection run:
 tuning split and held-out side by side.
 
-    .venv/bin/python bench/bench_detect_remedy_rungs.py RUN [--calibration-data FILE.npy] [--calibration-samples N]
+    .venv/bin/python bench/remedy/detect_rungs.py RUN [--calibration-data FILE.npy] [--calibration-samples N]
 
 For the export as asked (the options) and for each rung's export config (pipeline/remedy/ladder.py's LADDER; the
 rungs a detector skips are printed with why), converted in memory by the detection export's own `convert`: mAP@.5
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Fine-tuning through the converter's own int8 model: an exact simulation of it, how chaotic its error is, and what
 fine-tuning the weights (and the activation ranges) against the float logits gives once converted again.
 
-    .venv/bin/python bench/bench_int8_finetune.py RUN [--epochs 6] [--lr 1e-5] [--range-lr 0] [--views 8] [--eval-views 5]
+    .venv/bin/python bench/remedy/int8_finetune.py RUN [--epochs 6] [--lr 1e-5] [--range-lr 0] [--views 8] [--eval-views 5]
         [--baseline RUN/model_int8.tflite] [--save OUT.tflite] [--skip-chaos] [--zero-anywhere]
 
 1. Step 0: RUN's Keras model with the `ranges` rung's pinned ranges (pipeline/remedy/float_edits.py), calibrated as
@@ -37,7 +37,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

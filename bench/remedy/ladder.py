@@ -1,6 +1,6 @@
 """The remedy ladder on models trained from scratch on camera-like photo crops: default drop, each rung, the chosen one.
 
-    .venv/bin/python bench/bench_remedy.py [--runs DIR]      writes bench/results/remedy_bench.md
+    .venv/bin/python bench/remedy/ladder.py [--runs DIR]      writes bench/results/remedy_bench.md
 
 The photo folders of tests/support/helpers.py (write_camera_jpegs(halves=True): 4 classes, 240 training JPEGs seed 0,
 160 held-out JPEGs seed 1), MobileNetV2 alpha 0.35 and MobileNetV3 Small at 96 px, 15 epochs from scratch
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = {"mobilenet_v2": ["--model", "mobilenet_v2", "--alpha", "0.35"], "mobilenet_v3_small": ["--model", "mobilenet_v3_small"]}
 CASES = (
     ("mobilenet_v2", []),
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--write-only", action="store_true", help="rewrite the results from DIR's saved cases")
     args = parser.parse_args()
     args.runs.mkdir(parents=True, exist_ok=True)
-    command = args.command or " ".join([".venv/bin/python", "bench/bench_remedy.py", *sys.argv[1:]])
+    command = args.command or " ".join([".venv/bin/python", "bench/remedy/ladder.py", *sys.argv[1:]])
     for i in [] if args.write_only else (args.case or range(len(CASES))):  # each case kept as it ends: cases may run in parallel processes
         (args.runs / f"case-{i}.json").write_text(json.dumps(one_case(args.runs, *CASES[i])))
     write([json.loads((args.runs / f"case-{i}.json").read_text()) for i in range(len(CASES))

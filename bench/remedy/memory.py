@@ -1,7 +1,7 @@
 """Peak memory of the remedy ladder, rung by rung: `pipeline export RUN --int8 --remedy [--clients ...]` in this
 process, with the resident peak (VmHWM) read and reset (/proc/self/clear_refs) as each rung's row is made.
 
-    .venv/bin/python bench/bench_remedy_memory.py RUN [--clients pycoral,mediapipe] [--rungs calibration bias qat-2]
+    .venv/bin/python bench/remedy/memory.py RUN [--clients pycoral,mediapipe] [--rungs calibration bias qat-2]
                                                       [--walk] [EXPORT OPTIONS, e.g. --per-tensor]
 
 `--walk` fails every attempt on the tuning split (one added failure), so the ladder walks every rung whatever the
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def peak_mb(reset: bool = True) -> float:

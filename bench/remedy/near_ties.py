@@ -1,6 +1,6 @@
 """The float model's near ties on the held-out images, and what they cost the run's int8 model.
 
-    .venv/bin/python bench/bench_near_ties.py RUN [RUN ...]        (each RUN exported with --int8)
+    .venv/bin/python bench/remedy/near_ties.py RUN [RUN ...]        (each RUN exported with --int8)
 
 pipeline/remedy/near_ties.py's `near_ties` (the numbers the export's `why:` line gives on the tuning split) on the
 held-out images parity scores: the SavedModel's scores against model_int8.tflite's, with the disagreements and the
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

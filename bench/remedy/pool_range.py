@@ -1,8 +1,8 @@
 """How often the held-out images go past the int8 range of MobileNetV2's global pool output, per calibration set.
 
-    .venv/bin/python bench/bench_remedy_pool_range.py RUNS/photos/mobilenet_v2_a0.35-96-s1234 [EXPORT_SUFFIX ...]
+    .venv/bin/python bench/remedy/pool_range.py RUNS/photos/mobilenet_v2_a0.35-96-s1234 [EXPORT_SUFFIX ...]
 
-RUNS is bench_remedy_models.py's folder. The trained run's Keras model gives the float pool output (the `pool`
+RUNS is bench/remedy/registry_models.py's folder. The trained run's Keras model gives the float pool output (the `pool`
 layer) on the 160 held-out photos (resized to the model's input with Pillow's bilinear filter); each export's
 quantization.json gives the top of the int8 range of the MEAN op. Prints, per export, that top, the share of pool
 values above it and the held-out images that have one.

@@ -2,9 +2,9 @@
 nobody made for the purpose, export it as edgeflow does by default and per tensor, gate it, and run the ladder
 where the gate fails.
 
-    .venv/bin/python bench/bench_remedy_models.py --data photos --model xception [--seed 0] [--size 96] [--alpha A]
-    .venv/bin/python bench/bench_remedy_models.py --data photos --model mobilenet_v3_large --option minimalistic=0
-    .venv/bin/python bench/bench_remedy_models.py --write            writes bench/results/remedy_models.md
+    .venv/bin/python bench/remedy/registry_models.py --data photos --model xception [--seed 0] [--size 96] [--alpha A]
+    .venv/bin/python bench/remedy/registry_models.py --data photos --model mobilenet_v3_large --option minimalistic=0
+    .venv/bin/python bench/remedy/registry_models.py --write            writes bench/results/remedy_models.md
 
 Data: `photos`, the camera-JPEG folders of tests/support/helpers.py (4 classes, 240 training JPEGs, 160 held-out), or
 `flowers`, TFRecords in the Kaggle TPU flowers schema from tests/support/helpers.py (3 classes, 240 training records
@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_remedy import REPO, export_and_parity, ladder_table, photo_folders, pipeline  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.remedy.ladder import REPO, export_and_parity, ladder_table, photo_folders, pipeline  # noqa: E402
 
 # The default export, per-tensor weights, and per-tensor on the user's 8 calibration images (the failing
 # non-default case of bench/results/remedy.md), for where the first two pass.
@@ -208,7 +208,7 @@ def main() -> None:
     cases_dir = args.runs / "cases"
     cases_dir.mkdir(parents=True, exist_ok=True)
     if args.model:
-        command = shlex.join([".venv/bin/python", "bench/bench_remedy_models.py", *sys.argv[1:]])
+        command = shlex.join([".venv/bin/python", "bench/remedy/registry_models.py", *sys.argv[1:]])
         options = model_options(args.option)
         saved = cases_dir / f"{args.data}-{model_label(args.model, args.alpha, options)}-{args.size}-s{args.seed}.json"
         earlier = json.loads(saved.read_text()) if saved.exists() else {}

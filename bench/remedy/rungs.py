@@ -1,7 +1,7 @@
 """Every rung of the remedy ladder, each on its own, on one trained run: tuning split and held-out side by side.
 
-    .venv/bin/python bench/bench_remedy_rungs.py RUN [--per-tensor] [--calibration-samples 8] [--views 4 16]
-    .venv/bin/python bench/bench_remedy_rungs.py RUN --views 1 --rungs distil-5 --qat DISTIL_LOSS=logits DISTIL_LEARNING_RATE=1e-5
+    .venv/bin/python bench/remedy/rungs.py RUN [--per-tensor] [--calibration-samples 8] [--views 4 16]
+    .venv/bin/python bench/remedy/rungs.py RUN --views 1 --rungs distil-5 --qat DISTIL_LOSS=logits DISTIL_LEARNING_RATE=1e-5
 
 For the export as asked (OPTIONS) and for each rung's export config (pipeline/remedy/ladder.py's LADDER, plus the
 float edits alone and together), converted in memory by the export stage's own `convert`: agreement and top-1
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Held-out accuracy per epoch with and without BatchNorm re-estimation, on camera-size photo folders.
 
-    .venv/bin/python bench/bench_batchnorm.py            writes bench/results/batchnorm.md
+    .venv/bin/python bench/training/batchnorm.py            writes bench/results/batchnorm.md
 
 The issue-20 case: 4 classes (which half of which of scikit-learn's two photos a crop comes from),
 240 training and 80 held-out 640x480 JPEGs (tests/support/helpers.py write_camera_jpegs(halves=True)),
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUNS = (  # model, options, image size, epochs
     ("mobilenet_v2", {"alpha": 0.35}, 96, 15),
     ("xception", {}, 96, 15),
@@ -81,7 +81,7 @@ def write(results) -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in sp.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if line.startswith("Model name")), platform.processor())
     lines = ["# BatchNorm statistics: held-out accuracy per epoch with and without re-estimation", "",
-             "Command: `.venv/bin/python bench/bench_batchnorm.py`  ",
+             "Command: `.venv/bin/python bench/training/batchnorm.py`  ",
              f"Machine: {cpu}, {os.cpu_count()} CPUs shared with other jobs (load average {os.getloadavg()[0]:.1f} at the end), "
              f"Python {platform.python_version()}", "",
              "Data: 4 classes (half of one of scikit-learn's two photos), 240 training and 80 held-out 640x480 JPEGs "

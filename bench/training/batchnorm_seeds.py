@@ -1,6 +1,6 @@
 """How much held-out accuracy moves between seeds and data forms, and with the size of a BatchNorm estimate.
 
-    .venv/bin/python bench/bench_batchnorm_seeds.py      writes bench/results/batchnorm_seeds.md
+    .venv/bin/python bench/training/batchnorm_seeds.py      writes bench/results/batchnorm_seeds.md
 
 The issue-20 photo folders (tests/support/helpers.py write_camera_jpegs(halves=True): 4 classes, 240
 training and 80 held-out 640x480 JPEGs) and their `pipeline prepare` TFRecords. MobileNetV2 0.35
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODELS = (("mobilenet_v2", {"alpha": 0.35}), ("mobilenet_v3_small", {}))
 SEEDS = (1234, 1, 2)
 EPOCHS = 15
@@ -107,7 +107,7 @@ def write(histories, noise) -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if line.startswith("Model name")), platform.processor())
     lines = ["# BatchNorm statistics: spread between seeds, data forms and estimates", "",
-             "Command: `.venv/bin/python bench/bench_batchnorm_seeds.py`  ",
+             "Command: `.venv/bin/python bench/training/batchnorm_seeds.py`  ",
              f"Machine: {cpu}, {os.cpu_count()} CPUs shared with other jobs, Python {platform.python_version()}", "",
              f"Photo folders (4 classes, 240 training and 80 held-out 640x480 JPEGs) and their TFRecords; "
              f"96 px, {EPOCHS} epochs from scratch, statistics re-estimated before every validation. Held-out accuracy "

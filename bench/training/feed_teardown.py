@@ -1,11 +1,11 @@
 """The training feed with tf.data autotuning on and off: how long freeing its iterator takes, and its speed.
 
-    .venv/bin/python bench/bench_feed_teardown.py [--trials 12] [--seconds 4] [--data-dir DIR]
+    .venv/bin/python bench/training/feed_teardown.py [--trials 12] [--seconds 4] [--data-dir DIR]
 
 An iterator's destructor waits for tf.data's autotuning thread, which sleeps between optimizations
 for a period that doubles up to a minute and can miss its cancellation. `pipeline train`'s feed
 (pipeline/data/feed.py) now runs without that thread; this measures both sides of that choice on
-the feed as training reads it (the whole-process effect is in bench_train_process.py).
+the feed as training reads it (the whole-process effect is in bench/training/train_process.py).
 
 Per trial, for each mode in turn (the first swapping every trial): `training_pipeline` over 1,024
 camera-like 256x256 JPEGs in 4 TFRecord shards (the whole-process bench's data), decoded at 96 px
@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
 RESULTS = REPO / "bench" / "results" / "feed_teardown.md"
 BATCH, SIZE, STEP_S = 32, 96, 0.02
@@ -81,10 +80,10 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    import bench_train_process
+    from bench.training import train_process
 
     with tempfile.TemporaryDirectory() as tmp:
-        pattern = bench_train_process.make_data(Path(args.data_dir or tmp))["train"]
+        pattern = train_process.make_data(Path(args.data_dir or tmp))["train"]
         rows = {"on": [], "off": []}
         loads = [os.getloadavg()[0]]
         for i in range(args.trials):
@@ -101,7 +100,7 @@ def write(args, rows: dict, loads: list) -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if line.startswith("Model name")), "unknown CPU")
     lines = ["# Freeing the training feed's iterator, tf.data autotuning on and off", "",
-             f"Command: `.venv/bin/python bench/bench_feed_teardown.py --trials {args.trials} --seconds {args.seconds:g}`  ",
+             f"Command: `.venv/bin/python bench/training/feed_teardown.py --trials {args.trials} --seconds {args.seconds:g}`  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {cpu}, {os.cpu_count()} CPUs shared with other "
              f"jobs, load average {min(loads):.1f}-{max(loads):.1f}; Python {sys.version.split()[0]}", "",
              f"`training_pipeline` over the whole-process bench's 1,024 JPEGs ({SIZE} px, cached, batch {BATCH}); per trial, the "

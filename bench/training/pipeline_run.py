@@ -1,6 +1,6 @@
 """Time `pipeline run` with its defaults (the README's main command) and check its accuracy target.
 
-    .venv/bin/python bench/bench_pipeline_run.py        writes bench/results/pipeline_run.md
+    .venv/bin/python bench/training/pipeline_run.py        writes bench/results/pipeline_run.md
 
 Targets: under 3 minutes on a 2-core CPU, TensorFlow's import included; int8 held-out
 accuracy within 1 percentage point of the float model. Each run is a fresh subprocess into a new
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RUNS = 2
 
 
@@ -39,7 +39,7 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         "# `pipeline run` with defaults (small_cnn on digits)", "",
-        "Command: `.venv/bin/python bench/bench_pipeline_run.py`  ",
+        "Command: `.venv/bin/python bench/training/pipeline_run.py`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), load average {load[0]:.1f} at the end, "
         f"Python {platform.python_version()}", "",
         "| run | wall time (s) | target | float top-1 | int8 top-1 | drop (pp) | target | agreement |",

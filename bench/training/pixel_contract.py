@@ -1,6 +1,6 @@
 """How far training's tf.data preprocessing is from the pixel contract (edge.pixels.preprocess), on real photos.
 
-    .venv/bin/python bench/bench_pixel_contract.py > bench/results/pixel_contract.md
+    .venv/bin/python bench/training/pixel_contract.py > bench/results/pixel_contract.md
 
 Photos (contract version 2, reduced-scale JPEG decoding on both sides): scikit-learn's two 640x427 JPEGs, and 640x480 camera-style JPEG crops made from them
 (tests/helpers.write_camera_jpegs). For each, at the model sizes 32, 128 and 224: the mean and
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 TARGET = 1.5
 SIZES = (32, 128, 224)
@@ -51,7 +51,7 @@ def main() -> None:
             photos[f"{path.parent.name}/{path.name} (640x480 crop)"] = path.read_bytes()
 
     print("# Training preprocessing vs the pixel contract\n")
-    print("Command: `.venv/bin/python bench/bench_pixel_contract.py > bench/results/pixel_contract.md`\n")
+    print("Command: `.venv/bin/python bench/training/pixel_contract.py > bench/results/pixel_contract.md`\n")
     print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}; Python {platform.python_version()}, "
           f"TensorFlow {tf.__version__}, Pillow {PIL.__version__}. No timing: the numbers depend on the libraries only.\n")
     print("Grey levels (0..255), all pixels and channels of each photo at model size. "

@@ -1,6 +1,6 @@
 """The Kaggle TPU flowers recipe, written by hand: what a user compares `pipeline train` with.
 
-    .venv/bin/python bench/recipe_train.py --data 'DIR/*.tfrec' --heldout 'HELDOUT/*.tfrec' --epochs 10 --out RUN
+    .venv/bin/python bench/training/recipe_train.py --data 'DIR/*.tfrec' --heldout 'HELDOUT/*.tfrec' --epochs 10 --out RUN
 
 Kaggle-schema TFRecords -> parse, decode, resize, shuffle, batch, prefetch(AUTOTUNE) -> tf-keras
 MobileNetV2 (alpha 0.35, 96 px, from scratch, global average pooling, dropout 0.2, softmax) under the

@@ -1,6 +1,6 @@
 """Training benchmarks: does the TFRecord feed keep up, and how long does digits take?
 
-    .venv/bin/python bench/bench_train.py        writes bench/results/train.md
+    .venv/bin/python bench/training/train.py        writes bench/results/train.md
 
 1. Steps per second of whole training runs (`model.fit`, 3 and 10 epochs: RUN_LENGTHS; small_cnn 32x32,
    global batch 32) fed three ways, interleaved over ROUNDS rounds on the same model; medians:
@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 ROUNDS = 3
@@ -124,7 +124,7 @@ def main() -> None:
     load = os.getloadavg()
     lines = [
         "# Training benchmarks", "",
-        "Command: `.venv/bin/python bench/bench_train.py`  ",
+        "Command: `.venv/bin/python bench/training/train.py`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s) ({cpu_flags()}), load average {load[0]:.1f} at the end; "
         f"Python {platform.python_version()}, TensorFlow {tf.__version__}", "",
     ]
@@ -153,8 +153,8 @@ def main() -> None:
                      f"{r['accuracy']:.4f} | {'pass' if r['accuracy'] >= 0.95 else 'FAIL'} (>= 0.95) |")
     text = "\n".join(lines) + "\n"
     out = REPO / "bench" / "results" / "train.md"
-    # bench_train_process.py's section follows its marker: kept as it is.
-    mark = "<!-- bench_train_process.py:"
+    # bench/training/train_process.py's section follows its marker: kept as it is.
+    mark = "<!-- bench/training/train_process.py:"
     kept = out.read_text().partition(mark) if out.exists() else ("", "", "")
     out.write_text(text + ("\n" + kept[1] + kept[2] if kept[1] else ""))
     print(text)

@@ -1,6 +1,6 @@
-"""Whole `pipeline train` processes against the hand-written Kaggle recipe (bench/recipe_train.py), side by side.
+"""Whole `pipeline train` processes against the hand-written Kaggle recipe (bench/training/recipe_train.py), side by side.
 
-    .venv/bin/python bench/bench_train_process.py [--pairs 3] [--epochs 10 3] [--data-dir DIR]
+    .venv/bin/python bench/training/train_process.py [--pairs 3] [--epochs 10 3] [--data-dir DIR]
 
 Data, made on the fly (or reused from --data-dir): 1,024 camera-like 256x256 JPEGs in 4 classes
 (tests/support/helpers.py write_camera_jpegs, halves=True, seed 0) as 4 TFRecord shards by `pipeline prepare`,
@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
-MARK = "<!-- bench_train_process.py: everything below is rewritten by it -->"
+MARK = "<!-- bench/training/train_process.py: everything below is rewritten by it -->"
 CLASSES = 4
 
 
@@ -58,7 +58,7 @@ def commands(data: dict, epochs: int, out: Path) -> dict:
     return {
         "pipeline": [python, "-m", "pipeline", "train", "--data", data["train"], "--model", "mobilenet_v2", "--alpha", "0.35",
                      "--image-size", "96", "--epochs", str(epochs), "--batch-size", "32", "--out", str(out / "pipeline")],
-        "recipe": [python, str(REPO / "bench" / "recipe_train.py"), "--data", data["train"], "--heldout", data["heldout"],
+        "recipe": [python, str(REPO / "bench" / "training" / "recipe_train.py"), "--data", data["train"], "--heldout", data["heldout"],
                    "--classes", str(CLASSES), "--epochs", str(epochs), "--batch-size", "32", "--out", str(out / "recipe")],
     }
 
@@ -149,14 +149,14 @@ def _median(values):
 def write(results: dict) -> None:
     (RESULTS / "train_process.json").write_text(json.dumps(results, indent=1) + "\n")
     lines = [MARK, "", "## Whole processes: `pipeline train` against the recipe by hand", "",
-             "Command: `.venv/bin/python bench/bench_train_process.py " + results["argv"] + "`  ",
+             "Command: `.venv/bin/python bench/training/train_process.py " + results["argv"] + "`  ",
              f"Date: {results['date']}; machine: {results['cpu']}, {os.cpu_count()} CPUs shared with other jobs "
              f"(load average of the 1 minute before each run in the table); Python {results['python']}", "",
              f"Data: 1,024 camera-like 256x256 JPEGs, 4 classes, in {results['data']['shards']} TFRecord shards "
              "(`pipeline prepare`); a fixed held-out shard of 256 more JPEGs (another seed) that neither command trains on.", "",
              "- pipeline: `python -m pipeline train --data 'DIR/*.tfrec' --model mobilenet_v2 --alpha 0.35 --image-size 96 "
              "--epochs N --batch-size 32 --out RUN` (trains on its seeded 80%, validates every epoch on the other 20%)",
-             "- recipe: `python bench/recipe_train.py --data 'DIR/*.tfrec' --heldout 'HELDOUT/*.tfrec' --classes 4 --epochs N "
+             "- recipe: `python bench/training/recipe_train.py --data 'DIR/*.tfrec' --heldout 'HELDOUT/*.tfrec' --classes 4 --epochs N "
              "--batch-size 32 --out RUN` (trains on all 1,024, no validation while training, one evaluation at the end)", "",
              "Wall and CPU seconds and peak RSS of each whole process (wait4); the two alternate, the first of a pair "
              "swapping every pair. Held-out accuracy: `own` = the pipeline's 20% split (manifest); `fixed` = the fixed "

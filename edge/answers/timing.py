@@ -1,4 +1,4 @@
-"""Timing a model on this device: what `edge bench` reports, and what bench/bench_edge_speed.py sets beside
+"""Timing a model on this device: what `edge bench` reports, and what bench/edge/speed.py sets beside
 the command's own rate.
 
     runner = Runner.open("model_int8.tflite")

@@ -28,7 +28,7 @@ from edge.errors import BackendUnavailable, EdgeTpuUnavailable, InputError, Mode
 
 # Edge TPU models: the delegate-capable interpreter first (libedgetpu and pycoral are built for tflite_runtime).
 BACKEND_ORDER = ("tflite_runtime", "ai_edge_litert", "tensorflow.lite")
-# CPU models: the fastest first, as measured in bench/bench_edge_speed.py (int8 MobileNetV2 224, 1 thread).
+# CPU models: the fastest first, as measured in bench/edge/speed.py (int8 MobileNetV2 224, 1 thread).
 CPU_ORDER = ("ai_edge_litert", "tflite_runtime", "tensorflow.lite")
 INSTALL_HINTS = {
     "tflite_runtime": "`pip install tflite-runtime 'numpy<2'` (Python 3.9 to 3.11), or Coral's python3-tflite-runtime",

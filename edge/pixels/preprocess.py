@@ -8,7 +8,7 @@ The device, the host's parity evaluation and the bundle all go through these fun
 pixels a board computes from a camera JPEG are the pixels the parity report measured. Which version
 of the steps a model follows, and the contract as manifests and sidecars record it: edge.pixels.contract. Training's
 tf.data pipeline (pipeline/data/decode.py) cannot call Pillow on a TPU; it mirrors each step below in
-TensorFlow and the remaining difference is measured (bench/bench_pixel_contract.py).
+TensorFlow and the remaining difference is measured (bench/training/pixel_contract.py).
 
 The contract, step by step (version 2; version 1 is the same without the JPEG scale):
   decode     Pillow; JPEG through libjpeg's accurate integer DCT (Pillow's default, and

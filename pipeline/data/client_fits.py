@@ -14,7 +14,7 @@ cache after the first epoch holds and a resumed run draws the same), the contrac
 
 A fit reproduces its client's whole feed from the file: the client's decode (every client decodes a JPEG at full
 size; only the contract's fit decodes at 1/k, pipeline/data/decode.py), its resize and its rounding. Measured on the
-photo crops (bench/results/clients.md, bench/bench_client_fit_pixels.py): MediaPipe's and OpenCV's fits equal the
+photo crops (bench/results/clients.md, bench/clients/fit_pixels.py): MediaPipe's and OpenCV's fits equal the
 clients' tensors byte for byte from the same decoded pixels, pycoral's equals Pillow 11.3's LANCZOS (the device's)
 byte for byte; before the full-size decode the MediaPipe fit was off by 10 grey levels on average at 32 px.
 """

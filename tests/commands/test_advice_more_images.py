@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,7 +21,6 @@ from tests.support.helpers import cli
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 OPTIONS = ("--model", "mobilenet_v2", "--alpha", "0.35", "--image-size", "96", "--epochs", "15", "--no-tensorboard")
 WANTED = re.compile(r"train on about (\d+) images \(this run trained on (\d+); (\d+) with ([0-9.]+) set aside for tuning\)")
 
@@ -39,11 +37,7 @@ def _pipeline(*args) -> Ran:
 
 
 def _crops(root: Path, per_class: int, seed: int) -> Path:
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from bench_clients import write_photo_crops
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    from bench.clients.classify import write_photo_crops
     return write_photo_crops(root, per_class=per_class, seed=seed)
 
 

@@ -1,6 +1,6 @@
 """The real detection clients run as programs, each printing one JSON line: per image, the objects it found as
 {"id", "score", "box": [xmin, ymin, xmax, ymax] in the picture's pixels} (MediaPipe adds "label"). Shared by
-tests/pipeline/tasks/detect/test_clients.py and bench/bench_detect_clients.py; each driver is written to a file and run with the
+tests/pipeline/tasks/detect/test_clients.py and bench/clients/detect.py; each driver is written to a file and run with the
 client's own Python (the device environment for pycoral, the MediaPipe environment for MediaPipe).
 """
 

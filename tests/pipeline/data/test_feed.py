@@ -73,7 +73,7 @@ def test_the_record_check_refuses_what_a_full_decode_refuses(tmp_path):
 
 def test_the_feeds_run_without_the_autotuning_thread():
     """Freeing an iterator waits for tf.data's autotuning thread, which can miss its cancellation and sleep out a
-    period of up to a minute (bench/bench_feed_teardown.py): the training and evaluation pipelines run without it,
+    period of up to a minute (bench/training/feed_teardown.py): the training and evaluation pipelines run without it,
     their AUTOTUNE stages at the host's core count, and still give model-ready batches."""
     import os
 

@@ -25,7 +25,7 @@ IMAGENET = ["--input-mean", "123.675,116.28,103.53", "--input-std", "58.395,57.1
 
 # A small CNN trained with PyTorch on write_class_folders(per_class=50) and exported by torch.onnx.export (NCHW,
 # ImageNet mean/std), committed with the user's own script that made it (tests/fixtures/make_tiny_onnx.py), so the
-# test needs no PyTorch; bench/bench_import.py runs the script itself.
+# test needs no PyTorch; bench/importing/classifiers.py runs the script itself.
 TINY_CLASSIFIER = REPO / "tests" / "fixtures" / "tiny_classifier.onnx"
 TORCH_SCRIPT = (REPO / "tests" / "fixtures" / "make_tiny_onnx.py").read_text()
 
