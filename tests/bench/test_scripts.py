@@ -92,7 +92,7 @@ def _unresolved(script: Path) -> list:
                 continue  # beside the script: its folder is sys.path[0] when it runs
             elif top not in sys.stdlib_module_names and top not in ELSEWHERE and importlib.util.find_spec(top) is None:
                 problems.append(f"{where}: {module} is neither ours, nor beside the script, nor installed")
-    return problems
+    return list(dict.fromkeys(problems))  # once each, not once per name imported
 
 
 def _quoted_bench_paths(text: str) -> set:
