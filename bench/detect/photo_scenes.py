@@ -68,6 +68,27 @@ def background(rng, backgrounds: list, size) -> Image.Image:
     return canvas
 
 
+def pick_object(rng, objects: list, height: int, smallest: float):
+    """A random object of `objects`: its index, a random 75-100% of its region (sx, sy, sw, sh), so no two copies show
+    the same picture, and the width and height it is drawn at (a `smallest`-0.55 share of the scene's `height`, its
+    aspect ratio kept within 20%)."""
+    c = int(rng.integers(len(objects)))
+    obj = objects[c]
+    sw, sh = obj.width * float(rng.uniform(0.75, 1.0)), obj.height * float(rng.uniform(0.75, 1.0))
+    sx, sy = float(rng.uniform(0, obj.width - sw)), float(rng.uniform(0, obj.height - sh))
+    h = float(rng.uniform(smallest, 0.55)) * height
+    w = h * sw / sh * float(rng.uniform(0.8, 1.2))
+    return c, (sx, sy, sw, sh), w, h
+
+
+def varied(rng, piece: Image.Image) -> Image.Image:
+    """`piece` mirrored half the time, re-exposed (x0.6-1.3) and with noise (a sigma of 0-8 grey levels)."""
+    if rng.random() < 0.5:
+        piece = piece.transpose(Image.FLIP_LEFT_RIGHT)
+    pixels = np.asarray(piece, np.float32) * rng.uniform(0.6, 1.3) + rng.normal(0, rng.uniform(0, 8), (piece.height, piece.width, 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
 def scenes(count: int, size=(256, 192), seed: int = 0):
     """DetSource of `count` composed photos (pipeline.tasks.detect.data.examples' in-memory form)."""
     from pipeline.tasks.detect.data.examples import DetSource, make_example
@@ -84,13 +105,8 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
         boxes, classes = [], []
         for _ in range(int(rng.integers(1, 6))):
             for _try in range(20):
-                c = int(rng.integers(len(objects)))
+                c, (sx, sy, sw, sh), w, h = pick_object(rng, objects, height, smallest=0.1)
                 obj = objects[c]
-                # A random 75-100% of the object's region, so no two copies show the same picture.
-                sw, sh = obj.width * float(rng.uniform(0.75, 1.0)), obj.height * float(rng.uniform(0.75, 1.0))
-                sx, sy = float(rng.uniform(0, obj.width - sw)), float(rng.uniform(0, obj.height - sh))
-                h = float(rng.uniform(0.1, 0.55)) * height
-                w = h * sw / sh * float(rng.uniform(0.8, 1.2))
                 if w > 0.9 * width:
                     continue
                 x, y = float(rng.uniform(0, width - w)), float(rng.uniform(0, height - h))
@@ -101,10 +117,7 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
                 continue
             piece = obj.crop((round(sx), round(sy), round(sx + sw), round(sy + sh))).resize((max(1, round(w)), max(1, round(h))),
                                                                                          Image.BILINEAR)
-            if rng.random() < 0.5:
-                piece = piece.transpose(Image.FLIP_LEFT_RIGHT)
-            pixels = np.asarray(piece, np.float32) * rng.uniform(0.6, 1.3) + rng.normal(0, rng.uniform(0, 8), (piece.height, piece.width, 3))
-            piece = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+            piece = varied(rng, piece)
             canvas.paste(piece, (round(x), round(y)))
             boxes.append((round(x), round(y), min(width, round(x) + piece.width), min(height, round(y) + piece.height)))
             classes.append(c)

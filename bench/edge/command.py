@@ -146,7 +146,7 @@ NAMES = {"runner": "runner's loop in this process", "command": "`edge evaluate`"
 
 
 def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optional[Path]) -> str:
-    from bench.edge.speed import cpu_info, lscpu_head, source_commit
+    from bench.edge.machine import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")
@@ -168,12 +168,7 @@ def report(runner, files, paths, rows, data: bytes, load_before, baseline: Optio
         f"- machine load (1-minute load average): {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after; the 2 cores are "
         "shared with other agents' work, so every ratio is taken within one round",
         "",
-        "`lscpu | head`:",
-        "",
-        "```",
-        lscpu_head(),
-        "```",
-        "",
+        *lscpu_block(),
         f"## {len(rows)} rounds: images/s, its share of the bare invoke rate, and CPU seconds per wall second",
         "",
         "CPU / wall near 1: the process had one core's worth (decoding could not overlap the invokes); near 2: a free second core.",

@@ -236,7 +236,7 @@ def _spread(values) -> str:
 
 
 def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes, model: Path, made, load_before) -> str:
-    from bench.edge.speed import cpu_info, lscpu_head, source_commit
+    from bench.edge.machine import cpu_info, lscpu_block, source_commit
 
     runner = detector.runner
     backend = runner.loaded.backend
@@ -279,12 +279,7 @@ def report(detector, samples, pixels, rows, steps, per_image_objects, json_bytes
         f"- machine load (1-minute load average): {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after; the 2 cores"
         " are shared with other agents' work, so every ratio is taken within one round",
         "",
-        "`lscpu | head`:",
-        "",
-        "```",
-        lscpu_head(),
-        "```",
-        "",
+        *lscpu_block(),
         f"## {len(rows)} rounds: images/s, share of the bare rate, CPU seconds per wall second",
         "",
         "| round | bare images/s (1 / median image) | bare + objects (share of bare) | in process, after the model is open |"

@@ -31,13 +31,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "edge_overhead.md"
+sys.path.insert(0, str(ROOT))
+
+from bench.edge.machine import lscpu_head, source_commit  # noqa: E402
 
 
 def build_model(path: Path) -> Path:
     """MobileNetV2 (raw pixels in, Rescaling first) as `pipeline export --int8` converts it (bench/export/as_exported.py)."""
     import tf_keras as keras
 
-    sys.path.insert(0, str(ROOT))
     from bench.export.as_exported import int8_as_exported
 
     keras.utils.set_random_seed(0)
@@ -85,22 +87,6 @@ def measure(model: Path, rounds: int, per_round: int, threads: int):
                 fn()
                 sink.append(time.perf_counter() - t0)
     return backend_name(), ind["quantization"], edge_times, bare_times
-
-
-def source_commit() -> str:
-    """The commit the benchmarked code is at (and whether the tree had changes)."""
-    import subprocess
-
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
-    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
-
-
-def lscpu_head() -> str:
-    import subprocess
-
-    done = subprocess.run(["lscpu"], capture_output=True, text=True)
-    return "\n".join(done.stdout.splitlines()[:10]) if done.returncode == 0 else "lscpu not available"
 
 
 def main() -> int:

@@ -31,6 +31,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench.edge.machine import cpu_info, lscpu_block, source_commit  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "edge_speed.md"
 MODEL = "mobilenet_v2_int8.tflite"
 CONTRACT = "contract.json"  # the pixel contract `pipeline export --int8` records for that model
@@ -60,38 +62,6 @@ def exported_contract(folder: Path):
     from edge.pixels.contract import PixelContract
 
     return PixelContract.from_record(json.loads((folder / CONTRACT).read_text()), str(folder / CONTRACT))
-
-
-def source_commit() -> str:
-    """The commit the benchmarked code is at (and whether the tree had changes)."""
-    import subprocess
-
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
-    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
-
-
-def lscpu_head() -> str:
-    import subprocess
-
-    try:
-        done = subprocess.run(["lscpu"], capture_output=True, text=True)
-    except OSError:
-        return "lscpu not available"
-    return "\n".join(done.stdout.splitlines()[:10])
-
-
-def lscpu_block() -> list:
-    """The report lines that show `lscpu | head` as a code block."""
-    return ["`lscpu | head`:", "", "```", lscpu_head(), "```", ""]
-
-
-def cpu_info() -> str:
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), platform.processor())
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    simd = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni") if f in flags]
-    return f"{name}, {os.cpu_count()} cores, flags {' '.join(simd) or 'none of avx2/avx512'}"
 
 
 def installed_interpreters():
@@ -192,12 +162,7 @@ def run(folder: Path, rounds: int, write: bool) -> int:
         f"- machine load (1-minute load average) before the end-to-end rounds: {load_before[0]:.2f}, after the run: "
         f"{os.getloadavg()[0]:.2f}; the 2 cores are shared with other work, so every ratio below comes from one run",
         "",
-        "`lscpu | head`:",
-        "",
-        "```",
-        lscpu_head(),
-        "```",
-        "",
+        *lscpu_block(),
         f"## Per-invoke latency, {rounds} interleaved rounds x 20 invokes each",
         "",
         "| interpreter | version | median ms | p90 ms | x fastest |",

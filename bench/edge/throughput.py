@@ -405,7 +405,7 @@ def _spread(values) -> str:
 
 def report(runner, detectors, files, rows, decode, rates, gil, costs, bare_ms, uptime_before: str, uptime_after: str,
            argv, ran: dict, handover: dict) -> str:
-    from bench.edge.speed import cpu_info, lscpu_block, source_commit
+    from bench.edge.machine import cpu_info, lscpu_block, source_commit
 
     backend = runner.loaded.backend
     version = getattr(sys.modules.get(backend.split(".")[0]), "__version__", "?")

@@ -30,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.edge.machine import lscpu_head, source_commit  # noqa: E402
+
 SIZE_TARGET = 0.32
 LATENCY_TARGET = 0.55
 EXPORT_TIME_TARGET = 30.0
@@ -98,19 +100,6 @@ def input_quantization(data: bytes) -> str:
     detail = Interpreter(model_content=data).get_input_details()[0]
     scale, zero_point = detail["quantization"]
     return f"{np.dtype(detail['dtype']).name}, {scale:.9g}, {zero_point}"
-
-
-def source_commit() -> str:
-    """The commit the benchmarked code is at (and whether the tree had changes)."""
-    root = Path(__file__).resolve().parents[2]
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
-    return (head or "unknown") + (" with uncommitted changes" if dirty.strip() else "")
-
-
-def lscpu_head() -> str:
-    done = subprocess.run(["lscpu"], capture_output=True, text=True)
-    return "\n".join(done.stdout.splitlines()[:10]) if done.returncode == 0 else "lscpu not available"
 
 
 def main():

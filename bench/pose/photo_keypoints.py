@@ -26,7 +26,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.detect.photo_scenes import REGIONS, _covered, background, photo_paths, scene_arguments  # noqa: E402
+from bench.detect.photo_scenes import (REGIONS, _covered, background, photo_paths, pick_object,  # noqa: E402
+                                       scene_arguments, varied)
 
 # Points of the picture's own frame, (u, v) in [0, 1]^2, u to the picture's right and v down.
 KEYPOINTS = {"top_left": (0, 0), "top": (0.5, 0), "top_right": (1, 0), "right": (1, 0.5), "bottom_right": (1, 1),
@@ -81,12 +82,8 @@ def scenes(count: int, size=(192, 144), seed: int = 0) -> dict:
         placed = []  # (class, keypoints (K, 2), box, quad)
         for _ in range(int(rng.integers(1, 5))):
             for _try in range(20):
-                c = int(rng.integers(len(objects)))
+                c, (sx, sy, sw, sh), w, h = pick_object(rng, objects, height, smallest=0.2)
                 obj = objects[c]
-                sw, sh = obj.width * float(rng.uniform(0.75, 1.0)), obj.height * float(rng.uniform(0.75, 1.0))
-                sx, sy = float(rng.uniform(0, obj.width - sw)), float(rng.uniform(0, obj.height - sh))
-                h = float(rng.uniform(0.2, 0.55)) * height
-                w = h * sw / sh * float(rng.uniform(0.8, 1.2))
                 quad = _quad(rng, w, h, width, height)
                 if quad is None:
                     continue
@@ -96,10 +93,7 @@ def scenes(count: int, size=(192, 144), seed: int = 0) -> dict:
             else:
                 continue
             piece = obj.crop((round(sx), round(sy), round(sx + sw), round(sy + sh)))
-            if rng.random() < 0.5:
-                piece = piece.transpose(Image.FLIP_LEFT_RIGHT)
-            pixels = np.asarray(piece, np.float32) * rng.uniform(0.6, 1.3) + rng.normal(0, rng.uniform(0, 8), (piece.height, piece.width, 3))
-            piece = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+            piece = varied(rng, piece)
             frame = [(0, 0), (piece.width, 0), (piece.width, piece.height), (0, piece.height)]
             to_image = _homography(frame, quad)
             # PIL's PERSPECTIVE maps each output pixel back into the piece: the inverse map's first 8 numbers.
