@@ -13,6 +13,7 @@ from pathlib import Path
 from unittest import mock
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow loads: the run's SavedModel is tf-keras'
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
 
 # photo -> (object class, object box, background boxes), boxes (left, top, right, bottom) in the photo's pixels.
 REGIONS = {

@@ -20,8 +20,11 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 ROUNDS = 7
 TARGET_S = 1.0
