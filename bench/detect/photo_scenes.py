@@ -70,6 +70,15 @@ def background(rng, backgrounds: list, size) -> Image.Image:
     return canvas
 
 
+def cut_photos():
+    """The photos cut by REGIONS: the class names, the objects and the object-free backgrounds (PIL images)."""
+    photos = {name: Image.open(path).convert("RGB") for name, path in photo_paths().items()}
+    labels = [REGIONS[name][0] for name in REGIONS]
+    objects = [photos[name].crop(REGIONS[name][1]) for name in REGIONS]
+    backgrounds = [photos[name].crop(box) for name in REGIONS for box in REGIONS[name][2]]
+    return labels, objects, backgrounds
+
+
 def pick_object(rng, objects: list, height: int, smallest: float):
     """A random object of `objects`: its index, a random 75-100% of its region (sx, sy, sw, sh), so no two copies show
     the same picture, and the width and height it is drawn at (a `smallest`-0.55 share of the scene's `height`, its
@@ -96,10 +105,7 @@ def scenes(count: int, size=(256, 192), seed: int = 0):
     from pipeline.tasks.detect.data.examples import DetSource, make_example
 
     rng = np.random.default_rng(seed)
-    photos = {name: Image.open(path).convert("RGB") for name, path in photo_paths().items()}
-    labels = [REGIONS[name][0] for name in REGIONS]
-    objects = [photos[name].crop(REGIONS[name][1]) for name in REGIONS]
-    backgrounds = [photos[name].crop(box) for name in REGIONS for box in REGIONS[name][2]]
+    labels, objects, backgrounds = cut_photos()
     width, height = size
     examples = []
     for i in range(count):

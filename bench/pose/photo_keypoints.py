@@ -26,8 +26,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.detect.photo_scenes import (REGIONS, _covered, background, photo_paths, pick_object,  # noqa: E402
-                                       scene_arguments, varied)
+from bench.detect.photo_scenes import _covered, background, cut_photos, pick_object, scene_arguments, varied  # noqa: E402
 
 # Points of the picture's own frame, (u, v) in [0, 1]^2, u to the picture's right and v down.
 KEYPOINTS = {"top_left": (0, 0), "top": (0.5, 0), "top_right": (1, 0), "right": (1, 0.5), "bottom_right": (1, 1),
@@ -71,10 +70,7 @@ def _quad(rng, w: float, h: float, width: int, height: int):
 def scenes(count: int, size=(192, 144), seed: int = 0) -> dict:
     """The COCO keypoints document of `count` scenes; each image's JPEG bytes under images[i]['bytes']."""
     rng = np.random.default_rng(seed)
-    photos = {name: Image.open(path).convert("RGB") for name, path in photo_paths().items()}
-    labels = [REGIONS[name][0] for name in REGIONS]
-    objects = [photos[name].crop(REGIONS[name][1]) for name in REGIONS]
-    backgrounds = [photos[name].crop(box) for name in REGIONS for box in REGIONS[name][2]]
+    labels, objects, backgrounds = cut_photos()
     width, height = size
     images, annotations = [], []
     for i in range(count):
