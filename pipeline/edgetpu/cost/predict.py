@@ -6,7 +6,8 @@ int8 .tflite the pre-flight has mapped.
 Edge TPU time is linear in a few features of the ops the pre-flight puts on the Edge TPU (coefficients.json, fitted on
 Coral's published times by bench/edgetpu_cost/fit.py). A device with a `base` is the same Edge TPU behind another link:
 its time is the base device's plus what its link adds (the Dev Board: parameters streamed over its PCIe; USB 2.0: the
-bytes sent and read back each inference), and it is not predicted where its `requires` is not met. Ops left on the
+bytes sent and read back and the parameters streamed each inference), and it is not predicted where its `requires` is
+not met. Ops left on the
 CPU are costed with the same table's CPU columns; a detector's decoding and NMS on the host come from this project's
 own measurement.
 """
@@ -178,8 +179,8 @@ def estimate_cost(cost: ModelCost, decode_ms: float) -> Estimate:
     return Estimate(data["version"], memory, times, cost, unpredicted)
 
 
-# What a device's public figures were of, and so what its prediction requires of a model (coefficients.json
-# `requires`): the words for it, and what a model outside it does instead ('' when it is inside).
+# What the public figures a device was fitted on were of, and so what its prediction requires of a model
+# (coefficients.json `requires`): the words for it, and what a model outside it does instead ('' when it is inside).
 REQUIREMENTS = {
     "all_cached": ("every parameter cached on the chip", lambda memory, cost: (
         "" if memory.all_cached else f"this one streams {_mib(memory.streamed_bytes)} of parameters")),
@@ -196,5 +197,5 @@ def _unmet(requires, memory: Split, cost: ModelCost) -> str:
     instead = [REQUIREMENTS[r][1](memory, cost) for r in requires]
     if not any(instead):
         return ""
-    return (f"its public figures are all of models with {' and '.join(REQUIREMENTS[r][0] for r in requires)}; "
+    return (f"the public figures it was fitted on are all of models with {' and '.join(REQUIREMENTS[r][0] for r in requires)}; "
             + ", and ".join(x for x in instead if x))
