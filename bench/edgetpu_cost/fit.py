@@ -423,7 +423,7 @@ def results_markdown(names, missing, feats, facts, report, layout, in_sample, la
           f"column: median {100 * np.median(judged):.1f}%, worst {100 * max(judged):.1f}% | - |",
           f"| parameter memory | within 10% of every public log used | worst {100 * worst_memory:.1f}% (leave-one-out "
           f"over Google's 4 compiled twins, and the 2 public Dense logs) | {'yes' if worst_memory <= 0.10 else 'no'} |",
-          twins_summary(twins),
+          twins_summary(twins), pycoral_summary(report),
           "| pre-flight + cost model, 25 MB file | say it | below (Pre-flight time) | - |", "",
           "## What was used", "",
          f"- Times: {CORAL_SOURCE}. Columns used: USB Accelerator (USB 3.0), Dev Board with Edge TPU, and the two CPU "
@@ -685,6 +685,17 @@ def usb2_section(r, data, feats) -> List[str]:
             "Parameters pushed off the chip by its activations (the capacity rule not found, below) would do this; the "
             "cost model does not guess it. The Dev Board Mini's one figure (Python, its own slower host) stays far above "
             "the prediction, so that board is not predicted."]
+
+
+def pycoral_summary(report) -> str:
+    judged = pycoral_reference.judged_errors(report["usb3"], report["devboard"])
+    parts = []
+    for host, label in (("x86_64", "USB 3.0"), ("aarch64", "Dev Board")):
+        errs = [abs(p / ms - 1) for ms, p in judged[host].values()]
+        parts.append(f"{host} ({label}, {len(errs)} architectures): median {100 * np.median(errs):.1f}%, worst "
+                     f"{100 * max(errs):.1f}%")
+    return (f"| time, pycoral's second measurement of Coral's rows (judged, Python) | - | nested leave-one-out predictions: "
+            f"{'; '.join(parts)} | - |")
 
 
 def twins_summary(twins) -> str:

@@ -55,6 +55,16 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
+def judged_errors(usb3: dict, devboard: dict) -> dict:
+    """host -> {architecture: (pycoral ms, nested leave-one-out prediction)} for the x86_64 (USB 3.0) and aarch64 (Dev
+    Board) columns, against fit.py's reports of Coral's columns."""
+    out = {}
+    for host, r in (("x86_64", usb3), ("aarch64", devboard)):
+        out[host] = {arch: (ms, float(r["loo"][r["names"].index(arch)])) for arch, ms in column(host).items()
+                     if arch in r["names"]}
+    return out
+
+
 def section(usb3: dict, devboard: dict, rp4b: dict, coral: dict) -> list:
     """The results' section on pycoral's x86_64, aarch64 and rp4b columns, against the nested leave-one-out predictions
     (`usb3`, `devboard`: fit.py's reports, each row predicted by a model that did not see its architecture) and, for the
@@ -68,15 +78,12 @@ def section(usb3: dict, devboard: dict, rp4b: dict, coral: dict) -> list:
          "nested leave-one-out of Coral's column). The SSD rows are not rebuilt here.", "",
          "| architecture | host | pycoral ms | Coral's table ms | predicted ms (nested LOO) | error vs pycoral |",
          "|---|---|---|---|---|---|"]
-    errors = {"x86_64": [], "aarch64": []}
-    for host, r, col in (("x86_64", usb3, 2), ("aarch64", devboard, 4)):
-        for arch, ms in column(host).items():
-            p = loo(r, arch)
-            if p is None:
-                continue
-            errors[host].append(abs(p / ms - 1))
+    judged = judged_errors(usb3, devboard)
+    for host, col in (("x86_64", 2), ("aarch64", 4)):
+        for arch, (ms, p) in judged[host].items():
             L.append(f"| {arch} | {host} ({HOSTS[host]}) | {ms:g} | {coral[arch][col]:g} | {p:.1f} | {_pct(p / ms - 1)} |")
-    for host, errs in errors.items():
+    for host, rows in judged.items():
+        errs = [abs(p / ms - 1) for ms, p in rows.values()]
         if errs:
             L += ["", f"{host}: median error {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over "
                   f"{len(errs)} architectures."]
