@@ -447,6 +447,14 @@ def results_markdown(names, missing, feats, facts, report, layout, in_sample, la
          f"- Host decoding for detectors: {DECODE['source']}.", "",
          "Rows of Coral's table not used, and why:", ""]
     L += [f"- {k}: {v}" for k, v in NOT_REBUILT.items()]
+    L += ["", "Found and not used in this round:", "",
+          "- Tobiasz et al., 'Edge Devices Inference Performance Comparison' (arXiv 2306.12093): Coral USB and PCIe times of "
+          "MobileNets, EfficientNets, VGG, ResNets and Inception v3 across input sizes, with and without their heads; "
+          "the figures are in a CSV on the authors' site, which cannot be reached from here (a next round's best source "
+          "for input-size scaling and a PCIe card on another host).",
+          "- freedomtan/edge_tpu_python_scripts (2019): Python times on an iMac and a MacBook Pro with the USB Accelerator "
+          "on USB 3.0 and on the Dev Board (Inception v4: 84.93, 92.32 and 101.87 ms); an early runtime and compiler, and "
+          "the same four architectures as pycoral's references, which are used instead."]
     if missing:
         L += [f"- not converted in this run (cache missing): {', '.join(missing)}"]
     L += ["", "## Memory: compiled parameter layout", "",
