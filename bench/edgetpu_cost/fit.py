@@ -501,7 +501,8 @@ def results_markdown(names, missing, feats, facts, report, layout, in_sample, la
           "- The cached share of a co-compiled model (several models sharing the chip's cache): the files above show the "
           "compiler dividing the cache by a rule they do not give; the prediction is for a model compiled alone.",
           "- Recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM): laid out by the compiler in a way not modelled (the one such "
-          "twin is predicted at half its compiled parameter bytes, 21 KiB short).",
+          "twin is predicted at half its compiled parameter bytes, 21 KiB short; `pipeline compile --check-only` says so under "
+          "the memory split of a model with one).",
           "- An M.2 or PCIe card on another host: " + data["not_predicted"]["pcie_other_hosts"] + ".",
           "- The Dev Board Mini: " + data["not_predicted"]["devboard_mini"].split(": ", 1)[1] + ".",
           "- The on-chip capacity when activations are large: public logs show it shrinking (EfficientDet-Lite at 320: "

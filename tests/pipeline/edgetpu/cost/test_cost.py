@@ -56,6 +56,16 @@ def test_predicted_parameter_memory_is_within_10_percent_of_the_compiled_twin(st
     assert e.split.all_cached == (truth["streamed"] == 0)  # all four are cached whole by Google's compiler
 
 
+def test_a_recurrent_op_s_parameters_are_said_to_be_counted_raw():
+    lstm = _estimate(REFERENCE / "keras_lstm_mnist_ptq.tflite")
+    truth = compiled_split(REFERENCE / "keras_lstm_mnist_ptq_edgetpu.tflite")
+    assert lstm.recurrent_ops == 1 and lstm.as_dict()["recurrent_ops_counted_raw"] == 1
+    assert (lstm.split.cached_bytes + lstm.split.streamed_bytes) < 0.75 * (truth["cached"] + truth["streamed"])  # the miss
+    assert lstm.lines()[1].startswith("  parameters: 1 recurrent op counted at raw bytes")  # under the memory split
+    plain = _estimate(REFERENCE / "mobilenet_v1_0.25_128_quant.tflite")
+    assert plain.recurrent_ops == 0 and not any("recurrent" in line for line in plain.lines())
+
+
 def _costs(*parameter_bytes):
     ops = [features.OpCost(i, "CONV_2D", True, False, 1000, 0, b, 10) for i, b in enumerate(parameter_bytes)]
     return features.ModelCost(ops, 100, 10)
