@@ -7,9 +7,8 @@ Edge TPU time is linear in a few features of the ops the pre-flight puts on the 
 Coral's published times by bench/edgetpu_cost/fit.py). A device with a `base` is the same Edge TPU behind another link:
 its time is the base device's plus what its link adds (the Dev Board: parameters streamed over its PCIe; USB 2.0: the
 bytes sent and read back and the parameters streamed each inference), and it is not predicted where its `requires` is
-not met. Ops left on the
-CPU are costed with the same table's CPU columns; a detector's decoding and NMS on the host come from this project's
-own measurement.
+not met. Ops left on the CPU are costed with the same table's CPU columns; a detector's decoding and NMS on the host
+come from this project's own measurement.
 """
 from __future__ import annotations
 
