@@ -7,7 +7,7 @@ invoke, which loads the cached parameters, is inside the mean). Hosts, as the sc
 Intel Xeon E5-1650 v3 with the USB Accelerator on USB 3.0; 'rp3b' a Raspberry Pi 3 B and 'rp3b+' a Raspberry Pi 3 B+,
 each with the USB Accelerator on USB 2.0 (the only USB these boards have); 'aarch64' the Dev Board. 'rp4b' (a
 Raspberry Pi 4 B) has a reference file but is not named in the docstring: its USB Accelerator is taken to be on one of
-its USB 3.0 ports, which is how Coral's guides connect it, not something the file says.
+its two USB 3.0 ports, an assumption: neither the file nor the script says which port.
 
 Rows rebuilt here (bench/edgetpu_cost/architectures.py): MobileNet v1 and v2 224, Inception v1 224, Inception v4 299.
 The two SSD rows (ssd_mobilenet_v1_coco_quant_postprocess, ssd_mobilenet_v2_face_quant_postprocess) are not: their
