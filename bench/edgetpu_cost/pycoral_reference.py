@@ -25,7 +25,7 @@ HOSTS = {
     "aarch64": "the Dev Board (Edge TPU on PCIe)",
     "rp3b": "Raspberry Pi 3 B + USB Accelerator on USB 2.0",
     "rp3b+": "Raspberry Pi 3 B+ + USB Accelerator on USB 2.0",
-    "rp4b": "Raspberry Pi 4 B + USB Accelerator (its port is USB 3.0; the script's docstring does not name this host)",
+    "rp4b": "Raspberry Pi 4 B + USB Accelerator (assumed on a USB 3.0 port; the script's docstring does not name this host)",
 }
 # ms per inference, by pycoral's model file -> the architecture rebuilt here (None: not rebuilt).
 MODELS = {
@@ -88,8 +88,8 @@ def section(usb3: dict, devboard: dict, rp4b: dict, coral: dict) -> list:
             L += ["", f"{host}: median error {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% over "
                   f"{len(errs)} architectures."]
     names, y = rp4b["names"], rp4b["y"]
-    L += ["", "Raspberry Pi 4 B ('rp4b'; the USB Accelerator on one of its USB 3.0 ports, not named in the script's "
-          "docstring): the same Edge TPU behind the Pi 4's USB 3.0 controller and a slower CPU. Fitted the way the Dev "
+    L += ["", "Raspberry Pi 4 B ('rp4b'; the USB Accelerator assumed on one of its USB 3.0 ports; the host is not named "
+          "in the script's docstring): the same Edge TPU behind the Pi 4's USB 3.0 controller and a slower CPU. Fitted the way the Dev "
           f"Board is (the USB 3.0 prediction plus c x {' and '.join(rp4b['coef'])}: {rp4b['coef']}), judged by nested "
           "leave-one-out over its four rows:", "",
           "| architecture | pycoral ms (rp4b) | USB 3.0 prediction (nested LOO) | predicted ms (nested LOO, this fit) | error |",
