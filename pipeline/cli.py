@@ -342,8 +342,9 @@ def run_command(task, run_dir, data_spec, images, model, image_size, epochs, max
 @click.option("--delegate-search-step", type=int, help="step in ops for --search-delegate (-k)")
 @click.option("--max-latency-ms", type=float, help="exit non-zero when the cost model predicts more ms per inference "
               "(on --latency-device), naming the largest input size or width that fits")
-@click.option("--latency-device", type=click.Choice(["usb3", "devboard"]), default="usb3", show_default=True,
-              help="the device --max-latency-ms is judged on: USB Accelerator on USB 3.0, or the Dev Board (PCIe)")
+@click.option("--latency-device", type=click.Choice(["usb3", "devboard", "usb2"]), default="usb3", show_default=True,
+              help="the device --max-latency-ms is judged on: USB Accelerator on USB 3.0, the Dev Board (PCIe), or "
+              "the USB Accelerator on USB 2.0 (a Raspberry Pi 3's port)")
 @click.option("--require-on-chip", is_flag=True, help="exit non-zero when the cost model predicts any parameter streamed "
               "from the host (not cached in the Edge TPU's on-chip memory), naming the largest width that fits")
 @reports_errors

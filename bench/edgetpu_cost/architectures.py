@@ -1,8 +1,8 @@
 """The architectures of Coral's benchmark table, rebuilt with random weights (a latency does not depend on weight values).
 
-Keras has most of them (tf_keras.applications, weights=None). Three are not in Keras and are built here from their
+Keras has most of them (tf_keras.applications, weights=None). Four are not in Keras and are built here from their
 papers' layer tables: Inception v1 (GoogLeNet as TF-slim builds it: BatchNorm, 3x3 convolutions in the "5x5"
-branch), SqueezeNet 1.0 (fire modules) and the U-Net over MobileNetV2 at 128 px of TensorFlow's segmentation
+branch), Inception v4 (its paper's figures, as TF-slim builds it), SqueezeNet 1.0 (fire modules) and the U-Net over MobileNetV2 at 128 px of TensorFlow's segmentation
 tutorial (the encoder's five block outputs, pix2pix upsampling with transposed convolutions). Each builder returns
 an uncompiled tf_keras model whose input is [1, size, size, 3].
 """
@@ -30,10 +30,10 @@ def _keras(cls_name: str, size: int, **kwargs):
     return build
 
 
-def _conv_bn(x, filters, kernel, strides=1, padding="same"):
+def _conv_bn(x, filters, kernel, strides=1, padding="same", scale=True):
     from tf_keras import layers
     x = layers.Conv2D(filters, kernel, strides=strides, padding=padding, use_bias=False)(x)
-    x = layers.BatchNormalization()(x)
+    x = layers.BatchNormalization(scale=scale)(x)
     return layers.ReLU()(x)
 
 
@@ -58,6 +58,47 @@ def inception_v1(size: int = 224):
     x = layers.GlobalAveragePooling2D()(x)
     x = layers.Dense(1001, activation="softmax")(x)
     return Model(inp, x, name="inception_v1")
+
+
+def inception_v4(size: int = 299):
+    """Inception-v4 (Szegedy et al. 2016, figures 3-9) as TF-slim's inception_v4 builds it: BatchNorm without a scale
+    after each convolution, the stem's and the reductions' "V" convolutions unpadded, no auxiliary head (inference)."""
+    from tf_keras import Input, Model, layers
+
+    def conv(x, filters, kernel, strides=1, padding="same"):
+        return _conv_bn(x, filters, kernel, strides, padding, scale=False)
+
+    def pool(x, kind="max", strides=2, padding="valid"):
+        cls = layers.MaxPool2D if kind == "max" else layers.AveragePooling2D
+        return cls(3, strides, padding=padding)(x)
+
+    cat = lambda xs: layers.Concatenate()(xs)  # noqa: E731
+    inp = Input((size, size, 3), batch_size=1)
+    x = conv(inp, 32, 3, 2, "valid")  # stem (figure 3)
+    x = conv(x, 32, 3, padding="valid")
+    x = conv(x, 64, 3)
+    x = cat([pool(x), conv(x, 96, 3, 2, "valid")])
+    x = cat([conv(conv(x, 64, 1), 96, 3, padding="valid"),
+             conv(conv(conv(conv(x, 64, 1), 64, (1, 7)), 64, (7, 1)), 96, 3, padding="valid")])
+    x = cat([conv(x, 192, 3, 2, "valid"), pool(x)])
+    for _ in range(4):  # Inception-A (figure 4), 35x35x384
+        x = cat([conv(x, 96, 1), conv(conv(x, 64, 1), 96, 3), conv(conv(conv(x, 64, 1), 96, 3), 96, 3),
+                 conv(pool(x, "avg", 1, "same"), 96, 1)])
+    x = cat([conv(x, 384, 3, 2, "valid"), conv(conv(conv(x, 192, 1), 224, 3), 256, 3, 2, "valid"), pool(x)])  # figure 7
+    for _ in range(7):  # Inception-B (figure 5), 17x17x1024
+        b2 = conv(conv(conv(conv(conv(x, 192, 1), 192, (7, 1)), 224, (1, 7)), 224, (7, 1)), 256, (1, 7))
+        x = cat([conv(x, 384, 1), conv(conv(conv(x, 192, 1), 224, (1, 7)), 256, (7, 1)), b2,
+                 conv(pool(x, "avg", 1, "same"), 128, 1)])
+    x = cat([conv(conv(x, 192, 1), 192, 3, 2, "valid"),  # Reduction-B (figure 8)
+             conv(conv(conv(conv(x, 256, 1), 256, (1, 7)), 320, (7, 1)), 320, 3, 2, "valid"), pool(x)])
+    for _ in range(3):  # Inception-C (figure 6), 8x8x1536
+        b1 = conv(x, 384, 1)
+        b2 = conv(conv(conv(x, 384, 1), 448, (3, 1)), 512, (1, 3))
+        x = cat([conv(x, 256, 1), conv(b1, 256, (1, 3)), conv(b1, 256, (3, 1)), conv(b2, 256, (1, 3)),
+                 conv(b2, 256, (3, 1)), conv(pool(x, "avg", 1, "same"), 256, 1)])
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(1001, activation="softmax")(x)
+    return Model(inp, x, name="inception_v4")
 
 
 def squeezenet(size: int = 224):
@@ -119,6 +160,7 @@ ARCHITECTURES: Dict[str, Arch] = {a.name: a for a in [
     Arch("resnet50_v1_299", 299, _keras("ResNet50", 299)),
     Arch("resnet50_v2_299", 299, _keras("ResNet50V2", 299)),
     Arch("inception_v3_299", 299, _keras("InceptionV3", 299)),
+    Arch("inception_v4_299", 299, lambda: inception_v4(299)),
     Arch("inception_resnet_v2_299", 299, _keras("InceptionResNetV2", 299)),
     Arch("resnet152_v2_299", 299, _keras("ResNet152V2", 299)),
     Arch("vgg16_224", 224, _keras("VGG16", 224)),

@@ -4,8 +4,8 @@ The Dev Board's Edge TPU is the USB Accelerator's chip, so the work it does on t
 differs is the host and the link to it: the parameters streamed every inference cross the Dev Board's PCIe instead of
 USB 3.0. So the Dev Board's time is the USB Accelerator's predicted time plus c x streamed MiB, c fitted on the Dev
 Board column (non-negative least squares on relative error). On USB 2.0 the link is slower for everything sent and read
-back, and the public figures are of models cached whole with every op on the chip: the base time plus c x the input
-and output MiB, predicted only for such models.
+back: the base time plus c1 x the input and output MiB plus c2 x the streamed MiB, fitted on pycoral's Raspberry Pi 3 B
+reference times (Inception v4 streams, the others are cached whole) and judged on its Raspberry Pi 3 B+ ones.
 
 Judged like the base device: each row is predicted by a model that did not see it, neither in the base device's feature
 set and coefficients nor in c.
@@ -15,17 +15,24 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Sequence
 
 import numpy as np
+from pycoral_reference import HOSTS, column
+from pycoral_reference import SOURCE as PYCORAL_SOURCE
 from scipy.optimize import nnls
 
-# Public USB 2.0 times (a Coral maintainer, google-coral/edgetpu #151, 2020-06-18, on a Raspberry Pi 3's USB 2.0 port:
-# "~9 [ms] for a 224 mobilenet v1 and ~12 [ms] for v2"; the reply writes "seconds" where the issue it answers is about
-# a 9.5 ms invoke, so milliseconds are meant).
-USB2_SOURCE = ("google-coral/edgetpu #151 (a Coral maintainer, 2020-06-18): on a Raspberry Pi 3 (USB 2.0), about 9 ms for "
-               "MobileNet v1 224 and 12 ms for MobileNet v2 224")
-USB2 = {"mobilenet_v1_224": 9.0, "mobilenet_v2_224": 12.0}
-# Other public USB 2.0 figures of the same architectures, to check against (not fitted: each repeats an architecture
-# above, on another host).
-USB2_CHECKS = [
+# USB 2.0: pycoral's reference times on a Raspberry Pi 3 B (fitted) and on a Raspberry Pi 3 B+ (judged), both on the
+# boards' USB 2.0 ports (pycoral_reference.py). Among the rows rebuilt here, Inception v4 streams parameters: it grounds
+# what USB 2.0 costs per streamed MiB.
+USB2_HOST, USB2_JUDGE_HOST = "rp3b", "rp3b+"
+USB2_SOURCE = f"{PYCORAL_SOURCE}: host '{USB2_HOST}', {HOSTS[USB2_HOST]}"
+USB2 = column(USB2_HOST)
+# Other public USB 2.0 figures, to judge the final model on (not fitted).
+USB2_CHECKS = [(arch, ms, f"pycoral's '{USB2_JUDGE_HOST}' reference ({HOSTS[USB2_JUDGE_HOST]}), {arch}: {ms:g} ms")
+               for arch, ms in column(USB2_JUDGE_HOST).items()] + [
+    # A Coral maintainer, google-coral/edgetpu #151, 2020-06-18, on a Raspberry Pi 3's USB 2.0 port: "~9 [ms] for a 224
+    # mobilenet v1 and ~12 [ms] for v2" (the reply writes "seconds" where the issue it answers is about a 9.5 ms invoke).
+    ("mobilenet_v1_224", 9.0, "google-coral/edgetpu #151 (a Coral maintainer, 2020-06-18): Raspberry Pi 3, USB 2.0, "
+                              "MobileNet v1 224: about 9 ms"),
+    ("mobilenet_v2_224", 12.0, "google-coral/edgetpu #151 (the same reply): MobileNet v2 224: about 12 ms"),
     ("mobilenet_v1_224", 9.5, "google-coral/edgetpu #151 (the issue itself): C++ tflite_runtime API, armv7l host, USB 2.0, "
                               "compiled MobileNet v1 224: 9.5 ms"),
     ("mobilenet_v2_224", 19.0, "google-coral/edgetpu #793: Dev Board Mini (its Edge TPU is on USB 2.0 inside the board, "

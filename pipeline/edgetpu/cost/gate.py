@@ -51,7 +51,12 @@ def input_side(info: ModelInfo) -> Optional[int]:
 def check(gate: Gate, estimate: Estimate, info: ModelInfo, run: Optional[RunFacts] = None) -> Optional[str]:
     """Why the model fails a gate, with the change that fits; None when it passes (or no gate is set)."""
     failures = []
-    if gate.max_latency_ms is not None:
+    if gate.max_latency_ms is not None and gate.device in estimate.unpredicted:
+        label, why = estimate.unpredicted[gate.device]
+        failures.append(f"--max-latency-ms {gate.max_latency_ms:g}: no time is predicted for this model on the {label} "
+                        f"({why}); judge it on another device: --latency-device "
+                        + " or ".join(t.device for t in estimate.times))
+    elif gate.max_latency_ms is not None:
         t = estimate.time(gate.device)
         if t.total_ms > gate.max_latency_ms:
             failures.append(f"--max-latency-ms {gate.max_latency_ms:g}: predicted {t.total_ms:.2f} ms per inference on the "

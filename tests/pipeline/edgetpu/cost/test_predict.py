@@ -1,12 +1,12 @@
 """pipeline/edgetpu/cost/predict.py's devices: the Dev Board is the USB Accelerator's Edge TPU plus what its link adds
-for streamed parameters; USB 2.0 is predicted only for a model like its public figures (cached whole, every op on the
-Edge TPU) and says why not for any other."""
+for streamed parameters; USB 2.0 adds its slower link for the input and output and for streamed parameters, and is
+predicted only for a model like the figures it was fitted on (every op on the Edge TPU), saying why not for any other."""
 from __future__ import annotations
 
 from pipeline.edgetpu.cost import coefficients, features
 from pipeline.edgetpu.cost.predict import MIB, estimate_cost
 
-USB2_WHY = "its public figures are all of models with every parameter cached on the chip and every op on the Edge TPU"
+USB2_WHY = "the public figures it was fitted on are all of models with every op on the Edge TPU"
 
 
 def _cost(parameter_bytes, on_edgetpu=True, input_bytes=150528, output_bytes=1001):
@@ -33,14 +33,24 @@ def test_usb2_is_predicted_for_a_model_cached_whole_and_adds_the_slower_link_for
     assert "usb2" in e.as_dict()["devices"] and not e.as_dict()["not_predicted"]
 
 
-def test_usb2_is_not_predicted_for_a_model_that_streams_or_leaves_ops_on_the_cpu_and_says_why():
+def test_usb2_charges_its_slower_link_for_every_streamed_mib():
+    link = coefficients.load()["devices"]["usb2"]["edgetpu"]
+    assert link["streamed_mib"] > coefficients.load()["devices"]["devboard"]["edgetpu"]["streamed_mib"] > 0
     streaming = estimate_cost(_cost([6 * MIB, 6 * MIB]), 0.0)
+    assert streaming.split.streamed_bytes == 6 * MIB
+    extra = streaming.time("usb2").edgetpu_ms - streaming.time("usb3").edgetpu_ms
+    expected = link["io_mib"] * (150528 + 1001) / MIB + link["streamed_mib"] * 6
+    assert abs(extra - expected) < 1e-6
     line = next(x for x in streaming.lines() if "USB 2.0" in x)
-    assert line.startswith("  not predicted on the USB Accelerator on USB 2.0") and USB2_WHY in line
-    assert f"this one streams {streaming.split.streamed_bytes / MIB:.2f} MiB of parameters" in line
-    assert "usb2" not in streaming.as_dict()["devices"] and streaming.as_dict()["not_predicted"]["usb2"]["why"]
+    assert line.startswith(f"  predicted {streaming.time('usb2').total_ms:.1f} ms per inference on the USB Accelerator on USB 2.0")
+
+
+def test_usb2_is_not_predicted_for_a_model_that_leaves_ops_on_the_cpu_and_says_why():
     on_cpu = estimate_cost(_cost([MIB, MIB], on_edgetpu=False), 0.0)
+    line = next(x for x in on_cpu.lines() if "USB 2.0" in x)
+    assert line.startswith("  not predicted on the USB Accelerator on USB 2.0") and USB2_WHY in line
     assert "this one leaves 1 op on the CPU" in on_cpu.as_dict()["not_predicted"]["usb2"]["why"]
+    assert "usb2" not in on_cpu.as_dict()["devices"]
     assert {t.device for t in on_cpu.times} == {"usb3", "devboard"}
 
 
