@@ -49,33 +49,36 @@ def _follow(output: str, cwd):
     return commands, last
 
 
-def _usb3_ms(run_dir):
-    return json.loads((run_dir / "edgetpu.json").read_text())["cost"]["devices"]["usb3"]["total_ms"]
+def _predicted_ms(run_dir, device):
+    return json.loads((run_dir / "edgetpu.json").read_text())["cost"]["devices"][device]["total_ms"]
 
 
 @pytest.mark.slow  # trains and exports two small models
-def test_latency_advice_names_a_size_whose_retrained_model_meets_the_budget(tmp_path):
+@pytest.mark.parametrize("device", ["usb3", "usb2"])
+def test_latency_advice_names_a_size_whose_retrained_model_meets_the_budget(tmp_path, device):
     run = tmp_path / "digits"
     _ok(pipeline(["train", "--data", "digits", "--model", "small_cnn", "--image-size", "64", "--epochs", "1",
                   "--out", "digits"], tmp_path))
     _ok(pipeline(["export", "digits", "--int8"], tmp_path))
     _ok(pipeline(["compile", "digits", "--check-only"], tmp_path))
-    as_is = _usb3_ms(run)
+    as_is = _predicted_ms(run, device)
     # A budget between the model as it is and the same model at 32 px (the cost model's own scaling).
     data = (run / "model_int8.tflite").read_bytes()
     info, estimate = read_model(data), cost.for_model(data, preflight.analyze(data))
-    at_32 = cost.predict.estimate_cost(rescaled(estimate.cost, info, 32 / 64), 0.0).time("usb3").total_ms
+    at_32 = cost.predict.estimate_cost(rescaled(estimate.cost, info, 32 / 64), 0.0).time(device).total_ms
     budget = round((as_is + at_32) / 2, 4)
-    failed = pipeline(["compile", "digits", "--check-only", "--max-latency-ms", f"{budget:g}"], tmp_path)
+    failed = pipeline(["compile", "digits", "--check-only", "--max-latency-ms", f"{budget:g}", "--latency-device", device],
+                      tmp_path)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     size = int(re.search(r"the largest input size that meets it is (\d+)x\1", failed.stderr).group(1))
     assert 32 < size < 64
     commands, last = _follow(failed.stderr, tmp_path)
     assert ["--image-size", str(size)] == commands[0][commands[0].index("--image-size"):][:2]
+    assert commands[-1][commands[-1].index("--latency-device") + 1] == device  # judged again on the same device
     _ok(last)  # the advised compile, with the same gate, passes on the model retrained at that size
     rebuilt = tmp_path / f"digits-{size}px"
     assert read_model(rebuilt / "model_int8.tflite").tensors[read_model(rebuilt / "model_int8.tflite").inputs[0]].shape[1] == size
-    assert _usb3_ms(rebuilt) <= budget
+    assert _predicted_ms(rebuilt, device) <= budget
 
 
 @pytest.mark.slow  # trains and exports two models of about 9 MB
