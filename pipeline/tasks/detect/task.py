@@ -12,7 +12,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 
 import json
 from dataclasses import asdict
-from typing import List, Sequence
+from typing import Callable, List, Sequence
 
 import numpy as np
 
@@ -143,7 +143,7 @@ class Detect(Task):
         from pipeline.data import TRAINING_CONTRACT
 
         head = _head(config)
-        train, val = plan.train_source, plan.val_source
+        train = plan.train_source
         return {
             "model": model_entry(config, head, len(train.labels), model, weights),
             "detection": head.detection(config, {"resize": RESIZE, "max_boxes": config.max_boxes}),
@@ -151,14 +151,7 @@ class Detect(Task):
             # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
-            "data": {
-                "train": _describe(config.data, train),
-                "val": _describe(config.val_data, val) if val else None,
-                "images": list(config.images or ()),  # where COCO file names were also looked for, in order
-                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
-                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-                "identity": _identity(plan),
-            },
+            "data": data_entry(config, plan, _describe, _identity),
         }
 
     def saved(self, model):
@@ -230,6 +223,20 @@ def model_entry(config, head, num_classes: int, model, weights) -> dict:
             "options": dict(config.model_options), "parameters": int(model.count_params()), "weights": weights,
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
             "outputs": head.outputs()}
+
+
+def data_entry(config, plan: Plan, describe: Callable[[str, object], dict], identity: Callable[[Plan], dict]) -> dict:
+    """The manifest's `data` entry of a trained run of detect or a task built on it: each set as `describe(spec,
+    source)` records it, where COCO file names were also looked for, the split and `identity(plan)`."""
+    val = plan.val_source
+    return {
+        "train": describe(config.data, plan.train_source),
+        "val": describe(config.val_data, val) if val else None,
+        "images": list(config.images or ()),  # where COCO file names were also looked for, in order
+        "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                  "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
+        "identity": identity(plan),
+    }
 
 
 def check_detector(config, task: str, what: str, stride: int) -> None:

@@ -15,8 +15,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 import functools
 import hashlib
 import json
-from dataclasses import asdict
-from typing import List
+from typing import List, Sequence
 
 import numpy as np
 
@@ -132,23 +131,16 @@ class Pose(Task):
 
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
-        from pipeline.tasks.detect.task import model_entry
+        from pipeline.tasks.detect.task import data_entry, model_entry
 
         head = _head(config)
-        train, val = plan.train_source, plan.val_source
+        train = plan.train_source
         return {
             "model": model_entry(config, head, len(train.labels), model, weights),
             "pose": head.record(config, {"resize": RESIZE, "max_boxes": config.max_boxes, "keypoints": train.layout.as_dict()}),
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
-            "data": {
-                "train": _describe(config.data, train),
-                "val": _describe(config.val_data, val) if val else None,
-                "images": list(config.images or ()),
-                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
-                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-                "identity": _identity(plan),
-            },
+            "data": data_entry(config, plan, _describe, _identity),
         }
 
     def saved(self, model):
@@ -258,12 +250,13 @@ def _describe(spec: str, source) -> dict:
     return {**described(spec, source), "keypoints": source.layout.count}
 
 
-def _identity(plan: Plan) -> dict:
+def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
     """Detection's record of the data (classes, the training and held-out images' summaries, the held-out images one by
-    one) with the keypoint names and a digest of each split's keypoints, so a later stage can name what changed."""
+    one; none set aside for tuning, as pose has no remedy ladder) with the keypoint names and a digest of each split's
+    keypoints, so a later stage can name what changed."""
     from pipeline.tasks.detect.task import _identity as identity
 
-    record = identity(plan)
+    record = identity(plan, tuning)
     train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
     record["keypoints"] = list(plan.train_source.layout.names)
     for name, examples in (("train", train), ("heldout", _heldout(plan))):
