@@ -13,7 +13,7 @@ graph, as the head bounds its own, so an int8 output spends its levels on scores
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 from pipeline.tasks.detect.heads.yolo.model import LOGIT_LIMIT  # the head's bound on its class logits
 from pipeline.errors import ConfigError
@@ -60,16 +60,22 @@ def write(source: Path, contract, folder: Path, num_classes: int, extra: Optiona
 
 def _levels(fn, size: int, num_classes: int) -> dict:
     """stride -> (the box map's output name, the logits map's), by their NHWC shapes."""
+    return maps_by_shape(fn, size, (BOX_CHANNELS, num_classes), lambda shapes, grid, stride: (
+        f"the converted detector's outputs are {shapes}; expected one [1, {grid}, {grid}, {BOX_CHANNELS}] and one "
+        f"[1, {grid}, {grid}, {num_classes}] at stride {stride}"))
+
+
+def maps_by_shape(fn, size: int, channels: Sequence[int], refusal: Callable[[list, int, int], str]) -> dict:
+    """stride -> the output names of the converted graph `fn`'s (1, S/s, S/s, c) maps, one per c in `channels`, by
+    their NHWC shapes; ConfigError `refusal(its output shapes, S/s, s)` unless each shape is one output's."""
     shapes = {name: spec.shape.as_list() for name, spec in fn.structured_outputs.items()}
     found = {}
     for stride in STRIDES:
         grid = size // stride
-        box = [n for n, s in shapes.items() if s == [1, grid, grid, BOX_CHANNELS]]
-        cls = [n for n, s in shapes.items() if s == [1, grid, grid, num_classes]]
-        if len(box) != 1 or len(cls) != 1:
-            raise ConfigError(f"the converted detector's outputs are {sorted(shapes.values())}; expected one "
-                              f"[1, {grid}, {grid}, {BOX_CHANNELS}] and one [1, {grid}, {grid}, {num_classes}] at stride {stride}")
-        found[stride] = (box[0], cls[0])
+        matches = [[n for n, s in shapes.items() if s == [1, grid, grid, c]] for c in channels]
+        if any(len(match) != 1 for match in matches):
+            raise ConfigError(refusal(sorted(shapes.values()), grid, stride))
+        found[stride] = tuple(match[0] for match in matches)
     return found
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import ConfigError
 from pipeline.tasks.detect.heads.yolo import import_wrap as detector
 from pipeline.tasks.detect.heads.yolo.onnx_tail import STRIDES
 from pipeline.tasks.pose.heads.yolo.model import KEYPOINT_LIMIT
@@ -60,16 +59,10 @@ def _keypoints(num_keypoints: int, fn, size: int):
 
 def _keypoint_levels(fn, size: int, channels: int) -> dict:
     """stride -> the keypoint map's output name, by its NHWC shape."""
-    shapes = {name: spec.shape.as_list() for name, spec in fn.structured_outputs.items()}
-    found = {}
-    for stride in STRIDES:
-        grid = size // stride
-        match = [n for n, s in shapes.items() if s == [1, grid, grid, channels]]
-        if len(match) != 1:
-            raise ConfigError(f"the converted pose model's outputs are {sorted(shapes.values())}; expected one "
-                              f"[1, {grid}, {grid}, {channels}] keypoint map at stride {stride}")
-        found[stride] = match[0]
-    return found
+    found = detector.maps_by_shape(fn, size, (channels,), lambda shapes, grid, stride: (
+        f"the converted pose model's outputs are {shapes}; expected one [1, {grid}, {grid}, {channels}] keypoint map "
+        f"at stride {stride}"))
+    return {stride: names[0] for stride, names in found.items()}
 
 
 def load(folder: Path):
