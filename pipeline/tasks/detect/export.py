@@ -14,7 +14,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def convert(config, run) -> Converted:
     head = heads.of_run(run).conversion(run)
     size, labels = run.image_size, run.labels
     detector = heads.of_run(run).float_model(run)
-    calibration, calib_facts, notes = _calibration(config, run, size) if int8 else (None, {}, [])
+    calibration, calib_facts, notes = calibration_images(config, run, size) if int8 else (None, {}, [])
     key = "model_int8" if int8 else "model_float"
     contract = convention.contract(run.contract, int8=int8)  # what this model takes: Coral's grid for int8
     # The input the int8 converter is held to (convert refuses any other), or the float twin's raw pixels.
@@ -105,18 +105,32 @@ def convert(config, run) -> Converted:
 
 def _mode(config) -> bool:
     """True for int8, False for float32; anything else is refused, naming what a detection run takes."""
+    int8 = int8_mode(config, "detection")
+    refuse_classify_options(config, "detection", "--calibration-samples, --calibration-data and --remedy")
+    return int8
+
+
+def int8_mode(config, what: str) -> bool:
+    """True for int8, False for float32 (a detector's two exports, and those of the tasks built on it); ConfigError for
+    any other mode, naming a `what` run."""
     mode = config.mode.value
     if mode not in ("float32", "int8"):
-        raise ConfigError(f"--{mode} on a detection run; expected float32 (no flag) or --int8")
-    unused = [name for name, value in (("--io-type", config.io_type), ("--per-tensor", config.per_tensor or None),
-                                       ("--qat-epochs", config.qat_epochs or None)) if value is not None]
-    if unused:
-        raise ConfigError(f"{', '.join(unused)} apply to classification runs; a detection run's int8 export takes "
-                          "--calibration-samples, --calibration-data and --remedy only")
+        raise ConfigError(f"--{mode} on a {what} run; expected float32 (no flag) or --int8")
     return mode == "int8"
 
 
-def _calibration(config, run, size: int) -> Tuple[np.ndarray, dict, list]:
+def refuse_classify_options(config, what: str, takes: str) -> None:
+    """ConfigError for the export options only a classifier takes, naming what a `what` run's int8 export `takes`."""
+    unused = [name for name, value in (("--io-type", config.io_type), ("--per-tensor", config.per_tensor or None),
+                                       ("--qat-epochs", config.qat_epochs or None)) if value is not None]
+    if unused:
+        raise ConfigError(f"{', '.join(unused)} apply to classification runs; a {what} run's int8 export takes {takes} only")
+
+
+def calibration_images(config, run, size: int, read_training: Optional[Callable] = None) -> Tuple[np.ndarray, dict, list]:
+    """(images [n, S, S, 3] uint8, what the manifest records of them, notes): --calibration-data, or a seeded draw of
+    the training split (read by `read_training(run)`: detection's reader when not given, a task's built on it its own)
+    stretched to the input."""
     wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
     if config.calibration_data is not None:
         path = config.calibration_data
@@ -124,7 +138,7 @@ def _calibration(config, run, size: int) -> Tuple[np.ndarray, dict, list]:
         source = str(path)
     else:
         exclude = tuple(config.calibration_exclude)  # the remedy ladder's tuning split
-        images = _training_images(run, size, wanted, config.seed, exclude)
+        images = _training_images(run, size, wanted, config.seed, exclude, read_training or training_examples)
         source = "train split of " + run.data.train_spec
     n = min(wanted, len(images))
     notes = [f"calibrating on {n} images: fewer than the {wanted} asked for"] if n < wanted else []
@@ -137,20 +151,18 @@ def _calibration(config, run, size: int) -> Tuple[np.ndarray, dict, list]:
 def training_examples(run) -> list:
     """The training split's examples (images and boxes) in the split's order: what calibration and the remedy
     ladder's tuning split draw from, by position."""
-    from pipeline.data.identity import recorded_split
+    from pipeline.tasks.detect.data.recorded import recorded_share
     from pipeline.tasks.detect.data.specs import open_detection
 
-    source = open_detection(run.data.train_spec, images=run.data.images)
-    positions = source.indices("all" if run.data.val_spec else "train", recorded_split(run))
-    return [source.examples[i] for i in positions]
+    return recorded_share(run, open_detection, "all" if run.data.val_spec else "train")
 
 
-def _training_images(run, size: int, wanted: int, seed: int, exclude: Tuple[int, ...] = ()) -> np.ndarray:
-    """A seeded draw of the training split's images outside `exclude` (positions in the split), stretched to the
-    input (bilinear, as training resized them)."""
+def _training_images(run, size: int, wanted: int, seed: int, exclude: Tuple[int, ...], read: Callable) -> np.ndarray:
+    """A seeded draw of the training split's images (`read(run)`) outside `exclude` (positions in the split), stretched
+    to the input (bilinear, as training resized them)."""
     from PIL import Image
 
-    examples = training_examples(run)
+    examples = read(run)
     kept = np.delete(np.arange(len(examples)), np.asarray(exclude, np.int64))
     chosen = np.sort(np.random.default_rng(seed).permutation(kept)[:wanted])
     images = []

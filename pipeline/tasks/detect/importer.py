@@ -18,37 +18,55 @@ from pipeline.importing.task_import import TaskImport
 
 
 class DetectImport(TaskImport):
-    def __init__(self, describe, examples, identity):
+    """The import's steps for a detector, and for a task built on detection (pipeline/tasks/pose/importer.py), which
+    gives its own head's `steps` and overrides the hooks below (`_source`, `_val`, `_tuning_fraction`) and `record`."""
+
+    def __init__(self, describe, examples, identity, steps=None):
         from pipeline.tasks.detect import heads
 
-        # The detection task's own record helpers (pipeline/tasks/detect/task.py), so an imported run's data entry is a
-        # trained run's.
+        # The task's own record helpers (pipeline/tasks/detect/task.py), so an imported run's data entry is a trained
+        # run's.
         self._describe, self._examples, self._identity = describe, examples, identity
-        self._steps = heads.importing().import_steps()
+        self._steps = steps or heads.importing().import_steps()
+
+    def _source(self, spec: str):
+        """The checked data of --data."""
+        from pipeline.tasks.detect.data.specs import open_detection
+
+        return open_detection(spec)
+
+    def _val(self, config, source):
+        """The checked data of --val-data, refused unless it holds `source`'s classes."""
+        from pipeline.tasks.detect.data.specs import open_detection
+
+        return open_detection(config.val_data, source.labels)
+
+    def _tuning_fraction(self, config) -> float:
+        """The share of --val-data set aside for the remedy ladder."""
+        from pipeline.importing.tuning_share import tuning_fraction
+
+        return tuning_fraction(config)
 
     def read(self, fmt: str, path: Path, scratch: Path, config):
-        return self._steps.read(fmt, path, scratch, config, lambda: _sample_pixels(config))
+        return self._steps.read(fmt, path, scratch, config, lambda: sample_pixels(config, self._source(config.data)))
 
     def contract(self, loaded, config):
         return self._steps.contract(loaded, config)
 
     def labels(self, labels: Optional[List[str]], config, loaded) -> List[str]:
-        from pipeline.tasks.detect.data.specs import open_detection
-
-        return model_labels(labels, config, loaded, list(open_detection(config.data).labels))
+        return model_labels(labels, config, loaded, list(self._source(config.data).labels))
 
     def data(self, config, labels: List[str], image_size: int) -> dict:
         from pipeline.data import Split
         from pipeline.data.examples import val_indices
-        from pipeline.tasks.detect.data.specs import open_detection
-        from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_fraction, tuning_record
+        from pipeline.importing.tuning_share import check_apart, empty_heldout, tuning_record
         from pipeline.tasks import Plan
 
         _describe, _examples, _identity = self._describe, self._examples, self._identity
 
-        source = open_detection(config.data)
-        val = open_detection(config.val_data, source.labels) if config.val_data else None
-        split = Split(config.heldout_fraction, config.seed, tuning_fraction(config))
+        source = self._source(config.data)
+        val = self._val(config, source) if config.val_data else None
+        split = Split(config.heldout_fraction, config.seed, self._tuning_fraction(config))
         train = _examples(source, "all" if val else "train", split)
         heldout = val.examples if val else _examples(source, "heldout", split)
         tuning = []
@@ -113,19 +131,16 @@ def _absolute(spec: str) -> str:
     return str(Path(spec).resolve()) if Path(spec).exists() else spec
 
 
-def _sample_pixels(config) -> np.ndarray:
-    """A few of the user's training images at onnx2tf's sample size, uint8 [N, 128, 128, 3]."""
+def sample_pixels(config, source) -> np.ndarray:
+    """A few of `source`'s training images (--data's) at onnx2tf's sample size, uint8 [N, 128, 128, 3]."""
     from PIL import Image
 
     from pipeline.data import Split
-    from pipeline.tasks.detect.data.specs import open_detection
     from pipeline.importing.onnx_file import SAMPLE_COUNT, SAMPLE_SIZE
 
-    source = open_detection(config.data)
     picked = source.indices("train", Split(config.heldout_fraction, config.seed))[:SAMPLE_COUNT]
     images = []
     for i in picked:
         with Image.open(io.BytesIO(source.examples[i].image)) as im:
             images.append(np.asarray(im.convert("RGB").resize((SAMPLE_SIZE, SAMPLE_SIZE), Image.BILINEAR)))
     return np.stack(images)
-

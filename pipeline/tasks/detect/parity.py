@@ -23,7 +23,7 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,14 +56,10 @@ class DetectComparison(Comparison):
     def heldout(self, config, run) -> Held:
         """The recorded held-out images, checked against the identities training recorded; or those of --data, checked
         to hold the run's classes and no image it trained or tuned on (data/heldout.py)."""
-        from pipeline.tasks.detect.data.heldout import RECORDED, given_heldout, recorded_heldout
+        from pipeline.tasks.detect.data.heldout import given_heldout, recorded_heldout
 
-        if config.data is not None:
-            examples, self.heldout_record = given_heldout(run, config.data)
-        else:
-            examples = recorded_heldout(run)
-            self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
-        return held_images(run, examples, self.heldout_record["source"])
+        held, self.heldout_record = heldout_images(run, config.data, given_heldout, recorded_heldout)
+        return held
 
     def reference(self, run, held: Held) -> list:
         return float_reference(run, held.pixels)
@@ -155,6 +151,20 @@ class DetectComparison(Comparison):
 
     def summary(self, report: dict) -> str:
         return f"{heldout_line(report)}\n{summary_table(report)}"
+
+
+def heldout_images(run, data: Optional[str], given_heldout: Callable, recorded_heldout: Callable) -> Tuple[Held, dict]:
+    """(parity's held-out images, report.json's "heldout") of `data` (--data) read and checked by `given_heldout(run,
+    data)` -> (examples, record), or with no --data, the run's recorded split by `recorded_heldout(run)`: a task's own
+    readers (data/heldout.py, detect's or a task's built on it)."""
+    from pipeline.tasks.detect.data.heldout import RECORDED
+
+    if data is not None:
+        examples, record = given_heldout(run, data)
+    else:
+        examples = recorded_heldout(run)
+        record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
+    return held_images(run, examples, record["source"]), record
 
 
 def held_images(run, examples: Sequence, source: str) -> Held:

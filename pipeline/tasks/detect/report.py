@@ -6,6 +6,7 @@ detection scores has no such section (`applies` False)."""
 from __future__ import annotations
 
 import json
+from typing import Optional, Tuple
 
 from pipeline.inference.parity_report import worst_client
 from pipeline.rundir.run import Run
@@ -19,22 +20,18 @@ def section(run: Run) -> dict:
     heldout = run.heldout_metrics
     if "map" not in heldout:
         return {"applies": False, "ran": False, "error": None}
-    samples = []
-    if run.has(KEY):
-        document = json.loads(run.artifact(KEY).read_text())
-        samples = [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])]
+    samples, _ = drawn_samples(run, KEY)
     evaluation = metrics.get("evaluation") or {}
     parity = None
-    if run.has("parity_report"):
-        report = json.loads(run.artifact("parity_report").read_text())
-        if report.get("task") == "detect":
-            clients = report.get("clients") or {}  # a report from before the clients has none
-            parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {},
-                      "heldout": heldout_line(report),
-                      "clients": clients, "worst_client": worst_client(clients, DETECT_WORST),
-                      "pr_curves": pr_curves(report["models"]),
-                      "disagreements": None if "disagreements" not in report else  # an older report: not recorded
-                      [{**d, "src": f"data:image/png;base64,{d['png']}"} for d in report["disagreements"]]}
+    report = task_parity(run, "detect")
+    if report is not None:
+        clients = report.get("clients") or {}  # a report from before the clients has none
+        parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {},
+                  "heldout": heldout_line(report),
+                  "clients": clients, "worst_client": worst_client(clients, DETECT_WORST),
+                  "pr_curves": pr_curves(report["models"]),
+                  "disagreements": None if "disagreements" not in report else  # an older report: not recorded
+                  [{**d, "src": f"data:image/png;base64,{d['png']}"} for d in report["disagreements"]]}
     return {
         "applies": True, "ran": True, "error": None,
         "map": heldout.get("map"), "map50": heldout.get("map50"), "images": heldout.get("images"),
@@ -45,6 +42,23 @@ def section(run: Run) -> dict:
         "glance": [("held-out mAP@.5 after training", heldout.get("map50")), ("held-out mAP@[.5:.95]", heldout.get("map"))],
         "remedy": run.remedy,  # `export --int8 --remedy`: every attempt of the ladder (a detector has no per-layer report)
     }
+
+
+def drawn_samples(run: Run, key: str) -> Tuple[list, dict]:
+    """(the drawn held-out images of the run's artifact `key` as the report shows them, the whole document); nothing
+    when the run has no such artifact."""
+    if not run.has(key):
+        return [], {}
+    document = json.loads(run.artifact(key).read_text())
+    return [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])], document
+
+
+def task_parity(run: Run, task: str) -> Optional[dict]:
+    """The run's parity report when parity has run and compared `task`'s models; None otherwise."""
+    if not run.has("parity_report"):
+        return None
+    report = json.loads(run.artifact("parity_report").read_text())
+    return report if report.get("task") == task else None
 
 
 def pr_curves(models: dict):

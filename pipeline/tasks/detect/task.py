@@ -12,7 +12,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 
 import json
 from dataclasses import asdict
-from typing import List, Sequence
+from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -60,27 +60,15 @@ class Detect(Task):
         return IMAGE_SIZE.get(model, 128)
 
     def plan(self, config, chosen) -> Plan:
-        from pipeline.data import Split
         from pipeline.tasks.detect.data import augment
         from pipeline.tasks.detect.data.specs import open_detection
 
         images = config.images or ()
         source = open_detection(config.data, images=images)
         val = open_detection(config.val_data, source.labels, images) if config.val_data else None
-        split = Split(config.heldout_fraction, config.seed)
-        train = _examples(source, "all" if val else "train", split)
-        heldout = val.examples if val else _examples(source, "heldout", split)
-        if not heldout:
-            raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
-                            "(more images, a larger --heldout-fraction, or --val-data)")
-        steps_per_epoch = len(train) // config.batch_size
-        if steps_per_epoch < 1:
-            raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
-        decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
-        feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
-                "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
-                "augmented": f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of the images, "
-                             "drawn anew every epoch"}
+        split, train, heldout, steps_per_epoch = split_examples(config, source, val)
+        feed = feed_entry(config, train, f"after the cache: flip, crop and a letterbox fit for {LETTERBOX_SHARE:.0%} of "
+                                         "the images, drawn anew every epoch")
         heldout_ds = _with_targets(config, augment.fitted(augment.decoded(heldout, config.max_boxes), config.size, resize=RESIZE))
         return Plan(source, val, split, augment.decoded(train, config.max_boxes), len(train), heldout_ds, len(heldout), feed,
                     steps_per_epoch)
@@ -143,7 +131,7 @@ class Detect(Task):
         from pipeline.data import TRAINING_CONTRACT
 
         head = _head(config)
-        train, val = plan.train_source, plan.val_source
+        train = plan.train_source
         return {
             "model": model_entry(config, head, len(train.labels), model, weights),
             "detection": head.detection(config, {"resize": RESIZE, "max_boxes": config.max_boxes}),
@@ -151,14 +139,7 @@ class Detect(Task):
             # antialiasing); training decodes JPEGs at full size, the contract at a reduced scale for large ones.
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
-            "data": {
-                "train": _describe(config.data, train),
-                "val": _describe(config.val_data, val) if val else None,
-                "images": list(config.images or ()),  # where COCO file names were also looked for, in order
-                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
-                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-                "identity": _identity(plan),
-            },
+            "data": data_entry(config, plan, _describe, _identity),
         }
 
     def saved(self, model):
@@ -207,21 +188,10 @@ class Detect(Task):
         return DetectImport(describe=_describe, examples=_examples, identity=_identity)
 
     def prepare(self, config, source: str, out: str):
-        from pipeline.tasks.detect.data.specs import check_images, open_detection
+        from pipeline.tasks.detect.data.specs import open_detection
         from pipeline.tasks.detect.data.tfrecords import write_tfrecords
-        from pipeline.data.shards import PrepareResult, join_path
 
-        import tensorflow as tf
-
-        check_images(config.images, [source])
-        data = open_detection(source, images=config.images)  # every image and box checked before anything is written
-        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
-        if existing:
-            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
-        total = sum(len(e.image) for e in data.examples)
-        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
-        paths = write_tfrecords(data, out, shards)
-        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+        return prepare_shards(config, source, out, open_detection, write_tfrecords)
 
 
 def model_entry(config, head, num_classes: int, model, weights) -> dict:
@@ -230,6 +200,65 @@ def model_entry(config, head, num_classes: int, model, weights) -> dict:
             "options": dict(config.model_options), "parameters": int(model.count_params()), "weights": weights,
             "in_model_preprocessing": "Rescaling(1/127.5, offset=-1): the model takes raw RGB pixels 0..255",
             "outputs": head.outputs()}
+
+
+def split_examples(config, source, val) -> Tuple[object, list, list, int]:
+    """(the split, the training examples, the held-out ones, the steps per epoch) of a detector's plan (detect's, and
+    the tasks built on it): `val`'s examples held out when --val-data is given; DataError for an empty split."""
+    from pipeline.data import Split
+
+    split = Split(config.heldout_fraction, config.seed)
+    train = _examples(source, "all" if val else "train", split)
+    heldout = val.examples if val else _examples(source, "heldout", split)
+    if not heldout:
+        raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
+                        "(more images, a larger --heldout-fraction, or --val-data)")
+    steps_per_epoch = len(train) // config.batch_size
+    if steps_per_epoch < 1:
+        raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
+    return split, train, heldout, steps_per_epoch
+
+
+def feed_entry(config, train: list, augmented: str) -> dict:
+    """The plan's record of the input pipeline: the decoded training images' size, whether they fit the cache, and
+    `augmented`, what is drawn after it."""
+    decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
+    return {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
+            "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb, "augmented": augmented}
+
+
+def prepare_shards(config, source: str, out: str, open_data: Callable, write: Callable):
+    """`pipeline prepare` of a detector's data (detect's, and the tasks built on it): `source` read by `open_data(spec,
+    images=)`, every image and box checked before anything is written, then `write(data, out, shards)` in shards of
+    about --shard-mb, refused when `out` already holds shards."""
+    import tensorflow as tf
+
+    from pipeline.data.shards import PrepareResult, join_path
+    from pipeline.tasks.detect.data.specs import check_images
+
+    check_images(config.images, [source])
+    data = open_data(source, images=config.images)
+    existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
+    if existing:
+        raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
+    total = sum(len(e.image) for e in data.examples)
+    shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
+    paths = write(data, out, shards)
+    return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+
+
+def data_entry(config, plan: Plan, describe: Callable[[str, object], dict], identity: Callable[[Plan], dict]) -> dict:
+    """The manifest's `data` entry of a trained run of detect or a task built on it: each set as `describe(spec,
+    source)` records it, where COCO file names were also looked for, the split and `identity(plan)`."""
+    val = plan.val_source
+    return {
+        "train": describe(config.data, plan.train_source),
+        "val": describe(config.val_data, val) if val else None,
+        "images": list(config.images or ()),  # where COCO file names were also looked for, in order
+        "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
+                  "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
+        "identity": identity(plan),
+    }
 
 
 def check_detector(config, task: str, what: str, stride: int) -> None:

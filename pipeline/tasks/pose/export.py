@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import io
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import numpy as np
-
 from edge.model.integrity import sha256_bytes
 from pipeline.errors import ConfigError
-from pipeline.quant.calibration import read_calibration_npy
 from pipeline.tasks import Exported
-from pipeline.tasks.detect.export import DEFAULT_CALIBRATION_SAMPLES
+from pipeline.tasks.detect.export import calibration_images
 from pipeline.tasks.pose import heads
+from pipeline.tasks.pose.data.heldout import training_examples
 
 ULTRALYTICS = "ultralytics"  # --layout's value for the second file
 ULTRALYTICS_FILE = "model_int8_ultralytics.tflite"
@@ -52,7 +49,7 @@ def export(config, run) -> Exported:
     facts = {**conversion.facts, "input": expected, "preprocessing": contract.as_record()}
     calibration, notes = None, []
     if int8:
-        calibration, facts["calibration"], notes = _calibration(config, run, run.image_size)
+        calibration, facts["calibration"], notes = calibration_images(config, run, run.image_size, training_examples)
     data = conversion.convert(head.float_model(run), run.image_size, run.labels, int8=int8, calibration=calibration,
                               name=f"{run.model.name} {conversion.what} {'int8' if int8 else 'float32'} ({run.dir.name})",
                               record=metadata.record(run, artifact(key).name, contract, facts))
@@ -98,38 +95,11 @@ def _ultralytics_layout(config, run, head, int8: bool):
 
 def _mode(config) -> bool:
     """True for int8, False for float32; what a pose run cannot take is refused by name."""
-    mode = config.mode.value
-    if mode not in ("float32", "int8"):
-        raise ConfigError(f"--{mode} on a pose run; expected float32 (no flag) or --int8")
+    from pipeline.tasks.detect.export import int8_mode, refuse_classify_options
+
+    int8 = int8_mode(config, "pose")
     if config.repair:
         raise ConfigError("--remedy is not built for --task pose yet: the remedy ladder has no pose scoring; export "
                           "without --remedy and judge int8 with `pipeline parity`")
-    unused = [name for name, value in (("--io-type", config.io_type), ("--per-tensor", config.per_tensor or None),
-                                       ("--qat-epochs", config.qat_epochs or None)) if value is not None]
-    if unused:
-        raise ConfigError(f"{', '.join(unused)} apply to classification runs; a pose run's int8 export takes "
-                          "--calibration-samples and --calibration-data only")
-    return mode == "int8"
-
-
-def _calibration(config, run, size: int):
-    """(images [n, S, S, 3] uint8, what the manifest records of them, notes): --calibration-data, or a seeded draw of
-    the training split stretched to the input (bilinear, as training resized them)."""
-    from PIL import Image
-
-    from pipeline.tasks.pose.data.heldout import training_examples
-
-    wanted = config.calibration_samples or DEFAULT_CALIBRATION_SAMPLES
-    if config.calibration_data is not None:
-        images, source = read_calibration_npy(config.calibration_data, size), str(config.calibration_data)
-    else:
-        examples = training_examples(run)
-        chosen = np.sort(np.random.default_rng(config.seed).permutation(len(examples))[:wanted])
-        shown = []
-        for i in chosen:
-            with Image.open(io.BytesIO(examples[i].image)) as im:
-                shown.append(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR)))
-        images, source = np.stack(shown), "train split of " + run.data.train_spec
-    n = min(wanted, len(images))
-    notes = [f"calibrating on {n} images: fewer than the {wanted} asked for"] if n < wanted else []
-    return images[:n], {"source": source, "samples": int(n), "requested": int(wanted), "seed": config.seed}, notes
+    refuse_classify_options(config, "pose", "--calibration-samples and --calibration-data")
+    return int8

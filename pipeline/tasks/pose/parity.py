@@ -46,18 +46,13 @@ class PoseComparison(Comparison):
     def heldout(self, config, run) -> Held:
         """The recorded held-out images, checked against the identities training recorded; or those of --data, checked
         to hold the run's classes and keypoints and no image it trained or tuned on (data/heldout.py)."""
-        from pipeline.tasks.detect.data.heldout import RECORDED
-        from pipeline.tasks.detect.parity import held_images
+        from pipeline.tasks.detect.parity import heldout_images
         from pipeline.tasks.pose.data.heldout import given_heldout, recorded_heldout, run_layout
 
         self.layout = run_layout(run)
         self.num_classes = len(run.labels)
-        if config.data is not None:
-            examples, self.heldout_record = given_heldout(run, config.data)
-        else:
-            examples = recorded_heldout(run)
-            self.heldout_record = {"source": RECORDED, "resolved": run.data.val_spec or run.data.train_spec}
-        return held_images(run, examples, self.heldout_record["source"])
+        held, self.heldout_record = heldout_images(run, config.data, given_heldout, recorded_heldout)
+        return held
 
     def reference(self, run, held: Held) -> list:
         from pipeline.tasks.pose import heads

@@ -3,9 +3,8 @@ with their true keypoints and skeletons (green) and the model's (red), from RUN/
 model's scores on the same images and the gate's verdict. A run without pose scores has no such section."""
 from __future__ import annotations
 
-import json
-
 from pipeline.rundir.run import Run
+from pipeline.tasks.detect.report import drawn_samples, task_parity
 
 KEY = "heldout_poses"
 
@@ -15,18 +14,13 @@ def section(run: Run) -> dict:
     heldout = run.heldout_metrics
     if "oks_map" not in heldout:
         return {"applies": False, "ran": False, "error": None}
-    samples, layout = [], {}
-    if run.has(KEY):
-        document = json.loads(run.artifact(KEY).read_text())
-        samples = [{"id": s["id"], "src": f"data:image/png;base64,{s['png']}"} for s in document.get("samples", [])]
-        layout = document.get("keypoints") or {}
+    samples, document = drawn_samples(run, KEY)
+    layout = document.get("keypoints") or {}
     evaluation = metrics.get("evaluation") or {}
     error = metrics.get("heldout_pixel_error") or {}
-    parity = None
-    if run.has("parity_report"):
-        report = json.loads(run.artifact("parity_report").read_text())
-        if report.get("task") == "pose":
-            parity = {"models": report["models"], "gate": report["gate"], "agreement": report.get("agreement") or {}}
+    report = task_parity(run, "pose")
+    parity = None if report is None else {"models": report["models"], "gate": report["gate"],
+                                          "agreement": report.get("agreement") or {}}
     return {
         "applies": True, "ran": True, "error": None,
         "oks_map": heldout.get("oks_map"), "oks_map50": heldout.get("oks_map50"), "box_map": heldout.get("box_map"),

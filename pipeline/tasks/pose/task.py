@@ -15,12 +15,11 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf-keras (Keras 
 import functools
 import hashlib
 import json
-from dataclasses import asdict
-from typing import List
+from typing import List, Sequence
 
 import numpy as np
 
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import ConfigError
 from pipeline.tasks import Evaluation, Plan, Task
 from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
 
@@ -48,25 +47,15 @@ class Pose(Task):
         return IMAGE_SIZE.get(model, 128)
 
     def plan(self, config, chosen) -> Plan:
-        from pipeline.data import Split
+        from pipeline.tasks.detect.task import feed_entry, split_examples
         from pipeline.tasks.pose.data import augment
 
         source = _opened(config.data, tuple(config.images or ()))
         val = _opened(config.val_data, tuple(config.images or ()), tuple(source.labels), source.layout) if config.val_data else None
-        split = Split(config.heldout_fraction, config.seed)
-        train = _examples(source, "all" if val else "train", split)
-        heldout = val.examples if val else _examples(source, "heldout", split)
-        if not heldout:
-            raise DataError(f"{config.val_data or config.data}: no held-out images; expected some to evaluate on "
-                            "(more images, a larger --heldout-fraction, or --val-data)")
-        steps_per_epoch = len(train) // config.batch_size
-        if steps_per_epoch < 1:
-            raise DataError(f"the training split has {len(train)} images, fewer than one global batch of {config.batch_size}")
+        split, train, heldout, steps_per_epoch = split_examples(config, source, val)
         k = source.layout.count
-        decoded_mb = sum(e.height * e.width * 3 for e in train) / 1e6
-        feed = {"decoded_mb": round(decoded_mb, 1), "cache_mb": config.cache_mb,
-                "cached": 0 < config.cache_mb and decoded_mb <= config.cache_mb,
-                "augmented": "after the cache: a flip that renumbers the keypoints by flip_idx and a crop, drawn anew every epoch"}
+        feed = feed_entry(config, train, "after the cache: a flip that renumbers the keypoints by flip_idx and a crop, "
+                                         "drawn anew every epoch")
         heldout_ds = _head(config).with_targets(config, augment.fitted(augment.decoded(heldout, k, config.max_boxes), config.size,
                                                                        source.layout.flip_idx))
         return Plan(source, val, split, augment.decoded(train, k, config.max_boxes), len(train), heldout_ds, len(heldout),
@@ -132,23 +121,16 @@ class Pose(Task):
 
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
-        from pipeline.tasks.detect.task import model_entry
+        from pipeline.tasks.detect.task import data_entry, model_entry
 
         head = _head(config)
-        train, val = plan.train_source, plan.val_source
+        train = plan.train_source
         return {
             "model": model_entry(config, head, len(train.labels), model, weights),
             "pose": head.record(config, {"resize": RESIZE, "max_boxes": config.max_boxes, "keypoints": train.layout.as_dict()}),
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
-            "data": {
-                "train": _describe(config.data, train),
-                "val": _describe(config.val_data, val) if val else None,
-                "images": list(config.images or ()),
-                "split": {**asdict(plan.split), "train_examples": plan.train_count, "heldout_examples": plan.heldout_count,
-                          "method": "seeded hash of each example's identity" if not val else "separate --val-data"},
-                "identity": _identity(plan),
-            },
+            "data": data_entry(config, plan, _describe, _identity),
         }
 
     def saved(self, model):
@@ -200,22 +182,11 @@ class Pose(Task):
 
     def prepare(self, config, source: str, out: str):
         """TFRecord shards of `source` with labels.txt and keypoints.json (pipeline/tasks/pose/data/tfrecords.py)."""
-        import tensorflow as tf
-
-        from pipeline.data.shards import PrepareResult, join_path
-        from pipeline.tasks.detect.data.specs import check_images
+        from pipeline.tasks.detect.task import prepare_shards
         from pipeline.tasks.pose.data.specs import open_pose
         from pipeline.tasks.pose.data.tfrecords import write_pose_tfrecords
 
-        check_images(config.images, [source])
-        data = open_pose(source, images=config.images)  # every image, box and keypoint checked before anything is written
-        existing = tf.io.gfile.glob(join_path(out, "*.tfrecord")) if tf.io.gfile.exists(out) else []
-        if existing:
-            raise ConfigError(f"{out} already holds {os.path.basename(existing[0])}; choose an empty --out (nothing was overwritten)")
-        total = sum(len(e.image) for e in data.examples)
-        shards = max(1, int(np.ceil(total / (config.shard_mb * 1e6))))
-        paths = write_pose_tfrecords(data, out, shards)
-        return PrepareResult(paths, join_path(out, "labels.txt"), len(data.examples), 0, join_path(out, "*.tfrecord"))
+        return prepare_shards(config, source, out, open_pose, write_pose_tfrecords)  # keypoints checked as well
 
 
 @functools.lru_cache(maxsize=4)
@@ -258,12 +229,13 @@ def _describe(spec: str, source) -> dict:
     return {**described(spec, source), "keypoints": source.layout.count}
 
 
-def _identity(plan: Plan) -> dict:
+def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
     """Detection's record of the data (classes, the training and held-out images' summaries, the held-out images one by
-    one) with the keypoint names and a digest of each split's keypoints, so a later stage can name what changed."""
+    one; none set aside for tuning, as pose has no remedy ladder) with the keypoint names and a digest of each split's
+    keypoints, so a later stage can name what changed."""
     from pipeline.tasks.detect.task import _identity as identity
 
-    record = identity(plan)
+    record = identity(plan, tuning)
     train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
     record["keypoints"] = list(plan.train_source.layout.names)
     for name, examples in (("train", train), ("heldout", _heldout(plan))):

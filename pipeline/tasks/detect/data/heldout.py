@@ -4,7 +4,7 @@ held-out set the user gives (`pipeline parity RUN --data SPEC`, and with --bundl
 in its order and no image it trained or tuned on."""
 from __future__ import annotations
 
-from typing import List, NamedTuple
+from typing import Callable, List, NamedTuple, Optional
 
 from pipeline.errors import DataError, ManifestError
 
@@ -20,34 +20,47 @@ def given_heldout(run, spec: str) -> Given:
     """The images of `spec` (any form `pipeline train --data` takes: its own class names, a COCO JSON's file names
     relative to its folder), refused unless they hold the run's classes in its order, at least one image, and no image
     the run trained or tuned on (by content: pipeline/data/seen.py)."""
+    from pipeline.tasks.detect.data.specs import SHAPES, open_detection
+
+    return checked_given(run, spec, open_detection(spec), SHAPES)
+
+
+def checked_given(run, spec: str, source, builtin: str, read_training: Optional[Callable] = None) -> Given:
+    """`source`, the data of `spec`, checked as a held-out set for `run` (detect's, or a task's built on it): the run's
+    classes in its order, at least one image, none the run trained or tuned on, its training images read again by
+    `read_training(run)` when the run recorded no digests (detection's reader when not given). `builtin` names the
+    task's built-in set, whose other seed draws other images."""
     from pipeline.data.seen import check_unseen
     from pipeline.tasks.detect.data.seen import training_again
-    from pipeline.tasks.detect.data.specs import check_classes, open_detection
+    from pipeline.tasks.detect.data.specs import check_classes
 
-    source = open_detection(spec)
     check_classes(spec, source.labels, run.labels, "the run's")
     if not source.examples:
         raise DataError(f"--data {spec} holds no images; expected held-out images to compare the models on")
     # The built-in set is drawn from its seed: another seed draws other images.
-    instead = "another seed, as in shapes?seed=1" if source.kind == "shapes" else "leave them out"
-    checked = check_unseen(run, source.examples, spec, lambda: training_again(run), instead)
+    instead = f"another seed, as in {builtin}?seed=1" if source.kind == builtin else "leave them out"
+    checked = check_unseen(run, source.examples, spec, lambda: training_again(run, read_training), instead)
     return Given(source.examples, {"source": spec, "kind": source.kind, "resolved": source.spec, **checked})
 
 
 def recorded_heldout(run) -> list:
     """The recorded held-out images, checked against the identities training recorded."""
-    from pipeline.data.identity import recorded_split
     from pipeline.tasks.detect.data.specs import open_detection
 
+    return checked_recorded(run, "detect", open_detection, lambda: _val_share(run, "heldout"))
+
+
+def checked_recorded(run, task: str, open_data: Callable, read_val: Callable[[], list]) -> list:
+    """The held-out images `run` (of `task`: detect, or one built on it) recorded, read again and checked against the
+    identities training recorded: `read_val()` when it held out --val-data, else the recorded share of its --data
+    opened by `open_data`."""
     recorded = ((run.data.identity or {}).get("heldout") or {}).get("examples")
     if recorded is None:
         raise ManifestError(f"{run.dir}'s manifest records no held-out images (data.identity.heldout.examples); "
-                            "expected the manifest written by `pipeline train --task detect`")
-    if run.data.val_spec:
-        examples = _val_share(run, "heldout")
-    else:
-        source = open_detection(run.data.train_spec, images=run.data.images)  # the folders training found COCO file names in
-        examples = [source.examples[i] for i in source.indices("heldout", recorded_split(run))]
+                            f"expected the manifest written by `pipeline train --task {task}`")
+    from pipeline.tasks.detect.data.recorded import recorded_share
+
+    examples = read_val() if run.data.val_spec else recorded_share(run, open_data, "heldout")
     _check(examples, recorded, "held-out")
     return examples
 

@@ -7,8 +7,9 @@
 """
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 from urllib.parse import parse_qsl
 
 from pipeline.tasks.detect.data.examples import DetSource
@@ -24,7 +25,7 @@ def open_detection(spec: str, labels: Optional[Sequence[str]] = None, images: Se
     must be the held-out data's too: detection classes are numbered, not matched by name. `images` (--images)
     are the folders a COCO spec's file names are also looked for in; the other kinds hold their own images,
     so a run's --images (checked by `check_images` against all its specs) passes them by."""
-    source = _open(spec, labels, images)
+    source = open_kind(spec, KINDS, labels, images)
     if labels is not None:
         check_classes(spec, source.labels, labels, "the training data's")
     return source
@@ -71,41 +72,68 @@ def check_images(images: Sequence[str], specs: Sequence[Optional[str]]) -> None:
                               "annotations' file names name")
 
 
-def _open(spec: str, labels: Optional[Sequence[str]], images: Sequence[str]) -> DetSource:
-    if spec == SHAPES or spec.startswith(SHAPES + "?"):
-        return _shapes(spec)
+class SpecKinds(NamedTuple):
+    """What a task reads each kind of data spec with, and how its refusals name them ({spec!r} stands for the spec).
+    A reader is named by its module's dotted path and imported only for a spec of its kind (TensorFlow for TFRecords
+    only)."""
+
+    builtin: str  # the built-in set's name, with or without ?options
+    read_builtin: Callable[[str], object]  # (spec)
+    coco: str  # its reader takes (spec, --images folders)
+    yolo: str  # (spec)
+    tfrecords: str  # (spec, the training data's classes or None)
+    folder: str  # the refusal of a folder
+    unknown: str  # the refusal of a spec of no kind above
+
+
+def open_kind(spec: str, kinds: SpecKinds, labels: Optional[Sequence[str]], images: Sequence[str]):
+    """The source `spec` names, read by the reader of its kind in `kinds`; DataError for a folder or no kind."""
+    if spec == kinds.builtin or spec.startswith(kinds.builtin + "?"):
+        return kinds.read_builtin(spec)
     lower = spec.lower()
     if is_coco(spec):
-        from pipeline.tasks.detect.data.coco import read_coco
-
-        return read_coco(spec, images)
+        return _reader(kinds.coco)(spec, images)
     if lower.endswith((".yaml", ".yml")):
-        from pipeline.tasks.detect.data.yolo import read_yolo
-
-        return read_yolo(spec)
+        return _reader(kinds.yolo)(spec)
     if any(ch in spec for ch in "*?[") or lower.endswith((".tfrecord", ".tfrec")) or spec.startswith("gs://"):
-        from pipeline.tasks.detect.data.tfrecords import read_tfrecords
-
-        return read_tfrecords(spec, labels)
+        return _reader(kinds.tfrecords)(spec, labels)
     if os.path.isdir(spec):
-        raise DataError(f"detection data {spec!r} is a folder; expected its annotations.json (COCO), data.yaml (YOLO) "
-                        "or a glob of TFRecord files")
-    raise DataError(f"detection data spec {spec!r} is neither 'shapes', a COCO annotations.json, a YOLO data.yaml, "
-                    "nor a glob of TFRecord files")
+        raise DataError(kinds.folder.format(spec=spec))
+    raise DataError(kinds.unknown.format(spec=spec))
+
+
+def _reader(dotted: str) -> Callable:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def builtin_options(spec: str, defaults: dict, min_size: int) -> dict:
+    """The whole-number options of a built-in set's spec (`name?count=..&size=..&seed=..`), `defaults` for those not
+    given; DataError for an unknown one, fewer than 2 images or a size below `min_size`."""
+    _, _, query = spec.partition("?")
+    values = dict(defaults)
+    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        if key not in values:
+            raise DataError(f"data spec {spec!r}: unknown option {key!r}; expected some of {', '.join(defaults)}")
+        try:
+            values[key] = int(value)
+        except ValueError as err:
+            raise DataError(f"data spec {spec!r}: {key}={value!r}; expected a whole number") from err
+    if values["count"] < 2 or values["size"] < min_size:
+        raise DataError(f"data spec {spec!r}: expected count >= 2 and size >= {min_size}")
+    return values
 
 
 def _shapes(spec: str) -> DetSource:
     from pipeline.tasks.detect.data.shapes import shapes
 
-    _, _, query = spec.partition("?")
-    values = dict(SHAPES_DEFAULTS)
-    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
-        if key not in values:
-            raise DataError(f"data spec {spec!r}: unknown option {key!r}; expected some of {', '.join(SHAPES_DEFAULTS)}")
-        try:
-            values[key] = int(value)
-        except ValueError as err:
-            raise DataError(f"data spec {spec!r}: {key}={value!r}; expected a whole number") from err
-    if values["count"] < 2 or values["size"] < 16:
-        raise DataError(f"data spec {spec!r}: expected count >= 2 and size >= 16")
+    values = builtin_options(spec, SHAPES_DEFAULTS, min_size=16)
     return shapes(values["count"], size=values["size"], seed=values["seed"])
+
+
+KINDS = SpecKinds(SHAPES, _shapes, "pipeline.tasks.detect.data.coco.read_coco", "pipeline.tasks.detect.data.yolo.read_yolo",
+                  "pipeline.tasks.detect.data.tfrecords.read_tfrecords",
+                  folder="detection data {spec!r} is a folder; expected its annotations.json (COCO), data.yaml (YOLO) "
+                         "or a glob of TFRecord files",
+                  unknown="detection data spec {spec!r} is neither 'shapes', a COCO annotations.json, a YOLO data.yaml, "
+                          "nor a glob of TFRecord files")

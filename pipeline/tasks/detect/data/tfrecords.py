@@ -8,7 +8,7 @@ Per record: `image/encoded`, `image/source_id` (the identity; `image/filename` w
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
@@ -42,14 +42,16 @@ def encode_example(example: DetExample, labels: Sequence[str]) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_tfrecords(source: DetSource, folder: str, shards: int = 1) -> List[str]:
-    """Write `source` as `shards` files `detect-XXXXX-of-YYYYY.tfrecord` plus labels.txt in `folder`."""
+def write_tfrecords(source: DetSource, folder: str, shards: int = 1, prefix: str = "detect",
+                    encode: Callable[[object, Sequence[str]], bytes] = encode_example) -> List[str]:
+    """Write `source` as `shards` files `PREFIX-XXXXX-of-YYYYY.tfrecord` plus labels.txt in `folder`, each example's
+    record `encode(example, labels)` (a task built on detection adds its own features to detection's record)."""
     tf.io.gfile.makedirs(folder)
-    paths = [os.path.join(folder, f"detect-{k:05d}-of-{shards:05d}.tfrecord") for k in range(shards)]
+    paths = [os.path.join(folder, f"{prefix}-{k:05d}-of-{shards:05d}.tfrecord") for k in range(shards)]
     writers = [tf.io.TFRecordWriter(p) for p in paths]
     try:
         for n, example in enumerate(source.examples):
-            writers[n % shards].write(encode_example(example, source.labels))
+            writers[n % shards].write(encode(example, source.labels))
     finally:
         for w in writers:
             w.close()

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import yaml
 
 from edge.files.bounded import MAX_LABELS_BYTES, read_regular
 
-from pipeline.tasks.detect.data.examples import DetSource, check_unique, make_example
+from pipeline.tasks.detect.data.examples import DetExample, DetSource, check_unique, make_example
 from pipeline.errors import DataError
 
 MAX_DATA_YAML_BYTES = 1 << 20  # a data.yaml names classes and folders: a few KB
@@ -21,37 +21,56 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 def read_yolo(path) -> DetSource:
     path = Path(path)
     labels = _class_names(path)
+    examples = read_labelled(path, len(labels), _box_line)
+    check_unique(examples, str(path))
+    return DetSource(str(path), "yolo", labels, examples)
+
+
+def _box_line(where: str, fields: List[str], line: str) -> Tuple[int, Sequence[float], None]:
+    if len(fields) != 5:
+        raise DataError(f"{where}: {len(fields)} fields ({line.strip()!r}); expected 5: class cx cy w h")
+    try:
+        return int(fields[0]), [float(v) for v in fields[1:]], None
+    except ValueError as err:
+        raise DataError(f"{where}: {line.strip()!r} is not numbers; expected an integer class and "
+                        "4 numbers cx cy w h") from err
+
+
+# (where, the line's fields, the line) -> (class, (cx, cy, w, h), what else the line says of the object)
+LineReader = Callable[[str, List[str], str], Tuple[int, Sequence[float], object]]
+# (the image's example, what the lines said beyond each box, each object's "file, line N") -> the example kept
+Finish = Callable[[DetExample, list, List[str]], object]
+
+
+def read_labelled(path: Path, num_classes: int, read_line: LineReader, finish: Optional[Finish] = None) -> list:
+    """Every image under the images/ folder beside `path` (sorted), with its boxes and classes from labels/<same
+    path>.txt, one object a line as `read_line` reads it; each image's example as `finish` makes it of the detection
+    example and the lines' other values (the detection example itself without `finish`)."""
     root = path.parent
     images_dir = root / "images"
     if not images_dir.is_dir():
         raise DataError(f"{path}: no images/ folder beside it; expected Ultralytics' images/ + labels/ layout")
     examples = []
     for image in sorted(p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
-        relative = image.relative_to(root)
         label_file = root / "labels" / image.relative_to(images_dir).with_suffix(".txt")
-        boxes, classes, names = [], [], []
+        boxes, classes, others, names = [], [], [], []
         if label_file.is_file():
             for number, line in enumerate(_text(label_file, MAX_LABELS_BYTES, "a YOLO label file").splitlines(), start=1):
                 fields = line.split()
                 if not fields:
                     continue
                 where = f"{label_file}, line {number}"
-                if len(fields) != 5:
-                    raise DataError(f"{where}: {len(fields)} fields ({line.strip()!r}); expected 5: class cx cy w h")
-                try:
-                    cls = int(fields[0])
-                    cx, cy, w, h = (float(v) for v in fields[1:])
-                except ValueError as err:
-                    raise DataError(f"{where}: {line.strip()!r} is not numbers; expected an integer class and "
-                                    "4 numbers cx cy w h") from err
+                cls, (cx, cy, w, h), other = read_line(where, fields, line)
                 boxes.append((cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2))
                 classes.append(cls)
+                others.append(other)
                 names.append(where)
-        examples.append(make_example(relative.as_posix(), image.read_bytes(), boxes, classes, len(labels), str(image), names))
+        example = make_example(image.relative_to(root).as_posix(), image.read_bytes(), boxes, classes, num_classes,
+                               str(image), names)
+        examples.append(finish(example, others, names) if finish else example)
     if not examples:
         raise DataError(f"{images_dir}: no images; expected JPEG or PNG files")
-    check_unique(examples, str(path))
-    return DetSource(str(path), "yolo", labels, examples)
+    return examples
 
 
 def _class_names(path: Path) -> List[str]:

@@ -8,8 +8,7 @@ A new head is a folder here with a `Head` subclass (heads/head.py) in its head.p
 """
 from __future__ import annotations
 
-from pipeline.errors import ConfigError
-from pipeline.tasks.detect.heads.head import Head, named
+from pipeline.tasks.detect.heads.head import Head, named, pick
 from pipeline.tasks.detect.heads.ssd.head import SsdHead
 from pipeline.tasks.detect.heads.yolo.head import YoloHead
 
@@ -22,10 +21,7 @@ UNRECORDED = SsdHead.name
 
 def get(name: str) -> Head:
     """The head named `name`."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise ConfigError(f"--head {name}; expected one of {', '.join(NAMES)}") from None
+    return pick(_BY_NAME, name)
 
 
 def of_run(run) -> Head:

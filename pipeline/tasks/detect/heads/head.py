@@ -97,3 +97,13 @@ def named(heads: List[Head]) -> Dict[str, Head]:
         assert head.name and head.name not in found, f"head {head.name!r} registered twice or unnamed"
         found[head.name] = head
     return found
+
+
+def pick(heads: Dict[str, Head], name: str):
+    """The head named `name` among `heads` (a task's registry); ConfigError naming the choices otherwise."""
+    from pipeline.errors import ConfigError
+
+    try:
+        return heads[name]
+    except KeyError:
+        raise ConfigError(f"--head {name}; expected one of {', '.join(heads)}") from None

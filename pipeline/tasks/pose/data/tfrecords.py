@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipeline.errors import DataError
-from pipeline.tasks.detect.data.tfrecords import LABELS_NAME, encode_example, read_tfrecords
+from pipeline.tasks.detect.data.tfrecords import encode_example, read_tfrecords, write_tfrecords
 from pipeline.tasks.pose.data.examples import KeypointLayout, PoseSource, layout as checked_layout, pose_example
 
 LAYOUT_NAME = "keypoints.json"
@@ -26,25 +26,20 @@ _KEYS = ("x", "y", "visibility")
 
 def write_pose_tfrecords(source: PoseSource, folder: str, shards: int = 1) -> List[str]:
     """Write `source` as `shards` files `pose-XXXXX-of-YYYYY.tfrecord`, with labels.txt and keypoints.json, in `folder`."""
-    tf.io.gfile.makedirs(folder)
-    paths = [os.path.join(folder, f"pose-{k:05d}-of-{shards:05d}.tfrecord") for k in range(shards)]
-    writers = [tf.io.TFRecordWriter(p) for p in paths]
-    try:
-        for n, e in enumerate(source.examples):
-            record = tf.train.Example.FromString(encode_example(e, source.labels))
-            feature = record.features.feature
-            feature["image/object/keypoint/x"].float_list.value.extend(e.keypoints[..., 0].reshape(-1).tolist())
-            feature["image/object/keypoint/y"].float_list.value.extend(e.keypoints[..., 1].reshape(-1).tolist())
-            feature["image/object/keypoint/visibility"].int64_list.value.extend(e.keypoints[..., 2].astype(int).reshape(-1).tolist())
-            writers[n % shards].write(record.SerializeToString())
-    finally:
-        for w in writers:
-            w.close()
-    with tf.io.gfile.GFile(os.path.join(folder, LABELS_NAME), "w") as f:
-        f.write("".join(f"{name}\n" for name in source.labels))
+    paths = write_tfrecords(source, folder, shards, "pose", _encode_pose)
     with tf.io.gfile.GFile(os.path.join(folder, LAYOUT_NAME), "w") as f:
         f.write(json.dumps(source.layout.as_dict(), indent=1))
     return paths
+
+
+def _encode_pose(e, labels: Sequence[str]) -> bytes:
+    """Detection's record of `e` with its keypoints."""
+    record = tf.train.Example.FromString(encode_example(e, labels))
+    feature = record.features.feature
+    feature["image/object/keypoint/x"].float_list.value.extend(e.keypoints[..., 0].reshape(-1).tolist())
+    feature["image/object/keypoint/y"].float_list.value.extend(e.keypoints[..., 1].reshape(-1).tolist())
+    feature["image/object/keypoint/visibility"].int64_list.value.extend(e.keypoints[..., 2].astype(int).reshape(-1).tolist())
+    return record.SerializeToString()
 
 
 def read_pose_tfrecords(pattern: str, labels: Optional[Sequence[str]] = None) -> PoseSource:

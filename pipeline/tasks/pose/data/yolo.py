@@ -11,14 +11,14 @@ whose name swaps left and right, else to itself (so a layout with unnamed left a
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import List
 
 import yaml
 
-from edge.files.bounded import MAX_LABELS_BYTES
 from pipeline.errors import DataError
-from pipeline.tasks.detect.data.examples import make_example
-from pipeline.tasks.detect.data.yolo import IMAGE_SUFFIXES, MAX_DATA_YAML_BYTES, _class_names, _text
+from pipeline.tasks.detect.data.yolo import MAX_DATA_YAML_BYTES, _class_names, _text, read_labelled
 from pipeline.tasks.pose.data.examples import COCO_PERSON, PoseSource, flip_by_name, layout, pose_example
 
 
@@ -31,40 +31,24 @@ def read_yolo_pose(path) -> PoseSource:
     if doc.get("kpt_names") is None and k == len(COCO_PERSON) and doc.get("flip_idx") == list(flip_by_name(COCO_PERSON)):
         names = list(COCO_PERSON)  # COCO's person keypoints (and so COCO's sigmas), as Ultralytics takes 17 such points
     shape = layout(names, (), doc.get("flip_idx"), doc.get("sigmas"), f"{path}")
-    root = path.parent
-    images_dir = root / "images"
-    if not images_dir.is_dir():
-        raise DataError(f"{path}: no images/ folder beside it; expected Ultralytics' images/ + labels/ layout")
-    examples = []
-    for image in sorted(p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
-        label_file = root / "labels" / image.relative_to(images_dir).with_suffix(".txt")
-        boxes, classes, points, where = [], [], [], []
-        if label_file.is_file():
-            for number, line in enumerate(_text(label_file, MAX_LABELS_BYTES, "a YOLO label file").splitlines(), start=1):
-                fields = line.split()
-                if not fields:
-                    continue
-                named = f"{label_file}, line {number}"
-                if len(fields) != 5 + k * dims:
-                    raise DataError(f"{named}: {len(fields)} fields; expected {5 + k * dims}: class cx cy w h and {k} "
-                                    f"keypoints of {dims} numbers (kpt_shape [{k}, {dims}])")
-                try:
-                    cls = int(fields[0])
-                    values = [float(v) for v in fields[1:]]
-                except ValueError as err:
-                    raise DataError(f"{named}: {line.strip()[:60]!r} is not numbers; expected an integer class and "
-                                    f"{4 + k * dims} numbers") from err
-                cx, cy, w, h = values[:4]
-                rest = values[4:]
-                boxes.append((cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2))
-                classes.append(cls)
-                points.append([(rest[i * dims], rest[i * dims + 1], rest[i * dims + 2] if dims == 3 else 2) for i in range(k)])
-                where.append(named)
-        det = make_example(image.relative_to(root).as_posix(), image.read_bytes(), boxes, classes, len(labels), str(image), where)
-        examples.append(pose_example(det, points, k, where))
-    if not examples:
-        raise DataError(f"{images_dir}: no images; expected JPEG or PNG files")
+    examples = read_labelled(path, len(labels), functools.partial(_keypoint_line, k, dims),
+                             lambda det, points, where: pose_example(det, points, k, where))
     return PoseSource(str(path), "yolo", labels, examples, shape)
+
+
+def _keypoint_line(k: int, dims: int, where: str, fields: List[str], line: str):
+    """(class, (cx, cy, w, h), its K keypoints (x, y, visibility)) of one label line."""
+    if len(fields) != 5 + k * dims:
+        raise DataError(f"{where}: {len(fields)} fields; expected {5 + k * dims}: class cx cy w h and {k} "
+                        f"keypoints of {dims} numbers (kpt_shape [{k}, {dims}])")
+    try:
+        cls = int(fields[0])
+        values = [float(v) for v in fields[1:]]
+    except ValueError as err:
+        raise DataError(f"{where}: {line.strip()[:60]!r} is not numbers; expected an integer class and "
+                        f"{4 + k * dims} numbers") from err
+    rest = values[4:]
+    return cls, values[:4], [(rest[i * dims], rest[i * dims + 1], rest[i * dims + 2] if dims == 3 else 2) for i in range(k)]
 
 
 def _kpt_shape(value, path: Path):

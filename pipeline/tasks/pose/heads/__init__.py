@@ -8,8 +8,7 @@ entry in _BY_NAME below.
 """
 from __future__ import annotations
 
-from pipeline.errors import ConfigError
-from pipeline.tasks.detect.heads.head import named
+from pipeline.tasks.detect.heads.head import named, pick
 from pipeline.tasks.pose.heads.yolo.head import PoseHead
 
 _BY_NAME = named([PoseHead()])
@@ -19,10 +18,7 @@ DEFAULT = PoseHead.name
 
 def get(name: str) -> PoseHead:
     """The head named `name`."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise ConfigError(f"--head {name}; expected one of {', '.join(NAMES)}") from None
+    return pick(_BY_NAME, name)
 
 
 def of_run(run) -> PoseHead:

@@ -13,13 +13,20 @@ graph, as the head bounds its own, so an int8 output spends its levels on scores
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
 
 from pipeline.tasks.detect.heads.yolo.model import LOGIT_LIMIT  # the head's bound on its class logits
 from pipeline.errors import ConfigError
 from pipeline.tasks.detect.heads.yolo.onnx_tail import BOX_CHANNELS, STRIDES
 
+# (the converted graph's signature, the input size) -> a function of its outputs to a task's own further outputs
+Extra = Callable[[object, int], Callable[[Dict[str, object]], Dict[str, object]]]
 
-def write(source: Path, contract, folder: Path, num_classes: int) -> None:
+
+def write(source: Path, contract, folder: Path, num_classes: int, extra: Optional[Extra] = None,
+          name: str = "imported_yolo") -> None:
+    """The wrapped SavedModel in `folder`; `extra(fn, size)`, for a task built on detection (pose's keypoints), checks
+    the converted graph `fn` for its own maps and gives a function of the graph's outputs to the task's own outputs."""
     from dataclasses import replace
 
     import tensorflow as tf
@@ -32,10 +39,11 @@ def write(source: Path, contract, folder: Path, num_classes: int) -> None:
     (in_name, _), = fn.structured_input_signature[1].items()
     size = contract.image_size
     names = _levels(fn, size, num_classes)
+    more = extra(fn, size) if extra else (lambda out: {})
 
     class ImportedDetector(tf.Module):
         def __init__(self):
-            super().__init__(name="imported_yolo")
+            super().__init__(name=name)
             self.inner = inner  # tracked: its variables are saved with the wrapper
 
         @tf.function(input_signature=[tf.TensorSpec([1, size, size, 3], tf.float32, name="image")])
@@ -44,7 +52,7 @@ def write(source: Path, contract, folder: Path, num_classes: int) -> None:
             boxes = [tf.reshape(out[names[s][0]], [1, -1, BOX_CHANNELS]) for s in STRIDES]
             logits = [tf.reshape(out[names[s][1]], [1, -1, num_classes]) for s in STRIDES]
             bounded = tf.clip_by_value(tf.concat(logits, axis=1), -LOGIT_LIMIT, LOGIT_LIMIT)
-            return {"box_dist": tf.concat(boxes, axis=1), "class_logits": bounded}
+            return {"box_dist": tf.concat(boxes, axis=1), "class_logits": bounded, **more(out)}
 
     module = ImportedDetector()
     tf.saved_model.save(module, str(folder), signatures={"serving_default": module.serve})
@@ -52,28 +60,36 @@ def write(source: Path, contract, folder: Path, num_classes: int) -> None:
 
 def _levels(fn, size: int, num_classes: int) -> dict:
     """stride -> (the box map's output name, the logits map's), by their NHWC shapes."""
+    return maps_by_shape(fn, size, (BOX_CHANNELS, num_classes), lambda shapes, grid, stride: (
+        f"the converted detector's outputs are {shapes}; expected one [1, {grid}, {grid}, {BOX_CHANNELS}] and one "
+        f"[1, {grid}, {grid}, {num_classes}] at stride {stride}"))
+
+
+def maps_by_shape(fn, size: int, channels: Sequence[int], refusal: Callable[[list, int, int], str]) -> dict:
+    """stride -> the output names of the converted graph `fn`'s (1, S/s, S/s, c) maps, one per c in `channels`, by
+    their NHWC shapes; ConfigError `refusal(its output shapes, S/s, s)` unless each shape is one output's."""
     shapes = {name: spec.shape.as_list() for name, spec in fn.structured_outputs.items()}
     found = {}
     for stride in STRIDES:
         grid = size // stride
-        box = [n for n, s in shapes.items() if s == [1, grid, grid, BOX_CHANNELS]]
-        cls = [n for n, s in shapes.items() if s == [1, grid, grid, num_classes]]
-        if len(box) != 1 or len(cls) != 1:
-            raise ConfigError(f"the converted detector's outputs are {sorted(shapes.values())}; expected one "
-                              f"[1, {grid}, {grid}, {BOX_CHANNELS}] and one [1, {grid}, {grid}, {num_classes}] at stride {stride}")
-        found[stride] = (box[0], cls[0])
+        matches = [[n for n, s in shapes.items() if s == [1, grid, grid, c]] for c in channels]
+        if any(len(match) != 1 for match in matches):
+            raise ConfigError(refusal(sorted(shapes.values()), grid, stride))
+        found[stride] = tuple(match[0] for match in matches)
     return found
 
 
-def load(folder: Path):
-    """The run's wrapped detector as the YOLO export calls one: detector(image, training=False) -> its two outputs; a
-    tf.Module, which the TFLite converter takes as the functions' owner."""
+def load(folder: Path, name: str = "imported_yolo"):
+    """The run's wrapped detector as the YOLO export calls one: detector(image, training=False) -> its outputs, and its
+    output_shape by name; a tf.Module, which the TFLite converter takes as the functions' owner."""
     import tensorflow as tf
 
     class Detector(tf.Module):
         def __init__(self):
-            super().__init__(name="imported_yolo")
+            super().__init__(name=name)
             self.loaded = tf.saved_model.load(str(folder))
+            fn = self.loaded.signatures["serving_default"]
+            self.output_shape = {k: tuple(v.shape.as_list()) for k, v in fn.structured_outputs.items()}
 
         def __call__(self, image, training=False):
             return self.loaded.signatures["serving_default"](image=image)

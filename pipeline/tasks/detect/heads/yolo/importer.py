@@ -27,33 +27,35 @@ ULTRALYTICS_RANGE = (0.0, 1.0)  # what Ultralytics' predictor feeds its models: 
 
 
 class YoloImport(ImportSteps):
+    """The import steps of a YOLO detector; a task built on detection subclasses them (pose's keypoints:
+    pipeline/tasks/pose/heads/yolo/importer.py), with `what` its model's name in the refusals, and `_load` and
+    `_expected` its wrapped model's outputs."""
+
+    what = "detector"
+
     def __init__(self, head: str):
         self.name = head  # the head's name, which an imported run records as its trained runs do
 
     def read(self, fmt: str, path: Path, scratch: Path, config, sample_pixels: Callable[[], np.ndarray]):
-        from pipeline.importing import onnx_file
-
-        if fmt != "onnx":
-            raise ConfigError(f"--task detect imports an ONNX detector (Ultralytics' format=onnx: YOLOv8, v9, 11); {path} "
-                              f"is a {fmt} model; expected an .onnx file")
-        onnx = onnx_file._need("onnx")
-        model = onnx_file._load(onnx, path)
-        model_input = onnx_file._image_input(model, path)
-        onnx_file._check_ops(model, path)
+        model, model_input, meta = open_onnx(fmt, path, "--task detect imports an ONNX detector (Ultralytics' "
+                                                        "format=onnx: YOLOv8, v9, 11)")
         found = onnx_tail.find(model, str(path))
-        meta = _metadata(model)
         facts: Dict[str, object] = {"cut": found.describe(), "cut_ops": found.tail_ops,
                                     "metadata": {k: meta[k] for k in ("author", "version", "task", "imgsz") if k in meta}}
-        names = _names(meta, found.num_classes, path)
-        if names:
-            facts["names"] = names
-            facts["labels_from"] = f"the model's metadata (names, {len(names)} classes)"
+        add_names(facts, meta, found.num_classes, path)
+        return self.converted(model, model_input, found, facts, config, scratch, sample_pixels)
+
+    def converted(self, model, model_input, found, facts: dict, config, scratch: Path,
+                  sample_pixels: Callable[[], np.ndarray], extra_name: str = "extra"):
+        """The Loaded model: the input contract resolved from `facts` and `config`, then the ONNX `model` cut at
+        `found` (a third branch's outputs named `extra_name`_s8...) and converted by onnx2tf in `scratch`."""
+        from pipeline.importing import onnx_file
         from pipeline.importing.saved_model import Loaded
 
         loaded = Loaded("onnx", model_input, found.num_classes, scratch / "onnx2tf", "", "nhwc", 1, facts)
         self.contract(loaded, config)  # what is missing or contradicts is refused before the conversion runs
         cut_path = scratch / "cut.onnx"
-        onnx_tail.cut(model, found, cut_path)
+        onnx_tail.cut(model, found, cut_path, extra_name=extra_name)
         onnx_file._convert(cut_path, loaded.saved_model, None, sample_pixels(), 1)
         return loaded._replace(reader=onnx_file._reader())
 
@@ -84,11 +86,18 @@ class YoloImport(ImportSteps):
         import tensorflow as tf
 
         size, n = contract.image_size, _anchor_count(contract.image_size)
-        out = import_wrap.load(folder)(tf.constant(np.full((1, size, size, 3), 128.0, np.float32)))
+        out = self._load(folder)(tf.constant(np.full((1, size, size, 3), 128.0, np.float32)))
         shapes = {k: list(v.shape) for k, v in out.items()}
-        expected = {"box_dist": [1, n, BOX_CHANNELS], "class_logits": [1, n, loaded.num_outputs]}
+        expected = self._expected(n, loaded)
         if shapes != expected:
-            raise ConfigError(f"the imported detector answers a {size}x{size} image with {shapes}; expected {expected}")
+            raise ConfigError(f"the imported {self.what} answers a {size}x{size} image with {shapes}; expected {expected}")
+
+    def _load(self, folder: Path):
+        return import_wrap.load(folder)
+
+    def _expected(self, n: int, loaded) -> Dict[str, List[int]]:
+        """The wrapped model's output shapes for `n` anchor points."""
+        return {"box_dist": [1, n, BOX_CHANNELS], "class_logits": [1, n, loaded.num_outputs]}
 
     def record(self, model_entry: dict, loaded, contract) -> Tuple[dict, dict]:
         size = contract.image_size
@@ -100,6 +109,28 @@ class YoloImport(ImportSteps):
         detection = {"head": self.name, "strides": list(STRIDES), "reg_max": REG_MAX, "anchor_count": _anchor_count(size),
                      "logit_limit": LOGIT_LIMIT, "resize": "stretch", "imported_tail": loaded.facts.get("cut")}
         return model, detection
+
+
+def open_onnx(fmt: str, path: Path, imports: str):
+    """(the ONNX model, its image input, its metadata) of `path`; ConfigError unless it is ONNX (`imports`: what the
+    task imports, for the refusal) with ops the converter reads."""
+    from pipeline.importing import onnx_file
+
+    if fmt != "onnx":
+        raise ConfigError(f"{imports}; {path} is a {fmt} model; expected an .onnx file")
+    onnx = onnx_file._need("onnx")
+    model = onnx_file._load(onnx, path)
+    model_input = onnx_file._image_input(model, path)
+    onnx_file._check_ops(model, path)
+    return model, model_input, _metadata(model)
+
+
+def add_names(facts: dict, meta: Dict[str, str], num_classes: int, path: Path) -> None:
+    """The class names the metadata gives, into `facts` with where they came from (nothing when it gives none)."""
+    names = _names(meta, num_classes, path)
+    if names:
+        facts["names"] = names
+        facts["labels_from"] = f"the model's metadata (names, {len(names)} classes)"
 
 
 def _anchor_count(size: int) -> int:

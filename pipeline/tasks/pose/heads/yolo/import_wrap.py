@@ -17,13 +17,13 @@ bend the ones the model was never trained to bend), and the int8 export pins the
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import ConfigError
-from pipeline.tasks.detect.heads.yolo.import_wrap import LOGIT_LIMIT, _levels
-from pipeline.tasks.detect.heads.yolo.onnx_tail import BOX_CHANNELS, STRIDES
+from pipeline.tasks.detect.heads.yolo import import_wrap as detector
+from pipeline.tasks.detect.heads.yolo.onnx_tail import STRIDES
 from pipeline.tasks.pose.heads.yolo.model import KEYPOINT_LIMIT
 
 BOUND = (f"clipped to (-{KEYPOINT_LIMIT:g}, {KEYPOINT_LIMIT:g}) in the graph (an imported model's raw keypoints r mapped "
@@ -37,67 +37,35 @@ def keypoint_map(num_keypoints: int):
 
 
 def write(source: Path, contract, folder: Path, num_classes: int, num_keypoints: int) -> None:
-    from dataclasses import replace
+    detector.write(source, contract, folder, num_classes, functools.partial(_keypoints, num_keypoints),
+                   name="imported_yolo_pose")
 
+
+def _keypoints(num_keypoints: int, fn, size: int):
+    """The keypoint output of the converted graph `fn`'s outputs: each level's raw map reshaped to (1, cells, 3K), the
+    levels concatenated, mapped to edgeflow's offsets and clipped to the head's bound."""
     import tensorflow as tf
 
-    from pipeline.importing.wrap import prepare
-
-    contract = replace(contract, layout="nhwc")  # the converted graph's own layout
-    inner = tf.saved_model.load(str(source))
-    fn = inner.signatures["serving_default"]
-    (in_name, _), = fn.structured_input_signature[1].items()
-    size, channels = contract.image_size, 3 * num_keypoints
-    names = _levels(fn, size, num_classes)
+    channels = 3 * num_keypoints
     points = _keypoint_levels(fn, size, channels)
     scale, shift = (tf.constant(a) for a in keypoint_map(num_keypoints))
 
-    class ImportedPose(tf.Module):
-        def __init__(self):
-            super().__init__(name="imported_yolo_pose")
-            self.inner = inner  # tracked: its variables are saved with the wrapper
+    def outputs(out) -> dict:
+        raw = tf.concat([tf.reshape(out[points[s]], [1, -1, channels]) for s in STRIDES], axis=1)
+        return {"keypoints": tf.clip_by_value(raw * scale + shift, -KEYPOINT_LIMIT, KEYPOINT_LIMIT)}
 
-        @tf.function(input_signature=[tf.TensorSpec([1, size, size, 3], tf.float32, name="image")])
-        def serve(self, image):
-            out = fn(**{in_name: prepare(image, contract)})
-            boxes = [tf.reshape(out[names[s][0]], [1, -1, BOX_CHANNELS]) for s in STRIDES]
-            logits = [tf.reshape(out[names[s][1]], [1, -1, num_classes]) for s in STRIDES]
-            raw = tf.concat([tf.reshape(out[points[s]], [1, -1, channels]) for s in STRIDES], axis=1)
-            return {"box_dist": tf.concat(boxes, axis=1),
-                    "class_logits": tf.clip_by_value(tf.concat(logits, axis=1), -LOGIT_LIMIT, LOGIT_LIMIT),
-                    "keypoints": tf.clip_by_value(raw * scale + shift, -KEYPOINT_LIMIT, KEYPOINT_LIMIT)}
-
-    module = ImportedPose()
-    tf.saved_model.save(module, str(folder), signatures={"serving_default": module.serve})
+    return outputs
 
 
 def _keypoint_levels(fn, size: int, channels: int) -> dict:
     """stride -> the keypoint map's output name, by its NHWC shape."""
-    shapes = {name: spec.shape.as_list() for name, spec in fn.structured_outputs.items()}
-    found = {}
-    for stride in STRIDES:
-        grid = size // stride
-        match = [n for n, s in shapes.items() if s == [1, grid, grid, channels]]
-        if len(match) != 1:
-            raise ConfigError(f"the converted pose model's outputs are {sorted(shapes.values())}; expected one "
-                              f"[1, {grid}, {grid}, {channels}] keypoint map at stride {stride}")
-        found[stride] = match[0]
-    return found
+    found = detector.maps_by_shape(fn, size, (channels,), lambda shapes, grid, stride: (
+        f"the converted pose model's outputs are {shapes}; expected one [1, {grid}, {grid}, {channels}] keypoint map "
+        f"at stride {stride}"))
+    return {stride: names[0] for stride, names in found.items()}
 
 
 def load(folder: Path):
     """The run's wrapped pose model as the pose export calls one: model(image, training=False) -> its three outputs, and
-    its output_shape by name; a tf.Module, which the TFLite converter takes as the functions' owner."""
-    import tensorflow as tf
-
-    class PoseModel(tf.Module):
-        def __init__(self):
-            super().__init__(name="imported_yolo_pose")
-            self.loaded = tf.saved_model.load(str(folder))
-            fn = self.loaded.signatures["serving_default"]
-            self.output_shape = {k: tuple(v.shape.as_list()) for k, v in fn.structured_outputs.items()}
-
-        def __call__(self, image, training=False):
-            return self.loaded.signatures["serving_default"](image=image)
-
-    return PoseModel()
+    its output_shape by name (the detector's wrapper, detect/heads/yolo/import_wrap.py)."""
+    return detector.load(folder, name="imported_yolo_pose")

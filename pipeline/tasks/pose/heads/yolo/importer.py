@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError
 from pipeline.tasks.detect.heads.yolo import onnx_tail
-from pipeline.tasks.detect.heads.yolo.importer import YoloImport, _anchor_count, _metadata, _names
+from pipeline.tasks.detect.heads.yolo.importer import YoloImport, add_names, open_onnx
 from pipeline.tasks.detect.heads.yolo.onnx_tail import BOX_CHANNELS
 from pipeline.tasks.pose.heads.yolo import import_wrap
 from pipeline.tasks.pose.heads.yolo.model import KEYPOINT_LIMIT
@@ -29,19 +29,12 @@ EXPECTED = ("an Ultralytics pose model as format=onnx writes it (YOLOv8-pose, 11
 class YoloPoseImport(YoloImport):
     """The detector's import steps (the input contract) with the keypoint branch cut, wrapped and recorded."""
 
+    what = "pose model"
+
     def read(self, fmt: str, path: Path, scratch: Path, config, sample_pixels: Callable[[], np.ndarray],
              data_keypoints: Optional[int] = None):
-        from pipeline.importing import onnx_file
-        from pipeline.importing.saved_model import Loaded
-
-        if fmt != "onnx":
-            raise ConfigError(f"--task pose imports an ONNX pose model (Ultralytics' format=onnx: YOLOv8-pose, 11-pose); "
-                              f"{path} is a {fmt} model; expected an .onnx file")
-        onnx = onnx_file._need("onnx")
-        model = onnx_file._load(onnx, path)
-        model_input = onnx_file._image_input(model, path)
-        onnx_file._check_ops(model, path)
-        meta = _metadata(model)
+        model, model_input, meta = open_onnx(fmt, path, "--task pose imports an ONNX pose model (Ultralytics' "
+                                                        "format=onnx: YOLOv8-pose, 11-pose)")
         k = keypoint_count(meta, path, data_keypoints)
         try:
             found = onnx_tail.find(model, str(path), extra_channels=3 * k)
@@ -49,33 +42,21 @@ class YoloPoseImport(YoloImport):
             raise ConfigError(str(err).replace(onnx_tail.EXPECTED, EXPECTED)) from None
         facts = {"cut": found.describe() + f", keypoints (1, {3 * k}, H/s, W/s)", "cut_ops": found.tail_ops,
                  "keypoints": k, "metadata": {n: meta[n] for n in ("author", "version", "task", "imgsz", "kpt_shape") if n in meta}}
-        names = _names(meta, found.num_classes, path)
-        if names:
-            facts["names"] = names
-            facts["labels_from"] = f"the model's metadata (names, {len(names)} classes)"
+        add_names(facts, meta, found.num_classes, path)
         if found.num_classes in (BOX_CHANNELS, 3 * k):
             raise ConfigError(f"{path}: {found.num_classes} classes with {k} keypoints: the class logits would have the "
                               "channels of another output, and a client tells the outputs apart by shape; expected "
                               f"another number of classes")
-        loaded = Loaded("onnx", model_input, found.num_classes, scratch / "onnx2tf", "", "nhwc", 1, facts)
-        self.contract(loaded, config)  # what is missing or contradicts is refused before the conversion runs
-        cut_path = scratch / "cut.onnx"
-        onnx_tail.cut(model, found, cut_path, extra_name="keypoints")
-        onnx_file._convert(cut_path, loaded.saved_model, None, sample_pixels(), 1)
-        return loaded._replace(reader=onnx_file._reader())
+        return self.converted(model, model_input, found, facts, config, scratch, sample_pixels, extra_name="keypoints")
 
     def wrap(self, loaded, contract, folder: Path) -> None:
         import_wrap.write(loaded.saved_model, contract, folder, loaded.num_outputs, loaded.facts["keypoints"])
 
-    def check(self, folder: Path, contract, loaded) -> None:
-        import tensorflow as tf
+    def _load(self, folder: Path):
+        return import_wrap.load(folder)
 
-        size, n, k = contract.image_size, _anchor_count(contract.image_size), loaded.facts["keypoints"]
-        out = import_wrap.load(folder)(tf.constant(np.full((1, size, size, 3), 128.0, np.float32)))
-        shapes = {name: list(v.shape) for name, v in out.items()}
-        expected = {"box_dist": [1, n, BOX_CHANNELS], "class_logits": [1, n, loaded.num_outputs], "keypoints": [1, n, 3 * k]}
-        if shapes != expected:
-            raise ConfigError(f"the imported pose model answers a {size}x{size} image with {shapes}; expected {expected}")
+    def _expected(self, n: int, loaded) -> dict:
+        return {**super()._expected(n, loaded), "keypoints": [1, n, 3 * loaded.facts["keypoints"]]}
 
     def record(self, model_entry: dict, loaded, contract) -> Tuple[dict, dict]:
         """(the manifest's `model` entry, its `pose` entry without the data's keypoint layout)."""

@@ -29,3 +29,24 @@ def test_other_classes_are_refused_naming_the_difference(got, named):
     with pytest.raises(DataError) as refused:
         check_classes("H/data.yaml", got, RUN, "the run's")
     assert str(refused.value) == f"H/data.yaml: classes {got}; expected the run's classes {RUN} in that order {named}"
+
+
+def test_each_task_names_readers_that_exist_and_refuses_in_its_own_words(tmp_path):
+    """open_kind serves detect and pose (pipeline/tasks/pose/data/specs.py): each reader a task names by its dotted path
+    imports, and a folder or a spec of no kind is refused naming that task's kinds."""
+    from pipeline.tasks.detect.data import specs as detect_specs
+    from pipeline.tasks.detect.data.specs import _reader, open_kind
+    from pipeline.tasks.pose.data import specs as pose_specs
+
+    for kinds in (detect_specs.KINDS, pose_specs.KINDS):
+        assert all(callable(_reader(dotted)) for dotted in (kinds.coco, kinds.yolo, kinds.tfrecords))
+    for kinds, folder, unknown in (
+            (detect_specs.KINDS, "expected its annotations.json (COCO), data.yaml (YOLO) or a glob",
+             "is neither 'shapes', a COCO annotations.json, a YOLO data.yaml, nor a glob of TFRecord files"),
+            (pose_specs.KINDS, "expected its annotations.json (COCO keypoints), data.yaml (YOLO-pose) or a glob",
+             "is neither 'figures', a COCO keypoints annotations.json, a YOLO-pose data.yaml nor a glob")):
+        with pytest.raises(DataError, match=r"data '.*' is a folder; " + folder.replace("(", r"\(").replace(")", r"\)")):
+            open_kind(str(tmp_path), kinds, None, ())
+        with pytest.raises(DataError) as refused:
+            open_kind(str(tmp_path / "nothing.txt"), kinds, None, ())
+        assert f"data spec '{tmp_path / 'nothing.txt'}' {unknown}" in str(refused.value)
