@@ -18,6 +18,9 @@ from tests.support.helpers import REPO
 BENCH = REPO / "bench"
 SCRIPTS = sorted(p for p in BENCH.rglob("*.py") if "__pycache__" not in p.parts)
 RESULTS = sorted((BENCH / "results").glob("*.md"))
+# Our own sources outside bench/: their comments and docstrings point at the benchmark that measured a choice.
+SOURCES = sorted(p for top in ("pipeline", "edge", "models", "tests", ".ci") for p in (REPO / top).rglob("*")
+                 if p.is_file() and p.suffix in ("", ".py", ".sh") and "__pycache__" not in p.parts)
 # The packages of this repository a bench script may import (bench's own folders included, as bench.<family>.<module>).
 OURS = {"bench", "edge", "models", "pipeline", "tests"}
 # Modules that only the other environments a benchmark drives have (the device venv, the clients' venvs, Ultralytics'
@@ -133,6 +136,12 @@ def test_every_bench_path_a_results_file_or_script_quotes_exists(page):
     # README.md, bench/README.md and docs/ are checked by tests/docs/test_docs_paths.py.
     missing = _missing(_quoted_bench_paths(page.read_text()))
     assert not missing, f"{_rel(page)} quotes bench paths that are not in the tree: {missing}"
+
+
+def test_every_bench_path_our_sources_quote_exists():
+    # This file's own examples of a wrong path excepted.
+    missing = {_rel(page): found for page in SOURCES if page != Path(__file__) and (found := _missing(_quoted_bench_paths(page.read_text(errors="replace"))))}
+    assert not missing, f"sources quote bench paths that are not in the tree: {missing}"
 
 
 def test_a_quoted_path_that_is_not_there_is_found_and_an_earlier_name_is_not_checked():
