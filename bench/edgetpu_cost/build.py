@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from architectures import ARCHITECTURES  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.edgetpu_cost.architectures import ARCHITECTURES  # noqa: E402
 
 DEFAULT_CACHE = Path("/work/cache-cost")
 

@@ -29,12 +29,10 @@ from scipy.optimize import nnls
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compiled_layout import split as compiled_split  # noqa: E402
-from linked import USB2, USB2_CHECKS, USB2_JUDGE_HOST, USB2_SOURCE, Base, fit_linked, predict_final  # noqa: E402
-from twins import judge as judge_twins  # noqa: E402
-
-import pycoral_reference  # noqa: E402
+from bench.edgetpu_cost import pycoral_reference  # noqa: E402
+from bench.edgetpu_cost.compiled_layout import split as compiled_split  # noqa: E402
+from bench.edgetpu_cost.linked import USB2, USB2_CHECKS, USB2_JUDGE_HOST, USB2_SOURCE, Base, fit_linked, predict_final  # noqa: E402
+from bench.edgetpu_cost.twins import judge as judge_twins  # noqa: E402
 
 from edge.model.tflite_file import read_model  # noqa: E402
 from pipeline.edgetpu import preflight  # noqa: E402

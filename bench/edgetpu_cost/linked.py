@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Sequence
 
 import numpy as np
-from pycoral_reference import HOSTS, column
-from pycoral_reference import SOURCE as PYCORAL_SOURCE
 from scipy.optimize import nnls
+
+from bench.edgetpu_cost.pycoral_reference import HOSTS, column
+from bench.edgetpu_cost.pycoral_reference import SOURCE as PYCORAL_SOURCE
 
 # USB 2.0: pycoral's reference times on a Raspberry Pi 3 B (fitted) and on a Raspberry Pi 3 B+ (judged), both on the
 # boards' USB 2.0 ports (pycoral_reference.py). Among the rows rebuilt here, Inception v4 streams parameters: it grounds

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import List, NamedTuple, Optional
 
-from compiled_layout import split as compiled_split
-
-from edge.model.tflite_file import read_model
-from pipeline.edgetpu import preflight
-from pipeline.edgetpu.cost.features import model_cost
-from pipeline.edgetpu.cost.layout import Layout, split
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.edgetpu_cost.compiled_layout import split as compiled_split  # noqa: E402
+from edge.model.tflite_file import read_model  # noqa: E402
+from pipeline.edgetpu import preflight  # noqa: E402
+from pipeline.edgetpu.cost.features import model_cost  # noqa: E402
+from pipeline.edgetpu.cost.layout import Layout, split  # noqa: E402
 
 COCOMPILED = re.compile(r"(?P<model>.+)_cocompiled_with_(?P<partner>.+)_edgetpu\.tflite$")
 
@@ -66,14 +66,6 @@ def judge(folder: Path, layout: Layout) -> List[Twin]:
     return twins
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from pipeline.edgetpu.cost import coefficients
-    for t in judge(Path(sys.argv[1]), coefficients.layout()):
-        print(t.name, t.partner or "", t.compiled_cached, t.compiled_streamed, t.predicted_cached, t.predicted_streamed,
-              f"{100 * t.error:+.1f}%")
-
-
 def _kib(n: int) -> str:
     return f"{n / 1024:.1f}"
 
@@ -104,3 +96,11 @@ def section(twins: List[Twin], folder: Path) -> List[str]:
         L.append(f"| {t.name} | {t.partner} | {_kib(t.compiled_cached)} / {_kib(t.compiled_streamed)} | {solo} | "
                  f"{_kib(t.predicted_cached)} / {_kib(t.predicted_streamed)} | {100 * t.error:+.1f}% |")
     return L
+
+
+if __name__ == "__main__":
+    from pipeline.edgetpu.cost import coefficients
+
+    for t in judge(Path(sys.argv[1]), coefficients.layout()):
+        print(t.name, t.partner or "", t.compiled_cached, t.compiled_streamed, t.predicted_cached, t.predicted_streamed,
+              f"{100 * t.error:+.1f}%")
