@@ -60,6 +60,20 @@ def _given(values: dict, command_name: str) -> dict:
     return {k: v for k, v in values.items() if k in keys and v is not None}
 
 
+def _gate_words(key: str) -> str:
+    """Each task's words for one part of parity's gate (its options.py's GATE_HELP), "task: words; ...": the commands'
+    help names no task, and a new task's words come from its own folder."""
+    return "; ".join(f"{task}: {words[key]}" for task, words in task_options.said("GATE_HELP"))
+
+
+MAX_DROP_HELP = "allowed drop of the gated metric, percentage points: " + _gate_words("metric")
+MIN_AGREEMENT_HELP = "required agreement with the float model: " + _gate_words("agreement")
+MIN_ACCURACY_HELP = "least score of the float and gated models in the gated metric; default: " + _gate_words("floor")
+CLIENTS_HELP = ("clients gated like the int8 model, comma-separated, all or none; every client is reported either way "
+                "(default none). Those that read each task's model: " + _gate_words("clients"))
+COCO_IMAGES_HELP = "COCO data: a folder the annotations' file_names are relative to, searched after the JSON's own"
+
+
 # `pipeline train`'s options in the order --help lists them: TrainConfig's fields (each with its option, help and type in
 # pipeline/training/config.py), the schedule's ("schedule.FIELD"), and the two that are not the config's.
 # "tasks": every task's own train options (pipeline/tasks/<task>/options.py), in their order.
@@ -134,8 +148,7 @@ def train_command(run_dir, config_file, **given):
 @click.option("--seed", type=int, default=1234, show_default=True, help="seed of the shuffle")
 @click.option("--shard-mb", type=float, default=100.0, show_default=True, help="target shard size in MB")
 @click.option("--jpeg-quality", type=int, default=95, show_default=True, help="quality for re-encoding images that are not JPEG")
-@click.option("--images", multiple=True, help="detect, COCO: a folder the annotations' file_names are relative to, searched "
-              "after the JSON's own; repeat for more, searched in order")
+@click.option("--images", multiple=True, help=COCO_IMAGES_HELP + "; repeat for more, searched in order")
 @reports_errors
 def prepare_command(folder, task, out, seed, shard_mb, jpeg_quality, images):
     """Write FOLDER's class folders as TFRecord shards (Kaggle TPU flowers schema) and labels.txt; with another --task,
@@ -197,22 +210,14 @@ def export_command(run_dir, int8, float16, dynamic_range, calibration_samples, c
     gate.enforce(list(result.failures))  # --remedy and nothing passed: the best attempt was written, exit 1
 
 
-CLIENTS_HELP = ("clients gated like the int8 model, comma-separated: pycoral (classify_image.py; detect_image.py), "
-                "mediapipe (ImageClassifier; ObjectDetector), frigate (detectors only), all or none; every client is "
-                "reported either way (default none)")
-MIN_ACCURACY_HELP = ("least top-1 accuracy of the float and gated models (default: better than always answering "
-                     "the most frequent held-out class); on a detection run, the least mAP@.5 (default: better than "
-                     "one box of the most frequent class per image)")
-
-
 @main.command("parity")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--data", "data_spec", help="held-out data spec instead of the run's recorded split")
 @click.option("--device-results", type=click.Path(dir_okay=False), multiple=True,
               help="from the device: PREDICTIONS.json of `edge evaluate`, BENCH.json of `edge bench --json` (its time "
                    "per inference, put beside the cost model's prediction), or both (repeat the option)")
-@click.option("--max-drop", type=float, help=f"allowed top-1 accuracy drop, percentage points (default {GATE.max_drop:g})")
-@click.option("--min-agreement", type=float, help=f"required top-1 agreement with the float model (default {GATE.min_agreement:g})")
+@click.option("--max-drop", type=float, help=f"{MAX_DROP_HELP} (default {GATE.max_drop:g})")
+@click.option("--min-agreement", type=float, help=MIN_AGREEMENT_HELP)
 @click.option("--min-accuracy", type=float, help=MIN_ACCURACY_HELP)
 @_with_task_options("parity")
 @click.option("--clients", "clients", help=CLIENTS_HELP)
@@ -302,12 +307,12 @@ def _progressbar(total, label):
 @click.option("--task", type=click.Choice(tasks.NAMES), help="what the model learns (see `pipeline train --help`); default: classify, or the reused run's")
 @click.option("--out", "run_dir", type=click.Path(file_okay=False), help="run directory; default runs/<data>-<model>")
 @click.option("--data", "data_spec", help="data spec (see `pipeline train --help`); default: the task's built-in set, or the reused run's")
-@click.option("--images", multiple=True, help="detect, COCO --data: a folder its file_names are relative to (see `pipeline train --help`)")
+@click.option("--images", multiple=True, help=COCO_IMAGES_HELP + " (see `pipeline train --help`)")
 @click.option("--model", help="registry model; default small_cnn, or the reused run's")
 @click.option("--image-size", type=int, help="square input size; default: the model's")
 @click.option("--epochs", type=int, help="training epochs; default: train's")
-@click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: allowed drop of the gate metric, pp")
-@click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: required agreement")
+@click.option("--max-drop", type=float, default=GATE.max_drop, show_default=True, help="parity gate: " + MAX_DROP_HELP)
+@click.option("--min-agreement", type=float, default=GATE.min_agreement, show_default=True, help="parity gate: " + MIN_AGREEMENT_HELP)
 @click.option("--min-accuracy", type=float, help="parity gate: " + MIN_ACCURACY_HELP)
 @click.option("--remedy", is_flag=True, help="repair an int8 model that fails the gate on a tuning split (see `pipeline export --help`)")
 @click.option("--clients", "clients", default="none", help="parity gate: " + CLIENTS_HELP)
@@ -366,12 +371,11 @@ def compile_command(target, as_json, **options):
 
 @main.command("import")
 @click.argument("model", type=click.Path())
-@click.option("--data", "data_spec", required=True, help="the model's classes as labelled images (class folders or TFRecords): "
-              "calibration for --int8 and the held-out split parity compares on")
+@click.option("--data", "data_spec", required=True, help="labelled images of the model's classes, in a form `pipeline train "
+              "--task TASK --data` takes: calibration for --int8 and the held-out split parity compares on")
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False), help="run directory to write")
 @click.option("--task", type=click.Choice(list(tasks.NAMES)), default=tasks.DEFAULT, show_default=True,
-              help="what the model does (detect, pose: an Ultralytics YOLO detector's or pose model's ONNX, its decoding "
-              "tail cut)")
+              help="what the model does: " + "; ".join(f"{task}, {words}" for task, words in task_options.said("IMPORTS")))
 @click.option("--val-data", help="held-out data instead of a split of --data")
 @click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help="class names in the model's output order, "
               "one a line (default: --data's class folders, sorted)")

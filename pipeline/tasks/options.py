@@ -11,7 +11,7 @@ them (or ignores them, as the option says).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from pipeline import tasks
 from pipeline.errors import ConfigError
@@ -33,6 +33,13 @@ class Option(NamedTuple):
 def _module(task: str):
     """Task `task`'s options module, or None when it declares none."""
     return tasks.part(task, "options")
+
+
+def said(attribute: str) -> List[Tuple[str, Any]]:
+    """(task, what its options.py says under `attribute`) for every task that says it. The commands' help texts are
+    built from these words, so that no command names a task and a new task's words come from its own folder."""
+    found = [(name, getattr(_module(name), attribute, None)) for name in tasks.names() if _module(name) is not None]
+    return [(name, words) for name, words in found if words]
 
 
 def of_task(task: str, command: str) -> List[Option]:

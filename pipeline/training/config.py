@@ -47,8 +47,9 @@ def _tasks_say(lead: str, attribute: str, joined: Callable[[str, str], str], sep
     """A help text of what each task's options.py says (its `attribute`), after `lead`: the tasks word their own data
     specs and what they learn, so that a new task is a folder and this text names none."""
     def help_text() -> str:
-        said = [(name, getattr(tasks.part(name, "options"), attribute, None)) for name in tasks.names()]
-        return lead + sep.join(joined(name, words) for name, words in said if words)
+        from pipeline.tasks.options import said
+
+        return lead + sep.join(joined(name, words) for name, words in said(attribute))
 
     return help_text
 
@@ -63,7 +64,7 @@ class TrainConfig:
         "--val-data", "held-out data spec; default: a seeded 20% split of --data"))
     # folders searched in order, after the JSON's own, for COCO file_names (of --data and --val-data); None = none
     images: Optional[Tuple[str, ...]] = option(None, resume=True, flag=Flag(
-        "--images", "detect, COCO data: a folder the annotations' file_names are relative to, searched after the JSON's "
+        "--images", "COCO data: a folder the annotations' file_names are relative to, searched after the JSON's "
         "own; repeat for more, searched in order (COCO 2017: --images train2017 --images val2017)",
         to_config=lambda given: tuple(given) or None))
     # a name from models.MODEL_NAMES

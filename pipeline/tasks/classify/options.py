@@ -9,6 +9,13 @@ from pipeline.tasks.options import Option
 # What `pipeline train --help` says of the task: what its data specs are, what its model learns.
 DATA_HELP = "digits | 'path/train-*.tfrec' (Kaggle TPU schema, local or gs://) | folder of class folders"
 LEARNS = "one class per image"
+# What `pipeline parity --help` (and run's) says of the task's gate: the metric --max-drop limits, --min-accuracy's
+# default floor, what --min-agreement counts, and which --clients read its model; and what `pipeline import` takes.
+GATE_HELP = {"metric": "top-1 accuracy (or macro-F1: --gate-metric)",
+             "floor": "better than always answering the most frequent held-out class",
+             "agreement": f"the share of images whose top-1 class is the float model's (default {GATE.min_agreement:g})",
+             "clients": "pycoral (classify_image.py), mediapipe (ImageClassifier)"}
+IMPORTS = "a Keras, SavedModel or ONNX classifier"
 
 _GATE_METRIC = "--gate-metric"
 _NOT_RANKED = "{flag} applies to classification runs; a {task} run writes no ranked classes"

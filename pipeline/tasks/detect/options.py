@@ -14,6 +14,13 @@ _NOT_A_DETECTOR = "{flag} {value} is a detector's head; expected --task detect, 
 # What `pipeline train --help` says of the task: what its data specs are, what its model learns.
 DATA_HELP = "shapes | PATH/annotations.json (COCO) | PATH/data.yaml (YOLO) | 'path/*.tfrecord' (TF OD API schema)"
 LEARNS = "boxes and classes"
+# What `pipeline parity --help` (and run's) says of the task's gate: the metric --max-drop limits, --min-accuracy's
+# default floor, what --min-agreement counts, and which --clients read its model; and what `pipeline import` takes.
+GATE_HELP = {"metric": "mAP@.5",
+             "floor": "better than one box of the most frequent class per image",
+             "agreement": "the share of the float model's detections the gated model matches (only when given)",
+             "clients": "pycoral (detect_image.py), mediapipe (ObjectDetector), frigate"}
+IMPORTS = "an Ultralytics YOLO detector's ONNX, its decoding tail cut"
 
 OPTIONS = {
     "train": (

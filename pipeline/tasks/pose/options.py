@@ -18,6 +18,13 @@ MAX_BOXES = 16  # the built-in figures hold at most 3; COCO's person images rare
 # What `pipeline train --help` says of the task: what its data specs are, what its model learns.
 DATA_HELP = "figures | COCO keypoints JSON | YOLO-pose data.yaml | 'path/*.tfrecord' (pipeline prepare --task pose)"
 LEARNS = "boxes and keypoints"
+# What `pipeline parity --help` (and run's) says of the task's gate: the metric --max-drop limits, --min-accuracy's
+# default floor, what --min-agreement counts, and which --clients read its model; and what `pipeline import` takes.
+GATE_HELP = {"metric": "OKS mAP@.5",
+             "floor": "better than one mean pose of the most frequent class per image",
+             "agreement": "the share of the float model's detections the gated model matches (only when given)",
+             "clients": "none reads a pose model; pycoral, mediapipe and frigate are each reported with why"}
+IMPORTS = "an Ultralytics YOLO pose model's ONNX, its decoding tail cut"
 
 OPTIONS = {
     "train": (

@@ -5,6 +5,11 @@ from pipeline.errors import ConfigError
 from pipeline.tasks.options import Option
 
 TRAIN_DEFAULTS = {"batch_size": 16, "epochs": 2}  # a tiny model on 77 pictures
+# The words the commands' help texts take from each task (pipeline/tasks/options.py's said).
+DATA_HELP = "squares"
+LEARNS = "how many squares"
+GATE_HELP = {"metric": "counts within --count-tolerance", "floor": "better than always answering the mean count",
+             "agreement": "the share of counts equal to the float model's", "clients": "none"}
 OPTIONS = {"parity": (Option("--count-tolerance", "tolerance", "count: how far an answer may be from the true count and "
                              "still be right (default 0.5)", float, default=0.5),)}
 
