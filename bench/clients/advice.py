@@ -7,8 +7,8 @@ For each exported RUN: `pipeline parity RUN` (the default gate; its verdict is n
 line and each client's row with the float model fed alike. When the line names `pipeline export RUN ... --remedy
 --clients NAME`, that command runs on a copy (RUN.advised, the run itself is left as it was), then parity again:
 the client's gap to the contract before and after, whether advice is still given, the command's exit code and
-seconds. A training advice is reported, not followed (tests/commands/test_advice_training.py follows it on digits). The
-advice is read out of parity's own output, as tests/commands/test_advice_commands.py reads it.
+seconds. A training advice is reported, not followed (tests/commands/advice/test_training.py follows it on digits). The
+advice is read out of parity's own output, as tests/commands/advice/test_commands.py reads it.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.commands.test_advice_commands import advised  # noqa: E402  the tests' reading of a message's commands
+from tests.commands.advice.test_commands import advised  # noqa: E402  the tests' reading of a message's commands
 
 WITHIN_PP = 2.0
 

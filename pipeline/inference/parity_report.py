@@ -58,7 +58,7 @@ def client_advice(name: str, row: dict) -> str:
     if not _beyond(float_drop) and _beyond(int8_drop):
         # The ladder's calibration rung calibrates on the judged client's feeds too, so ranges set on the contract's
         # pixels alone no longer clip the client's (halftone-like PNGs, small CNN 16 px: MediaPipe 24-44 pp under
-        # the contract before, within 1.5 pp after; tests/commands/test_advice_remedy.py, bench/results/clients.md).
+        # the contract before, within 1.5 pp after; tests/commands/advice/test_remedy.py, bench/results/clients.md).
         return (f"int8 loses {int8_drop:.2f} pp against the float model fed as {name} feeds (which itself "
                 f"{_loses(float_drop)}): {remedy}")
     if not _beyond(float_drop):

@@ -26,7 +26,7 @@ def calibration(config, tuning: TuningSplit):
         # Drawn with another seed from the same images, the calibration set would be the same set.
         return Skip(f"the export as asked already calibrates on all {tuning.train_count} training images")
     # The judged clients' feeds of the same images join them: an unsmoothed resize can hand the model pixels the
-    # contract's never reach, past ranges set on the contract's alone (tests/commands/test_advice_remedy.py).
+    # contract's never reach, past ranges set on the contract's alone (tests/commands/advice/test_remedy.py).
     return dataclasses.replace(calibrate_on_rest(config, tuning), calibration_clients=tuple(config.clients))
 
 

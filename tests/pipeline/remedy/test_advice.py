@@ -83,6 +83,6 @@ def test_a_loss_the_ladder_already_judged_with_the_client_is_said_to_be_beyond_t
 
 def advised_commands(line: str, start: str = "pipeline export") -> list:
     """The commands a line advises (in order, as tests/commands reads them) that start with `start`."""
-    from tests.commands.test_advice_commands import advised
+    from tests.commands.advice.test_commands import advised
 
     return [c for c in advised(line) if c.startswith(start)]

@@ -50,7 +50,7 @@ def ciou(a, b):
 
 def giou(a, b):
     """Generalized IoU of matching x1y1x2y2 boxes [..., 4] -> [...]: IoU less the enclosing box's share not in the union
-    (bench/detect/yolo_box_loss.py compares it with CIoU)."""
+    (bench/detect/yolo/box_loss.py compares it with CIoU)."""
     inter = (tf.maximum(0.0, tf.minimum(a[..., 2], b[..., 2]) - tf.maximum(a[..., 0], b[..., 0]))
              * tf.maximum(0.0, tf.minimum(a[..., 3], b[..., 3]) - tf.maximum(a[..., 1], b[..., 1])))
     union = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]) + (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1]) - inter + EPS

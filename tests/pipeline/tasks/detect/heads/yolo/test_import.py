@@ -7,7 +7,7 @@
   the Edge TPU.
 - An Ultralytics YOLOv8n built from its yaml, trained briefly on `shapes` and exported format=onnx, in the side venv
   .ci/ultralytics-env builds (or EDGEFLOW_ULTRALYTICS_PYTHON): import, export --int8, pre-flight, parity against
-  onnxruntime's own decoded output (bench/importing/yolo_detect.py measures it at a larger size and longer training).
+  onnxruntime's own decoded output (bench/importing/yolo/detect.py measures it at a larger size and longer training).
 
 Each test skips naming what is missing (onnx, onnxruntime, onnx2tf here; the Ultralytics venv).
 """
@@ -178,7 +178,7 @@ def test_the_ladder_says_when_its_few_tuning_images_cannot_judge_the_limit(monke
 @pytest.mark.slow
 def test_imported_detector_maps_fully_in_the_heads_layout(converter, data, tmp_path):
     """Random weights: what is checked is the int8 file's layout (the head's two outputs, no transpose) and that every op
-    is predicted on the Edge TPU (Frigate's reading against `edge detect` is measured in bench/importing/yolo_detect.py)."""
+    is predicted on the Edge TPU (Frigate's reading against `edge detect` is measured in bench/importing/yolo/detect.py)."""
     from tests.support.yolo_onnx import yolo_onnx
 
     model = yolo_onnx(tmp_path / "yolo.onnx", size=64, classes=4, names=list(CLASSES))

@@ -6,7 +6,7 @@
 - A real YOLOv8n-pose built from its yaml with the figures' 7 keypoints, trained one epoch by Ultralytics on `figures`
   written in YOLO-pose layout and exported format=onnx, in the side venv .ci/ultralytics-env builds (or
   EDGEFLOW_ULTRALYTICS_PYTHON): import, export --int8 with every op predicted on the Edge TPU, parity against
-  onnxruntime's own decoded output (bench/importing/yolo_pose.py measures it longer and larger).
+  onnxruntime's own decoded output (bench/importing/yolo/pose.py measures it longer and larger).
 
 Each test skips naming what is missing (onnx, onnxruntime, onnx2tf; the Ultralytics venv).
 """

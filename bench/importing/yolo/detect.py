@@ -2,9 +2,9 @@
 few epochs on `shapes` written in YOLO layout and exported format=onnx by the user's own script (tests/pipeline/tasks/detect/heads/yolo/test_import.py),
 then imported with its decoding tail cut and exported --int8 in the YOLO head's layout.
 
-    .venv/bin/python bench/importing/yolo_detect.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
-    .venv/bin/python bench/importing/yolo_detect.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
-    .venv/bin/python bench/importing/yolo_detect.py --work DIR --reuse --val-count 400 --val-seed 2   # a larger --val-data
+    .venv/bin/python bench/importing/yolo/detect.py --ultralytics-python ULTRA_VENV/bin/python --size 128 --epochs 10 --work DIR
+    .venv/bin/python bench/importing/yolo/detect.py --work DIR --reuse      # DIR from an earlier call: its ONNX and data again
+    .venv/bin/python bench/importing/yolo/detect.py --work DIR --reuse --val-count 400 --val-seed 2   # a larger --val-data
 
 Reports: the time and peak memory (/usr/bin/time -v) of import and of export --int8, each its own process with
 TensorFlow's start; the ops the pre-flight predicts on the Edge TPU; parity's mAP@.5 (COCOeval) of the int8 model
@@ -26,7 +26,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 from bench.importing.classifiers import timed  # noqa: E402

@@ -1,7 +1,7 @@
-"""What the host side of the Ultralytics benchmarks (side_by_side.py, yolo_pose.py) shares: the calibration sample
+"""What the host side of the Ultralytics benchmarks (side_by_side.py, pose.py) shares: the calibration sample
 onnx2tf would download, and an Ultralytics .tflite file read as Ultralytics' LiteRT backend reads it.
 
-    from bench.importing.ultralytics_files import raw_output, write_onnx2tf_sample
+    from bench.importing.yolo.ultralytics_files import raw_output, write_onnx2tf_sample
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 # The two venvs the side-by-side needs, outside the repository (default /work/envs/ultralytics and
 # /work/envs/ultralytics-edgetpu):
 #
-#     bash bench/importing/make_envs.sh [ULTRA_DIR] [EDGETPU_DIR]
+#     bash bench/importing/yolo/make_envs.sh [ULTRA_DIR] [EDGETPU_DIR]
 #
 # ULTRA_DIR: the project's own torch venv (.ci/ultralytics-env: torch 2.13.0+cpu, Ultralytics, onnx, litert-torch and
 # ai-edge-quantizer for `format=tflite int8=True`): it trains, exports ONNX and LiteRT, and runs `model.val` on every
@@ -15,7 +15,7 @@
 # it is. A directory that already holds a python is kept as it is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
 ultra="${1:-/work/envs/ultralytics}"
 edgetpu="${2:-/work/envs/ultralytics-edgetpu}"
 

@@ -1,8 +1,8 @@
 """Three paths from one Ultralytics YOLOv8n to a full-integer int8 file for the Coral, scored side by side on the same
 held-out images by both evaluators.
 
-    bash bench/importing/make_envs.sh                      # /work/envs/ultralytics, /work/envs/ultralytics-edgetpu
-    .venv/bin/python bench/importing/side_by_side.py --work DIR [--size 192 --epochs 20 --train-count 400
+    bash bench/importing/yolo/make_envs.sh                      # /work/envs/ultralytics, /work/envs/ultralytics-edgetpu
+    .venv/bin/python bench/importing/yolo/side_by_side.py --work DIR [--size 192 --epochs 20 --train-count 400
         --heldout-count 300] [--ultralytics-python P --edgetpu-python P] [--write]
 
 The model: YOLOv8n from `yolov8n.yaml` (no weights downloaded), trained by Ultralytics on bench/detect/photo_scenes.py's
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 STEPS = Path(__file__).with_name("ultralytics_steps.py")
@@ -102,7 +102,7 @@ def make_data(work: Path, size: int, train_count: int, heldout_count: int) -> di
     from PIL import Image
 
     from bench.detect.photo_scenes import scenes
-    from bench.importing.ultralytics_files import write_onnx2tf_sample
+    from bench.importing.yolo.ultralytics_files import write_onnx2tf_sample
 
     train = scenes(train_count, (size, size), seed=0)
     heldout = scenes(heldout_count, (size, size), seed=1)
@@ -140,7 +140,7 @@ def ultralytics_file_detections(path: Path, images) -> list:
     class-agnostic NMS, the best 25), as the detect task's Detections."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from bench.importing.ultralytics_files import raw_output
+    from bench.importing.yolo.ultralytics_files import raw_output
     from pipeline.tasks.detect.evaluate import Detections
     from pipeline.tasks.detect.heads.yolo.reference import kept
 
@@ -283,7 +283,7 @@ def render(args, data, trained, litert, as_is, tpu_export, imported, types, mapp
            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, {os.cpu_count()} cores, "
            f"Python {platform.python_version()}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end "
            "(other helpers' jobs ran beside it)\n",
-           "command (from the repository's root, after `bash bench/importing/make_envs.sh`):\n",
+           "command (from the repository's root, after `bash bench/importing/yolo/make_envs.sh`):\n",
            "```\n" + " ".join(["python", *map(str, [Path(sys.argv[0]).resolve().relative_to(REPO), *sys.argv[1:]])]) + "\n```\n",
            f"Model: YOLOv8n from `yolov8n.yaml`, trained by Ultralytics (seed {args.train_seed}) {args.epochs} epochs at {args.size} px on "
            f"{data['train']} real-photo scenes ({data['train_objects']} objects; bench/detect/photo_scenes.py at {args.size}x{args.size}, "

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from pipeline.tasks.classify.scores import METRICS
-from tests.commands.test_advice_commands import RELAXED, _pipeline, advised, follow
+from tests.commands.advice.test_commands import RELAXED, _pipeline, advised, follow
 
 pytestmark = pytest.mark.host
 

@@ -1,6 +1,6 @@
 """The YOLO head's box loss, CIoU (YOLOv8's, the default) against GIoU, on `shapes`: the same model, data, seed and steps.
 
-    .venv/bin/python bench/detect/yolo_box_loss.py [--epochs 4] [--count 1200]
+    .venv/bin/python bench/detect/yolo/box_loss.py [--epochs 4] [--count 1200]
 
 Each: small_cnn at 128 px, the detect task's training batches (flip, crop, letterbox share) through YoloTraining and
 Keras' fit with Adam at 3e-3 (cosine to 0.02x), batch 16; then the held-out split's mAP by COCOeval after the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 
 def one(box_iou: str, count: int, epochs: int) -> dict:

@@ -1,5 +1,5 @@
 """The steps of the Ultralytics benchmarks that run inside an Ultralytics venv (make_envs.sh builds both), as a user's
-own script would; side_by_side.py and yolo_pose.py call them, each its own process. Each prints one JSON line last.
+own script would; side_by_side.py and pose.py call them, each its own process. Each prints one JSON line last.
 
     PY ultralytics_steps.py train WORK --size 192 --epochs 20    # YOLOv8n from yolov8n.yaml -> WORK/runs/train/weights/best.pt, best.onnx
     PY ultralytics_steps.py train WORK --yaml yolov8n-pose.yaml  # the pose model instead (nc and kpt_shape from the data's yaml)
@@ -20,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def train(work: Path, size: int, epochs: int, seed: int, model_yaml: str) -> dict:

@@ -1,7 +1,7 @@
 """Host decode + NMS of the anchor-free head's outputs at 320x320 (2,100 anchor points), one thread, and the int8
 model's CPU invoke beside it.
 
-    .venv/bin/python bench/detect/yolo_decode.py [--classes 3] [--repeats 300] [--invoke]
+    .venv/bin/python bench/detect/yolo/decode.py [--classes 3] [--repeats 300] [--invoke]
 
 Cases, each on int8 outputs as the Edge TPU hands them back:
 - typical: a few objects (each seen by a handful of points), every other point at the bounded floor (-4 logit);
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from edge.clients import frigate as frigate_yolo
 from edge.answers.heads import yolo as yolo_decode  # noqa: E402

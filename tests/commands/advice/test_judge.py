@@ -1,6 +1,6 @@
 """Parity's client advice sized to its judge, followed on a case where the run's tuning split cannot see the loss.
 
-The halftone pictures of test_advice_remedy.py with a milder gain (MediaPipe's samples 1.5 times the contrast): int8
+The halftone pictures of test_remedy.py with a milder gain (MediaPipe's samples 1.5 times the contrast): int8
 as MediaPipe feeds loses a few pp against the float model fed alike, too few for the 24 tuning images a default run
 sets aside to tell from none (a model losing that much passes them about 40% of the time; `export --remedy
 --clients mediapipe` there keeps the export as asked, as in issue 55's photo case). Parity names the tuning
@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from tests.commands.test_advice_commands import RELAXED, _pipeline, advised, follow
-from tests.commands.test_advice_remedy import write_halftone_pngs
+from tests.commands.advice.test_commands import RELAXED, _pipeline, advised, follow
+from tests.commands.advice.test_remedy import write_halftone_pngs
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 

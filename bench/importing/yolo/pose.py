@@ -4,13 +4,13 @@ built from yolov8n-pose.yaml (no download), trained by Ultralytics on `figures` 
 
 - edgeflow: `pipeline import best.onnx --task pose`, `export --int8`, `compile --check-only --json` (ops mapped) and
   `parity` (OKS mAP of float and int8 against the reference, onnxruntime on the ONNX file with its own decoding);
-- Ultralytics: `model.export(format="edgetpu")` in a TensorFlow venv (bench/importing/make_envs.sh on
+- Ultralytics: `model.export(format="edgetpu")` in a TensorFlow venv (bench/importing/yolo/make_envs.sh on
   branch h55-bench builds one); offline it cannot fetch edgetpu_compiler, so its full-integer int8 file is what is
   measured: the pre-flight's ops mapped, and OKS mAP on the same held-out images (the run's recorded ones, stretched to
   the input as parity feeds them), read here from its one decoded output (1, 4 + C + 3K, N), coordinates normalized,
   and kept by the same host rules (one class per point, score filter, class-agnostic NMS, best 25).
 
-    /work/venv/bin/python bench/importing/yolo_pose.py --work DIR --ultralytics-python U/bin/python \
+    /work/venv/bin/python bench/importing/yolo/pose.py --work DIR --ultralytics-python U/bin/python \
         --edgetpu-python E/bin/python --size 128 --epochs 30
     ... --work DIR --reuse          # DIR's trained model and data again
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 STEPS = Path(__file__).with_name("ultralytics_steps.py")
 
@@ -47,7 +47,7 @@ def prepare(work: Path, size: int, train_count: int, val_count: int) -> None:
     import yaml
     from PIL import Image
 
-    from bench.importing.ultralytics_files import write_onnx2tf_sample
+    from bench.importing.yolo.ultralytics_files import write_onnx2tf_sample
     from tests.pipeline.tasks.pose.heads.yolo.test_import import write_figures_yolo_pose
 
     train = write_figures_yolo_pose(work / "train", train_count, size, 0)
@@ -70,7 +70,7 @@ def preflight(target: Path) -> dict:
 def ultralytics_int8_poses(path: Path, pixels, num_classes: int) -> list:
     """Ultralytics' int8 .tflite on uint8 pixels [S, S, 3], read as its LiteRT backend reads it
     (ultralytics_files.raw_output): (4 + C + 3K, N) with coordinates normalized to the input, kept by the host rules."""
-    from bench.importing.ultralytics_files import raw_output
+    from bench.importing.yolo.ultralytics_files import raw_output
     from edge.model.interpreter import make_interpreter
     from pipeline.tasks.pose.heads.yolo.import_reference import poses_of_rows
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.commands.test_advice_commands import RELAXED, _pipeline, advised, follow
+from tests.commands.advice.test_commands import RELAXED, _pipeline, advised, follow
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
