@@ -38,7 +38,7 @@ def _module(task: str):
 def said(attribute: str) -> List[Tuple[str, Any]]:
     """(task, what its options.py says under `attribute`) for every task that says it. The commands' help texts are
     built from these words, so that no command names a task and a new task's words come from its own folder."""
-    found = [(name, getattr(_module(name), attribute, None)) for name in tasks.names() if _module(name) is not None]
+    found = [(name, getattr(_module(name), attribute, None)) for name in tasks.names()]  # None: no options.py
     return [(name, words) for name, words in found if words]
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError
 from pipeline.tasks import Evaluation, Plan, Task
+from pipeline.tasks.detect import task as detect  # pose's model is a detector with keypoints (BUILDS_ON)
 from pipeline.tasks.train_defaults import TRAIN_DEFAULTS
 
 IMAGE_SIZE = {"small_cnn": 128, "mobilenet_v2": 224}  # detection's (pipeline/tasks/detect/task.py)
@@ -39,23 +40,20 @@ class Pose(Task):
         return max(heads.of_run(run).strides())
 
     def check(self, config) -> None:
-        from pipeline.tasks.detect.task import check_detector
-
-        check_detector(config, self.name, "model", max(_head(config).strides()))
+        detect.check_detector(config, self.name, "model", max(_head(config).strides()))
 
     def default_image_size(self, model: str) -> int:
         return IMAGE_SIZE.get(model, 128)
 
     def plan(self, config, chosen) -> Plan:
-        from pipeline.tasks.detect.task import feed_entry, split_examples
         from pipeline.tasks.pose.data import augment
 
         source = _opened(config.data, tuple(config.images or ()))
         val = _opened(config.val_data, tuple(config.images or ()), tuple(source.labels), source.layout) if config.val_data else None
-        split, train, heldout, steps_per_epoch = split_examples(config, source, val)
+        split, train, heldout, steps_per_epoch = detect.split_examples(config, source, val)
         k = source.layout.count
-        feed = feed_entry(config, train, "after the cache: a flip that renumbers the keypoints by flip_idx and a crop, "
-                                         "drawn anew every epoch")
+        feed = detect.feed_entry(config, train, "after the cache: a flip that renumbers the keypoints by flip_idx and a "
+                                                "crop, drawn anew every epoch")
         heldout_ds = _head(config).with_targets(config, augment.fitted(augment.decoded(heldout, k, config.max_boxes), config.size,
                                                                        source.layout.flip_idx))
         return Plan(source, val, split, augment.decoded(train, k, config.max_boxes), len(train), heldout_ds, len(heldout),
@@ -84,20 +82,18 @@ class Pose(Task):
         ds = train.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
         ds = _head(config).with_targets(config, augment.fitted(ds, config.size, layout.flip_idx, training=True, seed=seed,
                                                                min_crop=MIN_CROP))
-        ds = ds.batch(config.batch_size, drop_remainder=True).map(_as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.batch(config.batch_size, drop_remainder=True).map(detect._as_model_input, num_parallel_calls=tf.data.AUTOTUNE)
         return _with_options(ds).prefetch(tf.data.AUTOTUNE)
 
     def eval_batches(self, heldout, batch_size: int):
-        from pipeline.tasks.detect.task import TASK as DETECT
-
-        return DETECT.eval_batches(heldout, batch_size)  # batched and cast as detection's
+        return detect.TASK.eval_batches(heldout, batch_size)  # batched and cast as detection's
 
     def evaluate(self, model, plan: Plan, config, history: List[dict]) -> Evaluation:
         from pipeline.tasks.detect.infer import Nms
         from pipeline.tasks.pose import scores
         from pipeline.tasks.pose.samples import heldout_document
 
-        examples = _heldout(plan)
+        examples = detect._heldout(plan)
         labels, layout = plan.train_source.labels, plan.train_source.layout
         nms = Nms()
         predictions = _head(config).predict(model, examples, config, nms)
@@ -121,22 +117,19 @@ class Pose(Task):
 
     def record(self, config, plan: Plan, model, weights):
         from pipeline.data import TRAINING_CONTRACT
-        from pipeline.tasks.detect.task import data_entry, model_entry
 
         head = _head(config)
         train = plan.train_source
         return {
-            "model": model_entry(config, head, len(train.labels), model, weights),
+            "model": detect.model_entry(config, head, len(train.labels), model, weights),
             "pose": head.record(config, {"resize": RESIZE, "max_boxes": config.max_boxes, "keypoints": train.layout.as_dict()}),
             "preprocessing": TRAINING_CONTRACT.as_record(),
             "labels": list(train.labels),
-            "data": data_entry(config, plan, _describe, _identity),
+            "data": detect.data_entry(config, plan, _describe, _identity),
         }
 
     def saved(self, model):
-        from pipeline.tasks.detect.task import TASK as DETECT
-
-        return DETECT.saved(model)  # the same layers as a plain functional model, as detection saves them
+        return detect.TASK.saved(model)  # the same layers as a plain functional model, as detection saves them
 
     def export(self, config, run):
         from pipeline.tasks.pose import export
@@ -167,14 +160,12 @@ class Pose(Task):
         return [(e.id, None, e.image) for e in examples]
 
     def end_summary(self, run, result):
-        from pipeline.tasks.detect.task import TASK as DETECT
-
-        return DETECT.end_summary(run, result)
+        return detect.TASK.end_summary(run, result)
 
     def importer(self):
         from pipeline.tasks.pose.importer import PoseImport
 
-        return PoseImport(_opened, _describe, _examples, _identity)
+        return PoseImport(_opened, _describe, detect._examples, _identity)
 
     def tuning(self):
         raise ConfigError("--remedy is not built for --task pose yet: the remedy ladder has no pose scoring; export "
@@ -182,11 +173,10 @@ class Pose(Task):
 
     def prepare(self, config, source: str, out: str):
         """TFRecord shards of `source` with labels.txt and keypoints.json (pipeline/tasks/pose/data/tfrecords.py)."""
-        from pipeline.tasks.detect.task import prepare_shards
         from pipeline.tasks.pose.data.specs import open_pose
         from pipeline.tasks.pose.data.tfrecords import write_pose_tfrecords
 
-        return prepare_shards(config, source, out, open_pose, write_pose_tfrecords)  # keypoints checked as well
+        return detect.prepare_shards(config, source, out, open_pose, write_pose_tfrecords)  # keypoints checked as well
 
 
 @functools.lru_cache(maxsize=4)
@@ -205,40 +195,18 @@ def _head(config):
     return heads.get(getattr(config, "head", None) or heads.DEFAULT)
 
 
-def _as_model_input(images, targets):
-    from pipeline.tasks.detect.task import _as_model_input as cast
-
-    return cast(images, targets)
-
-
-def _examples(source, split: str, holdout) -> list:
-    from pipeline.tasks.detect.task import _examples as examples
-
-    return examples(source, split, holdout)
-
-
-def _heldout(plan: Plan) -> list:
-    from pipeline.tasks.detect.task import _heldout as heldout
-
-    return heldout(plan)
-
-
 def _describe(spec: str, source) -> dict:
-    from pipeline.tasks.detect.task import _describe as described
-
-    return {**described(spec, source), "keypoints": source.layout.count}
+    return {**detect._describe(spec, source), "keypoints": source.layout.count}
 
 
 def _identity(plan: Plan, tuning: Sequence = ()) -> dict:
     """Detection's record of the data (classes, the training and held-out images' summaries, the held-out images one by
     one; none set aside for tuning, as pose has no remedy ladder) with the keypoint names and a digest of each split's
     keypoints, so a later stage can name what changed."""
-    from pipeline.tasks.detect.task import _identity as identity
-
-    record = identity(plan, tuning)
-    train = plan.train_source.examples if plan.val_source else _examples(plan.train_source, "train", plan.split)
+    record = detect._identity(plan, tuning)
+    train = plan.train_source.examples if plan.val_source else detect._examples(plan.train_source, "train", plan.split)
     record["keypoints"] = list(plan.train_source.layout.names)
-    for name, examples in (("train", train), ("heldout", _heldout(plan))):
+    for name, examples in (("train", train), ("heldout", detect._heldout(plan))):
         listing = json.dumps([[e.id, np.round(e.keypoints, 5).tolist()] for e in examples], separators=(",", ":"))
         record[name]["keypoints_sha256"] = hashlib.sha256(listing.encode("utf-8")).hexdigest()
     return record
