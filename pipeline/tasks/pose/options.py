@@ -3,6 +3,7 @@ first, so --help shows them once, with detection's words; a pose run reads them 
 from __future__ import annotations
 
 from pipeline.errors import ConfigError
+from pipeline.tasks.detect.options import GATE_HELP as DETECT_GATE_HELP
 from pipeline.tasks.options import Option
 from pipeline.tasks.pose import heads
 
@@ -22,7 +23,7 @@ LEARNS = "boxes and keypoints"
 # default floor, what --min-agreement counts, and which --clients read its model; and what `pipeline import` takes.
 GATE_HELP = {"metric": "OKS mAP@.5",
              "floor": "better than one mean pose of the most frequent class per image",
-             "agreement": "the share of the float model's detections the gated model matches (only when given)",
+             "agreement": DETECT_GATE_HELP["agreement"],  # detection's matching, keypoints aside
              "clients": "none reads a pose model; pycoral, mediapipe and frigate are each reported with why"}
 IMPORTS = "an Ultralytics YOLO pose model's ONNX, its decoding tail cut"
 
